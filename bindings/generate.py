@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Generate ``cudnn_py/_generated/`` from the installed cuDNN headers.
+
+    python bindings/generate.py [--include DIR] [--out DIR] [--check]
+
+Layers for the backend attribute catalog (later layers win, and each attribute records where its type came from):
+
+1. ``header``   -- the doc comments of ``cudnnBackendDescriptorType_t`` (parsed by ``attribute_docs``);
+2. ``probe``    -- ``bindings/probe_results.json``, written by ``bindings/probe_types.py`` against the live library;
+3. ``override`` -- ``bindings/overrides.json``, reviewed by hand, every entry with a reason.
+
+The output is deterministic (header order / sorted, no timestamps): regenerating from the same headers with the same
+probe results and overrides reproduces the committed files byte for byte. ``--check`` regenerates into a temporary
+directory and exits 1 with a diff summary when anything differs.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import attribute_docs  # noqa: E402
+import header_parser  # noqa: E402
+from header_parser import HeaderSet, Param  # noqa: E402
+
+DEFAULT_OUT = REPO / "cudnn_py" / "_generated"
+PROBE_RESULTS = HERE / "probe_results.json"
+OVERRIDES = HERE / "overrides.json"
+
+ATTR_NAME_ENUM = "cudnnBackendAttributeName_t"
+ATTR_TYPE_ENUM = "cudnnBackendAttributeType_t"
+DESC_TYPE_ENUM = "cudnnBackendDescriptorType_t"
+STATUS_ENUM = "cudnnStatus_t"
+
+
+class GenerateError(Exception):
+    """Generation cannot proceed; the message names the offending entry."""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Locating the headers
+# --------------------------------------------------------------------------------------------------------------------
+
+def find_include_dir() -> Path:
+    env = os.environ.get("CUDNN_INCLUDE_DIR")
+    if env:
+        return Path(env)
+    spec = importlib.util.find_spec("nvidia.cudnn")
+    if spec is not None:
+        for loc in list(spec.submodule_search_locations or []):
+            cand = Path(loc) / "include"
+            if (cand / "cudnn.h").is_file():
+                return cand
+    raise GenerateError("cannot find the cuDNN headers: install the nvidia-cudnn-cu12/cu13 wheel, "
+                        "set CUDNN_INCLUDE_DIR, or pass --include DIR")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# C type -> ctypes vocabulary
+# --------------------------------------------------------------------------------------------------------------------
+
+_SCALARS = {
+    "int": "c_int",
+    "unsigned int": "c_uint",
+    "uint32_t": "c_uint",  # 32-bit unsigned on every supported ABI
+    "int32_t": "c_int32",
+    "int64_t": "c_int64",
+    "size_t": "c_size_t",
+    # The vocabulary has no c_uint64; size_t is an unsigned 64-bit integer on every 64-bit ABI cuDNN supports
+    # (LP64 Linux, LLP64 Windows), so it has exactly the layout of unsigned long long (the dropout seed).
+    "unsigned long long": "c_size_t",
+    "float": "c_float",
+    "double": "c_double",
+}
+# Types from the CUDA headers (not parsed): opaque pointers and one enum.
+_EXTERNAL_POINTERS = {"cudaStream_t", "cudaGraph_t"}
+_EXTERNAL_ENUMS = {"libraryPropertyType"}
+
+
+def ctype_of(p: Param, hs: HeaderSet, where: str) -> str:
+    base, depth = p.base, p.pointer_depth
+    if base == "void":
+        if depth == 0:
+            return "None"
+        if depth == 1:
+            return "c_void_p"
+        if depth == 2:
+            return "POINTER(c_void_p)"
+    elif base == "char":
+        if depth == 1:
+            return "c_char_p"
+        if depth == 2:
+            return "POINTER(c_char_p)"
+    else:
+        td = hs.typedefs.get(base)
+        if base in _SCALARS:
+            scalar = _SCALARS[base]
+        elif base in hs.enums or base in _EXTERNAL_ENUMS:
+            scalar = "c_int"
+        elif base in _EXTERNAL_POINTERS or (td is not None and td.kind in ("opaque_ptr", "void_ptr", "func_ptr")):
+            scalar = "c_void_p"
+        elif td is not None and td.kind in ("struct", "opaque_struct"):
+            if depth == 1:
+                return "c_void_p"  # struct pointers are passed as raw addresses
+            raise GenerateError(f"{where}: struct {base} passed with pointer depth {depth} is not supported")
+        else:
+            raise GenerateError(f"{where}: unknown C type {p.c_decl!r}")
+        if depth == 0:
+            return scalar
+        if depth == 1:
+            return f"POINTER({scalar})"
+    raise GenerateError(f"{where}: unsupported declaration {p.c_decl!r}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Emission helpers
+# --------------------------------------------------------------------------------------------------------------------
+
+def version_string(hs: HeaderSet) -> str:
+    d = hs.defines
+    return f"{d['CUDNN_MAJOR']}.{d['CUDNN_MINOR']}.{d['CUDNN_PATCHLEVEL']}"
+
+
+def banner(hs: HeaderSet) -> str:
+    return f"# Generated by bindings/generate.py from cuDNN {version_string(hs)} headers. Do not edit.\n"
+
+
+def emit_init(hs: HeaderSet) -> str:
+    return (
+        banner(hs)
+        + '"""Tables generated from the cuDNN headers (see bindings/README.md).\n\n'
+        + "Modules: ``enums`` (ENUMS, DEFINES), ``status`` (STATUS_TEXT), ``functions`` (FUNCTIONS),\n"
+        + '``attributes`` (AttributeSpec, ATTRIBUTES, UNTYPED, DESCRIPTOR_SINCE).\n"""\n\n'
+        + f"HEADER_VERSION = {hs.defines['CUDNN_VERSION']!r}  # CUDNN_VERSION of the headers generated from\n"
+        + f"HEADER_VERSION_STRING = {version_string(hs)!r}\n"
+    )
+
+
+def member_since(enum, member) -> int:
+    return member.since if member.since is not None else enum.effective_since()
+
+
+def member_deprecated(enum, member) -> bool:
+    return member.deprecated or enum.deprecated
+
+
+def emit_enums(hs: HeaderSet) -> str:
+    out = [banner(hs)]
+    out.append('"""C enums and integer ``#define`` constants of the cuDNN headers."""\n\n')
+    out.append("# C enum typedef name -> tuple of (member C name, value, since, deprecated), member order as in the header.\n")
+    out.append("# since: the member's @since (MAJOR*10000 + MINOR*100 + PATCH); a member without one inherits the enum's\n")
+    out.append("# @since, else its first member's, else 90000. deprecated: CUDNN_DEPRECATED_ENUM / @deprecated on the member,\n")
+    out.append("# or the whole enum is deprecated.\n")
+    out.append("ENUMS = {\n")
+    for ename, enum in hs.enums.items():
+        out.append(f"    {ename!r}: (  # {enum.file}\n")
+        for m in enum.members:
+            out.append(f"        ({m.name!r}, {m.value!r}, {member_since(enum, m)!r}, {member_deprecated(enum, m)!r}),\n")
+        out.append("    ),\n")
+    out.append("}\n\n")
+    out.append("# Object-like macros whose value is an integer constant expression (evaluated), in header order.\n")
+    out.append("DEFINES = {\n")
+    for name, value in hs.defines.items():
+        out.append(f"    {name!r}: {value!r},\n")
+    out.append("}\n")
+    return "".join(out)
+
+
+def status_text(doc: str) -> str:
+    text = header_parser.one_line(doc)
+    text = header_parser._SINCE_RE.sub("", text)
+    text = text.replace("@deprecated", "Deprecated:")
+    return " ".join(text.split())
+
+
+def emit_status(hs: HeaderSet) -> str:
+    enum = hs.enums[STATUS_ENUM]
+    out = [banner(hs)]
+    out.append('"""Explanations of the cudnnStatus_t codes, from the header\'s ``/**< ... */`` comments."""\n\n')
+    out.append("# cudnnStatus_t member name -> explanation text (\"\" when the header has none).\n")
+    out.append("STATUS_TEXT = {\n")
+    for m in enum.members:
+        out.append(f"    {m.name!r}: {status_text(m.doc)!r},\n")
+    out.append("}\n")
+    return "".join(out)
+
+
+def emit_functions(hs: HeaderSet) -> str:
+    out = [banner(hs)]
+    out.append('"""ctypes signatures of every function declared in the cuDNN headers."""\n\n')
+    out.append("# C function name -> (restype, ((arg name, ctype), ...), header file, since, deprecated)\n")
+    out.append('# ctype vocabulary: "None" (void return), "c_int", "c_uint", "c_int32", "c_int64", "c_size_t", "c_float",\n')
+    out.append('# "c_double", "c_void_p", "c_char_p", and "POINTER(x)" of those. Enums -> "c_int"; opaque handles, descriptors,\n')
+    out.append('# streams, graphs, callbacks and struct pointers -> "c_void_p"; `char *` -> "c_char_p"; `T *` -> "POINTER(T)".\n')
+    out.append('# uint32_t -> "c_uint"; `unsigned long long` (dropout seed) -> "c_size_t" (unsigned 64-bit on all 64-bit ABIs).\n')
+    out.append("# since: the function's @since, else its header's @file @since, else 90000.\n")
+    out.append("FUNCTIONS = {\n")
+    for name, fn in hs.functions.items():
+        where = f"{fn.file}:{fn.line} {name}"
+        restype = ctype_of(fn.ret, hs, where + " (return type)")
+        args = tuple((p.name, ctype_of(p, hs, f"{where} ({p.name})")) for p in fn.params)
+        since = fn.since if fn.since is not None else (hs.file_since.get(fn.file) or 90000)
+        out.append(f"    {name!r}: ({restype!r}, {args!r}, {fn.file!r}, {since!r}, {fn.deprecated!r}),\n")
+    out.append("}\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Attribute catalog
+# --------------------------------------------------------------------------------------------------------------------
+
+def load_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def emit_attributes(hs: HeaderSet, catalog: "attribute_docs.Catalog") -> str:
+    out = [banner(hs)]
+    out.append('"""Backend attribute catalog: for each cudnnBackendAttributeName_t member, its owner descriptor and the\n')
+    out.append("types/counts cudnnBackendSetAttribute accepts. Layers: header doc comments -> live probe\n")
+    out.append('(bindings/probe_results.json) -> reviewed overrides (bindings/overrides.json); ``source`` says which gave the type."""\n\n')
+    out.append("from typing import NamedTuple, Optional, Tuple\n\n\n")
+    out.append("class AttributeSpec(NamedTuple):\n")
+    out.append("    name: str  # \"CUDNN_ATTR_TENSOR_DIMENSIONS\"\n")
+    out.append("    value: int  # enum value\n")
+    out.append("    owner: str  # \"CUDNN_BACKEND_TENSOR_DESCRIPTOR\"\n")
+    out.append("    types: Tuple[str, ...]  # accepted CUDNN_TYPE_* names for Set (first = preferred)\n")
+    out.append("    min_count: int  # element count range for Set\n")
+    out.append("    max_count: Optional[int]  # None = unbounded\n")
+    out.append("    element_kinds: Tuple[str, ...]  # for CUDNN_TYPE_BACKEND_DESCRIPTOR: accepted descriptor kinds, else ()\n")
+    out.append("    get_type: Optional[str]  # type Get needs when it differs from types[0], else None\n")
+    out.append("    readable: bool  # False where Get is known NOT_SUPPORTED\n")
+    out.append("    settable: bool  # False for read-only / get-only attributes\n")
+    out.append("    since: int  # e.g. 90000, 92300\n")
+    out.append("    deprecated: bool\n")
+    out.append("    source: str  # \"header\" | \"probe\" | \"override\" (where the type came from)\n\n\n")
+    out.append(f"# {len(catalog.attributes)} of {catalog.total} cudnnBackendAttributeName_t members typed; sources: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(catalog.source_counts().items())) + "\n")
+    out.append("ATTRIBUTES = {\n")
+    for a in catalog.attributes.values():
+        out.append(f"    {a.name!r}: AttributeSpec({a.name!r}, {a.value!r}, {a.owner!r}, {tuple(a.types)!r}, "
+                   f"{a.min_count!r}, {a.max_count!r}, {tuple(a.element_kinds)!r}, {a.get_type!r}, {a.readable!r}, "
+                   f"{a.settable!r}, {a.since!r}, {a.deprecated!r}, {a.source!r}),\n")
+    out.append("}\n\n")
+    out.append("# Attributes without a type, each with the reason.\n")
+    out.append("UNTYPED = {\n")
+    for name, reason in catalog.untyped.items():
+        out.append(f"    {name!r}: {reason!r},\n")
+    out.append("}\n\n")
+    out.append("# cudnnBackendDescriptorType_t member -> @since\n")
+    out.append("DESCRIPTOR_SINCE = {\n")
+    enum = hs.enums[DESC_TYPE_ENUM]
+    for m in enum.members:
+        out.append(f"    {m.name!r}: {member_since(enum, m)!r},\n")
+    out.append("}\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------------------------------
+
+def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: Path = OVERRIDES) -> Dict[str, str]:
+    """Return {file name: content} for everything under cudnn_py/_generated/."""
+    hs = header_parser.parse_headers(include_dir)
+    for required in (ATTR_NAME_ENUM, ATTR_TYPE_ENUM, DESC_TYPE_ENUM, STATUS_ENUM):
+        if required not in hs.enums:
+            raise GenerateError(f"enum {required} not found in {include_dir}")
+    catalog = attribute_docs.build_catalog(hs, load_json(probe_path), load_json(overrides_path))
+    return {
+        "__init__.py": emit_init(hs),
+        "enums.py": emit_enums(hs),
+        "status.py": emit_status(hs),
+        "functions.py": emit_functions(hs),
+        "attributes.py": emit_attributes(hs, catalog),
+    }
+
+
+def write(files: Dict[str, str], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (out_dir / name).write_text(content, encoding="utf-8", newline="\n")
+
+
+def check(files: Dict[str, str], out_dir: Path) -> List[str]:
+    """Return a list of human-readable differences between ``files`` and what is in ``out_dir``."""
+    problems: List[str] = []
+    for name, content in files.items():
+        path = out_dir / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        old = path.read_text(encoding="utf-8")
+        if old != content:
+            diff = list(difflib.unified_diff(old.splitlines(), content.splitlines(), f"committed/{name}",
+                                             f"regenerated/{name}", lineterm="", n=0))
+            changed = sum(1 for ln in diff if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
+            problems.append(f"{path}: {changed} changed lines\n" + "\n".join(diff[:40]))
+    return problems
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--include", type=Path, help="cuDNN include dir (default: the installed nvidia.cudnn wheel, "
+                                                  "or $CUDNN_INCLUDE_DIR)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
+    ap.add_argument("--probe-results", type=Path, default=PROBE_RESULTS)
+    ap.add_argument("--overrides", type=Path, default=OVERRIDES)
+    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
+    ap.add_argument("--report", action="store_true", help="print the attribute coverage report")
+    args = ap.parse_args(argv)
+    try:
+        include_dir = args.include or find_include_dir()
+        files = render(include_dir, args.probe_results, args.overrides)
+    except (GenerateError, header_parser.HeaderParseError, attribute_docs.SchemaError) as exc:
+        print(f"generate.py: error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            write(files, Path(tmp))
+            regenerated = {n: (Path(tmp) / n).read_text(encoding="utf-8") for n in files}
+        problems = check(regenerated, args.out)
+        if problems:
+            print(f"generate.py --check: {len(problems)} file(s) differ from {args.out}:", file=sys.stderr)
+            for p in problems:
+                print(p, file=sys.stderr)
+            return 1
+        print(f"generate.py --check: {len(files)} files up to date in {args.out}")
+        return 0
+    write(files, args.out)
+    print(f"generate.py: wrote {len(files)} files to {args.out} from {include_dir}")
+    if args.report:
+        hs = header_parser.parse_headers(include_dir)
+        cat = attribute_docs.build_catalog(hs, load_json(args.probe_results), load_json(args.overrides))
+        print(cat.report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Command line: ``python -m cudnn_py info`` (what was loaded from where) and ``python -m cudnn_py replay FILE``."""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+
+
+def _installed(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _gpu_lines() -> list[str]:
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        return [f"GPU: unknown (cuda-bindings not installed: {e})"]
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as e:  # noqa: BLE001 - no libcuda.so.1 at all
+        return [f"GPU: none (no CUDA driver: {e})"]
+    if int(err) != 0:
+        return [f"GPU: none (cuInit: {err!r})"]
+    lines = []
+    err, ver = driver.cuDriverGetVersion()
+    lines.append(f"CUDA driver API: {ver // 1000}.{ver % 1000 // 10}")
+    err, n = driver.cuDeviceGetCount()
+    for i in range(n):
+        _, dev = driver.cuDeviceGet(i)
+        _, name = driver.cuDeviceGetName(256, dev)
+        A = driver.CUdevice_attribute
+        _, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        _, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        label = bytes(name).split(b"\x00", 1)[0].decode()
+        lines.append(f"GPU {i}: {label} (compute capability {major}.{minor})")
+    return lines or ["GPU: none (0 devices)"]
+
+
+def info(out=sys.stdout) -> int:
+    from . import __version__
+    from .backend import loader
+
+    p = lambda s="": print(s, file=out)  # noqa: E731
+    p(f"cudnn_py {__version__} ({os.path.dirname(os.path.abspath(__file__))})")
+    p(f"Python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
+    warnings: list[str] = []
+    try:
+        lib = loader.load_library()
+    except Exception as e:  # noqa: BLE001 - report, do not crash: info must work on broken installs
+        p(f"libcudnn: NOT LOADED\n{e}")
+        lib = None
+    else:
+        from ._generated import HEADER_VERSION_STRING
+
+        p(f"libcudnn: {lib.path}")
+        p(f"  found via: {lib.found_via}")
+        p(f"  version: {lib.version_string} ({lib.version}); built with CUDA runtime {lib.cudart_version}")
+        p(f"  bindings generated from cuDNN {HEADER_VERSION_STRING} headers")
+        try:
+            from cuda import pathfinder
+
+            for dep in ("cublasLt", "nvrtc"):
+                try:
+                    ld = pathfinder.load_nvidia_dynamic_lib(dep)
+                    p(f"{dep}: {ld.abs_path} (found via {ld.found_via})")
+                except Exception as e:  # noqa: BLE001
+                    p(f"{dep}: not found ({type(e).__name__}: {str(e).splitlines()[0]})")
+        except ImportError:
+            p("cublasLt/nvrtc: unknown (cuda-pathfinder not installed)")
+    copies = {os.path.realpath(x) for x in loader.mapped_libraries("libcudnn.so")}
+    if len({os.path.dirname(c) for c in copies}) > 1:
+        warnings.append(f"several copies of libcudnn are loaded: {sorted(copies)}")
+    blas = {os.path.basename(x) for x in loader.mapped_libraries("libcublasLt.so")}
+    if any(b.endswith(".12") for b in blas) and any(b.endswith(".13") for b in blas):
+        warnings.append(f"cuBLASLt of CUDA 12 and 13 are both loaded: {sorted(blas)}")
+    wheels = {d: _installed(d) for d in ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13")}
+    p("wheels: " + ", ".join(f"{d}=={v}" for d, v in wheels.items() if v) if any(wheels.values()) else "wheels: none")
+    if all(wheels.values()):
+        warnings.append("nvidia-cudnn-cu12 and nvidia-cudnn-cu13 are both installed; they share nvidia/cudnn/lib")
+    for line in _gpu_lines():
+        p(line)
+    for w in warnings:
+        p(f"WARNING: {w}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cudnn_py")
+    sub = ap.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs")
+    rp = sub.add_parser("replay", help="replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses")
+    rp.add_argument("trace")
+    args = ap.parse_args(argv)
+    if args.cmd in (None, "info"):
+        return info()
+    if args.cmd == "replay":
+        from .backend.replay import replay
+
+        return replay(args.trace)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

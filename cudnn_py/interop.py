@@ -1,0 +1,167 @@
+"""Operands from any framework: torch tensors, cupy arrays, numpy arrays, anything with ``__dlpack__`` or
+``__cuda_array_interface__``, and plain int pointers; and streams from any of them.
+
+Nothing here imports torch or cupy: objects are recognised by their protocols and type names.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+# DLPack device types
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+# DLPack dtype codes
+KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_COMPLEX, KDL_BOOL = 0, 1, 2, 4, 5, 6
+
+
+# ------------------------------------------------------------------------------------------------- streams
+def stream_ptr(stream: Any) -> int:
+    """A ``cudaStream_t`` value from an int, a torch/cupy/cuda.core stream, or any ``__cuda_stream__`` object."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        _version, handle = proto()
+        return int(handle)
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch.cuda.Stream, cupy Stream, cuda.core / others
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+        if v is not None and hasattr(v, "__int__"):
+            return int(v)
+    raise TypeError(f"cannot use {type(stream).__name__} as a CUDA stream (pass an int, a torch/cupy stream or an "
+                    "object with __cuda_stream__)")
+
+
+def current_stream_of(obj: Any) -> int | None:
+    """The framework's current stream for a torch tensor's device, else None (the handle's stream is used)."""
+    mod = type(obj).__module__
+    if mod.startswith("torch") and getattr(obj, "is_cuda", False):
+        import torch  # already imported: obj is a torch tensor
+
+        return torch.cuda.current_stream(obj.device).cuda_stream
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- DLPack
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+@dataclass(frozen=True)
+class OperandInfo:
+    """What cudnn_py needs to know about an operand to check it against a graph tensor."""
+
+    ptr: int
+    shape: tuple[int, ...] | None
+    strides: tuple[int, ...] | None  # in elements
+    dtype: tuple[int, int] | None  # DLPack (code, bits)
+    device_type: int | None  # DLPack device type; None = unknown (int pointer)
+    device_id: int | None
+
+    @property
+    def on_host(self) -> bool:
+        return self.device_type == KDL_CPU
+
+
+def _from_dlpack(obj: Any) -> OperandInfo:
+    try:
+        capsule = obj.__dlpack__(stream=-1) if _accepts_stream(obj) else obj.__dlpack__()
+    except TypeError:
+        capsule = obj.__dlpack__()
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        raise TypeError(f"{type(obj).__name__}.__dlpack__() did not return a 'dltensor' capsule")
+    # DLManagedTensor starts with its DLTensor; the capsule keeps ownership (we only read).
+    t = _DLTensor.from_address(_capsule_get_pointer(capsule, b"dltensor"))
+    n = t.ndim
+    shape = tuple(t.shape[i] for i in range(n))
+    if t.strides:
+        strides = tuple(t.strides[i] for i in range(n))
+    else:
+        strides = _row_major(shape)
+    info = OperandInfo((t.data or 0) + t.byte_offset, shape, strides, (t.dtype.code, t.dtype.bits),
+                       t.device.device_type, t.device.device_id)
+    del capsule
+    return info
+
+
+def _accepts_stream(obj: Any) -> bool:
+    return type(obj).__module__.startswith(("torch", "cupy"))
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(out))
+
+
+_NUMPY_KIND = {"f": KDL_FLOAT, "i": KDL_INT, "u": KDL_UINT, "b": KDL_BOOL, "c": KDL_COMPLEX}
+_TORCH_DTYPES = {
+    "torch.float32": (KDL_FLOAT, 32), "torch.float16": (KDL_FLOAT, 16), "torch.bfloat16": (KDL_BFLOAT, 16),
+    "torch.float64": (KDL_FLOAT, 64), "torch.int32": (KDL_INT, 32), "torch.int64": (KDL_INT, 64),
+    "torch.int8": (KDL_INT, 8), "torch.uint8": (KDL_UINT, 8), "torch.bool": (KDL_BOOL, 8),
+    "torch.float8_e4m3fn": (KDL_FLOAT, 8), "torch.float8_e5m2": (KDL_FLOAT, 8),
+}
+
+
+def operand_info(obj: Any) -> OperandInfo:
+    """Pointer, shape, strides, dtype and device of any supported operand."""
+    if isinstance(obj, int):
+        return OperandInfo(obj, None, None, None, None, None)
+    mod = type(obj).__module__
+    if mod.startswith("torch") and hasattr(obj, "data_ptr"):  # fast path, also covers dtypes DLPack lacks
+        dev = obj.device
+        return OperandInfo(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), _TORCH_DTYPES.get(str(obj.dtype)),
+                           KDL_CUDA if dev.type == "cuda" else KDL_CPU, dev.index if dev.index is not None else 0)
+    if mod.startswith("numpy"):
+        item = obj.dtype.itemsize
+        return OperandInfo(obj.ctypes.data, tuple(obj.shape), tuple(s // item for s in obj.strides),
+                           (_NUMPY_KIND.get(obj.dtype.kind, -1), item * 8), KDL_CPU, 0)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        import numpy as np
+
+        dt = np.dtype(cai["typestr"])
+        shape = tuple(cai["shape"])
+        strides = tuple(s // dt.itemsize for s in cai["strides"]) if cai.get("strides") else _row_major(shape)
+        code = KDL_BFLOAT if cai["typestr"] in ("<V2",) else _NUMPY_KIND.get(dt.kind, -1)
+        return OperandInfo(int(cai["data"][0]), shape, strides, (code, dt.itemsize * 8), KDL_CUDA, None)
+    if hasattr(obj, "__dlpack__"):
+        return _from_dlpack(obj)
+    if isinstance(obj, ctypes.c_void_p):
+        return OperandInfo(obj.value or 0, None, None, None, None, None)
+    raise TypeError(f"cannot use {type(obj).__name__} as a tensor operand (pass a torch/cupy/numpy array, an object "
+                    "with __dlpack__ or __cuda_array_interface__, or an int device pointer)")
+
+
+def data_ptr(obj: Any) -> int:
+    """The device (or host) address of an operand's first element."""
+    if isinstance(obj, int):
+        return obj
+    f = getattr(obj, "data_ptr", None)
+    if f is not None and type(obj).__module__.startswith("torch"):
+        return f()
+    return operand_info(obj).ptr
