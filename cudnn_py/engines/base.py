@@ -1,0 +1,90 @@
+"""The contract between the graph and a python execution engine.
+
+Life cycle of a python plan (driven by pygraph):
+  1. create_execution_plans: the Router asks each registered engine `check_support(graph)`; an engine that does
+     not raise contributes `plan_configs(graph)` (default: one PlanConfig) to the ranked plan list.
+  2. build_plans: `build_plan(graph, config, ctx)` compiles once and returns a CompiledPlan, cached on the graph.
+  3. execute: `CompiledPlan.execute(graph, buffers, ctx)` with buffers keyed by tensor uid; outputs are written
+     in place into the caller's buffers.
+The graph is frozen from step 1 on, so an engine may cache anything it derives from it.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ..graph.errors import cudnnGraphNotSupportedError
+from .engine_ids import BACKEND_HEURISTIC_ENGINE_ID
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """One entry of the routed plan list."""
+
+    engine_id: int
+    name: str = ""
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_backend(self) -> bool:
+        return self.engine_id == BACKEND_HEURISTIC_ENGINE_ID
+
+
+BACKEND_PLAN = PlanConfig(BACKEND_HEURISTIC_ENGINE_ID, "cudnn")
+
+
+@dataclass
+class ExecutionContext:
+    """What a plan may need from the caller at build or execute time."""
+
+    handle: Any = None
+    stream: Any = None  # None: the engine resolves it from its framework (e.g. torch's current stream)
+    workspace: Any = None
+    override_uids: Optional[Sequence[int]] = None
+    override_shapes: Optional[Sequence[Sequence[int]]] = None
+    override_strides: Optional[Sequence[Sequence[int]]] = None
+
+
+class CompiledPlan(abc.ABC):
+    """A built python plan. Subclasses implement `execute`; the rest has sensible defaults."""
+
+    engine_id: int = 0
+    name: str = ""
+    workspace_size: int = 0
+    behavior_notes: Sequence[Any] = ()
+
+    @abc.abstractmethod
+    def execute(self, graph: Any, buffers: Dict[int, Any], ctx: ExecutionContext) -> None:
+        """Run the graph. `buffers` maps uid -> caller data (framework tensors, arrays, host scalars)."""
+
+    def get_workspace_size(self) -> int:
+        return self.workspace_size
+
+
+class BaseEngine(abc.ABC):
+    """A python execution engine. `engine_id` must be a stable int >= PYTHON_ENGINE_ID_BASE."""
+
+    engine_id: int = -1
+    name: str = ""
+
+    @abc.abstractmethod
+    def check_support(self, graph: Any) -> None:
+        """Raise cudnnGraphNotSupportedError (with the reason) if this engine cannot run the graph."""
+
+    def plan_configs(self, graph: Any) -> List[PlanConfig]:
+        return [PlanConfig(self.engine_id, self.name or type(self).__name__)]
+
+    @abc.abstractmethod
+    def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        """Compile the graph for `config`."""
+
+    def supports(self, graph: Any) -> bool:
+        try:
+            self.check_support(graph)
+        except cudnnGraphNotSupportedError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(engine_id={self.engine_id})"

@@ -1,0 +1,20 @@
+"""One engine-id space shared by cuDNN engines and python engines.
+
+cuDNN engine ids are the backend's ENGINE_GLOBAL_INDEX values: small non-negative ints (the frontend's own
+NVRTC engines use -2 and -3). Python engines live in a reserved region far above them, so a plan's id alone says
+where it runs. The routed plan list has at most one backend entry, the delegating sentinel: it stands for
+"whatever the cuDNN heuristics pick", and the backend's own plan list sits behind it.
+"""
+from __future__ import annotations
+
+PYTHON_ENGINE_ID_BASE = 1 << 24
+BACKEND_HEURISTIC_ENGINE_ID = -1
+REFERENCE_ENGINE_ID = PYTHON_ENGINE_ID_BASE  # the float64 numpy interpreter (engines/reference.py)
+
+
+def is_python_engine(engine_id: object) -> bool:
+    return isinstance(engine_id, int) and not isinstance(engine_id, bool) and engine_id >= PYTHON_ENGINE_ID_BASE
+
+
+def is_backend_sentinel(engine_id: object) -> bool:
+    return engine_id == BACKEND_HEURISTIC_ENGINE_ID

@@ -1,0 +1,272 @@
+"""The graph tensor (classic `cudnn.tensor`): attributes, fluent setters, getters, and the freeze guard.
+
+Every public attribute write goes through `__setattr__`, so one place enforces the rules:
+  * after the owning graph is frozen (planning), any write raises RuntimeError naming the tensor and the
+    attribute - except `name`, which is a label with no execution meaning (classic renames after build);
+  * a write records the attribute as user-set, so re-running inference never overwrites what the user chose,
+    and tells the owning graph that its validation is stale;
+  * `uid` writes are routed to the owning graph, which owns the uid namespace (see pygraph._assign_uid).
+Inference writes through `_infer_set`, which neither marks nor invalidates.
+"""
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, List, Optional
+
+from ..enums import data_type, from_any_dtype, tensor_reordering
+from .errors import frozen_error
+
+_DEFAULT_ALIGNMENT = 16  # bytes; the frontend default (graph_properties.h)
+
+# attribute -> default value; the public surface the lowering reads
+_FIELDS = {
+    "uid": 0,
+    "name": "",
+    "dim": None,  # list[int]; [] while unknown
+    "stride": None,
+    "data_type": data_type.NOT_SET,
+    "is_virtual": False,
+    "is_pass_by_value": False,
+    "pass_by_value": None,  # host value of a fused scalar; None for buffers and runtime parameters
+    "is_compile_time_constant": False,
+    "ragged_offset": None,
+    "ragged_offset_multiplier": 1,
+    "reordering_type": tensor_reordering.NONE,
+    "alignment": _DEFAULT_ALIGNMENT,
+    "vector_count": 1,
+    "vector_dimension": -1,
+}
+# attributes that inference may fill (and re-fill after a user change upstream)
+INFERABLE = ("dim", "stride", "data_type")
+
+
+def _int_list(values: Any, what: str) -> List[int]:
+    try:
+        return [int(v) for v in values]
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, got {values!r}") from None
+
+
+def _normalize(attr: str, value: Any) -> Any:
+    if attr in ("dim", "stride"):
+        return [] if value is None else _int_list(value, attr)
+    if attr == "data_type":
+        return from_any_dtype(value)
+    if attr == "reordering_type":
+        return tensor_reordering.NONE if value is None else value
+    if attr in ("is_virtual", "is_pass_by_value", "is_compile_time_constant"):
+        return bool(value)
+    if attr == "ragged_offset" and value is not None and not isinstance(value, Tensor):
+        raise TypeError(f"ragged_offset must be a graph tensor, got {type(value).__name__}")
+    return value
+
+
+class Tensor:
+    """A graph tensor. Created by pygraph.tensor()/tensor_like()/tensor_scalar() and by ops (outputs).
+
+    `cudnn.tensor()` with no arguments makes a detached tensor, as the classic class allows."""
+
+    def __init__(self, _user: tuple = (), **attrs: Any) -> None:
+        # `_user` names the attributes the creator chose (kept through re-inference)
+        object.__setattr__(self, "_owner", None)
+        object.__setattr__(self, "_frozen", False)
+        object.__setattr__(self, "_user_fields", set(_user))
+        object.__setattr__(self, "uid_assigned", False)  # True once the user chose the uid
+        for attr, default in _FIELDS.items():
+            object.__setattr__(self, attr, _normalize(attr, attrs.pop(attr, default)))
+        if attrs:
+            raise TypeError(f"unknown tensor attributes {sorted(attrs)}")
+
+    # ---- the single write path ------------------------------------------------------------------------------------
+    def __setattr__(self, attr: str, value: Any) -> None:
+        if attr not in _FIELDS:
+            if attr.startswith("_") or attr == "uid_assigned":
+                object.__setattr__(self, attr, value)
+                return
+            raise AttributeError(f"tensor has no attribute {attr!r}")
+        if self._frozen and attr != "name":
+            raise frozen_error(f"set {attr} of tensor {self.name!r} (uid {self.uid})")
+        owner = self.owner
+        if attr == "uid":
+            if owner is not None:
+                owner._assign_uid(self, int(value))  # the graph re-enters via _raw_set
+            else:
+                object.__setattr__(self, "uid", int(value))
+                object.__setattr__(self, "uid_assigned", True)
+            return
+        object.__setattr__(self, attr, _normalize(attr, value))
+        self._user_fields.add(attr)
+        if owner is not None and attr != "name":
+            owner._invalidate()
+
+    def _raw_set(self, attr: str, value: Any) -> None:
+        """Write without marking or invalidating (used by the owning graph for uids and names)."""
+        object.__setattr__(self, attr, value)
+
+    def _infer_set(self, attr: str, value: Any) -> None:
+        """Inference writes: never overwrite a user choice, never invalidate."""
+        if attr not in self._user_fields:
+            object.__setattr__(self, attr, _normalize(attr, value))
+
+    def is_user_set(self, attr: str) -> bool:
+        return attr in self._user_fields
+
+    def _reset_inferred(self, defaults: dict) -> None:
+        for attr in INFERABLE:
+            if attr not in self._user_fields:
+                object.__setattr__(self, attr, _normalize(attr, defaults.get(attr, _FIELDS[attr])))
+
+    def _attach(self, graph: Any) -> None:
+        object.__setattr__(self, "_owner", weakref.ref(graph))
+
+    def _freeze(self) -> None:
+        # tuples stop in-place edits such as t.dim.append(...) from slipping past the guard
+        object.__setattr__(self, "dim", tuple(self.dim))
+        object.__setattr__(self, "stride", tuple(self.stride))
+        object.__setattr__(self, "_frozen", True)
+
+    @property
+    def owner(self) -> Any:
+        ref = self._owner
+        return ref() if ref is not None else None
+
+    @property
+    def is_frozen(self) -> bool:
+        return self._frozen
+
+    @property
+    def is_fused_scalar(self) -> bool:
+        """A by-value tensor whose value is known at build time (python scalar, tensor_scalar)."""
+        return self.is_pass_by_value and self.pass_by_value is not None
+
+    # ---- classic setters (return self so calls chain) -------------------------------------------------------------
+    def set_output(self, is_output: bool) -> "Tensor":
+        self.is_virtual = not is_output
+        return self
+
+    def set_is_virtual(self, is_virtual: bool) -> "Tensor":
+        self.is_virtual = is_virtual
+        return self
+
+    def set_data_type(self, dt: Any) -> "Tensor":
+        self.data_type = dt  # classic data_type, torch dtype or numpy dtype
+        return self
+
+    def set_dim(self, dim: Any) -> "Tensor":
+        self.dim = dim
+        return self
+
+    def set_stride(self, stride: Any) -> "Tensor":
+        self.stride = stride
+        return self
+
+    def set_uid(self, uid: int) -> "Tensor":
+        self.uid = uid
+        return self
+
+    def set_name(self, name: str) -> "Tensor":
+        self.name = str(name)
+        return self
+
+    def set_is_pass_by_value(self, value: bool) -> "Tensor":
+        self.is_pass_by_value = value
+        return self
+
+    def set_ragged_offset(self, offset: Optional["Tensor"]) -> "Tensor":
+        self.ragged_offset = offset
+        return self
+
+    def set_ragged_offset_multiplier(self, multiplier: int) -> "Tensor":
+        self.ragged_offset_multiplier = int(multiplier)
+        return self
+
+    def set_reordering_type(self, reordering: Any) -> "Tensor":
+        self.reordering_type = reordering
+        return self
+
+    def set_alignment(self, alignment: int) -> "Tensor":
+        self.alignment = int(alignment)
+        return self
+
+    def set_vector_count_and_dimension(self, count: int, dimension: int) -> "Tensor":
+        self.vector_count = int(count)
+        self.vector_dimension = int(dimension)
+        return self
+
+    # ---- classic getters --------------------------------------------------------------------------------------------
+    def get_name(self) -> str:
+        return self.name
+
+    def get_data_type(self) -> Any:
+        return self.data_type
+
+    def get_dim(self) -> List[int]:
+        return list(self.dim)
+
+    def get_stride(self) -> List[int]:
+        return list(self.stride)
+
+    def get_is_virtual(self) -> bool:
+        return self.is_virtual
+
+    def get_is_pass_by_value(self) -> bool:
+        return self.is_pass_by_value
+
+    def get_has_compile_time_constant(self) -> bool:
+        return self.is_compile_time_constant
+
+    def get_uid(self) -> int:
+        return self.uid
+
+    def get_ragged_offset(self) -> Optional["Tensor"]:
+        return self.ragged_offset
+
+    def get_ragged_offset_multiplier(self) -> int:
+        return self.ragged_offset_multiplier
+
+    def get_reordering_type(self) -> Any:
+        return self.reordering_type
+
+    def get_alignment(self) -> int:
+        return self.alignment
+
+    def get_vector_count(self) -> int:
+        return self.vector_count
+
+    def get_vector_dimension(self) -> int:
+        return self.vector_dimension
+
+    # ---- views ------------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "uid": self.uid,
+            "uid_assigned": self.uid_assigned,
+            "dim": list(self.dim),
+            "stride": list(self.stride),
+            "data_type": str(self.data_type),
+            "is_virtual": self.is_virtual,
+            "is_pass_by_value": self.is_pass_by_value,
+            "pass_by_value": _jsonable(self.pass_by_value),
+            "is_compile_time_constant": self.is_compile_time_constant,
+            "ragged_offset_uid": self.ragged_offset.uid if self.ragged_offset is not None else None,
+            "reordering_type": str(self.reordering_type),
+            "alignment": self.alignment,
+        }
+
+    def __repr__(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# the classic public name
+tensor = Tensor

@@ -1,0 +1,57 @@
+"""Lower a whole IR graph: every node's operations, then the finalized OPERATIONGRAPH
+(``graph_flow.md`` §1.2). No handle is attached: cuDNN ≥ 9.8 does not need one, and the attribute is deprecated —
+which is what makes deviceless validation possible."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backend import Descriptor
+from ..backend.errors import CudnnError
+
+MAX_OPGRAPH_OPS = 50
+
+
+@dataclass
+class LoweredGraph:
+    tensors: Any  # TensorTable
+    operations: list[Descriptor] = field(default_factory=list)
+    op_names: list[str] = field(default_factory=list)
+    operation_graph: Descriptor | None = None
+
+    def engine_count(self) -> int:
+        return int(self.operation_graph.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT"))
+
+
+def lower_graph(ir: Any, alignments: dict[int, int] | None = None) -> LoweredGraph:
+    from . import LOWERINGS
+    from .tensors import TensorTable
+
+    table = TensorTable(alignments)
+    lowered = LoweredGraph(tensors=table)
+    for node in ir.nodes:
+        fn = LOWERINGS.get(node.op)
+        if fn is None:
+            raise NotImplementedError(f"node {node.name!r}: no backend lowering for op {node.op!r} yet")
+        try:
+            ops = fn(node, table)
+        except CudnnError as e:
+            e.args = (f"lowering {node.op} node {node.name!r}: {e.args[0]}",)
+            raise
+        lowered.operations.extend(ops)
+        lowered.op_names.extend([node.name] * len(ops))
+    if not lowered.operations:
+        raise ValueError("the graph has no operations")
+    if len(lowered.operations) > MAX_OPGRAPH_OPS:
+        raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most {MAX_OPGRAPH_OPS}")
+    og = Descriptor("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")
+    og.set("CUDNN_ATTR_OPERATIONGRAPH_OPS", lowered.operations)
+    if getattr(ir, "is_dynamic_shape_enabled", False):
+        og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED", True)
+    try:
+        og.finalize()
+    except CudnnError as e:
+        e.args = (f"operation graph of {', '.join(dict.fromkeys(lowered.op_names))}: {e.args[0]}",)
+        raise
+    lowered.operation_graph = og
+    return lowered

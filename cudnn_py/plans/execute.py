@@ -1,0 +1,215 @@
+"""Binding user operands to a plan and executing it — the per-call hot path.
+
+What repeats between calls is computed once: the slot of every accepted key (Tensor, uid, name), the host
+values of pass-by-value scalars, and finalized VARIANT_PACK descriptors keyed by the tuple of pointers. A call
+whose pointers were seen before costs: one dict walk, one ``data_ptr`` per operand, one tuple lookup and
+``cudnnBackendExecute``. Operands are fully checked (shape, strides, dtype, device, alignment, workspace size)
+whenever the pointer tuple is new; on a hit only the torch shape is re-checked, because torch's caching
+allocator hands the same address to tensors of other shapes.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..backend import Descriptor, trace
+from ..backend.api import lib
+from ..backend.errors import error_for
+from ..backend.handle import default_handle
+from ..interop import KDL_CPU, OperandInfo, data_ptr, operand_info
+from .workspace import WorkspaceCache
+
+VARIANT_PACK_CACHE_SIZE = 64
+
+# classic data_type name -> accepted DLPack (code, bits)
+_DLPACK_OF = {
+    "FLOAT": {(2, 32)}, "HALF": {(2, 16)}, "BFLOAT16": {(4, 16)}, "DOUBLE": {(2, 64)}, "INT32": {(0, 32)},
+    "INT64": {(0, 64)}, "INT8": {(0, 8)}, "UINT8": {(1, 8)}, "BOOLEAN": {(6, 8), (1, 8)},
+    "FP8_E4M3": {(2, 8)}, "FP8_E5M2": {(2, 8)},
+}
+
+
+def _where(t: Any) -> str:
+    return f"tensor {t.name!r} (uid {t.uid})"
+
+
+class Executor:
+    """Variant-pack binding and execution for one lowered graph."""
+
+    def __init__(self, ir: Any, uids: list[int], ir_by_uid: dict[int, Any]):
+        from ..lowering.tensors import host_scalar
+
+        self._uids = sorted(uids)
+        self._slot_by_id: dict[int, int] = {}
+        self._slot_by_key: dict[Any, int] = {}
+        self._tensors: list[Any] = []
+        self._fixed: dict[int, Any] = {}  # slot -> ctypes scalar (pass-by-value with a value)
+        names: dict[str, int] = {}
+        for slot, uid in enumerate(self._uids):
+            t = ir_by_uid[uid]
+            self._tensors.append(t)
+            self._slot_by_id[id(t)] = slot
+            self._slot_by_key[uid] = slot
+            names[t.name] = -1 if t.name in names else slot
+            if t.is_pass_by_value and t.pass_by_value is not None:
+                self._fixed[slot] = host_scalar(t)
+        for name, slot in names.items():
+            if slot >= 0 and name:
+                self._slot_by_key[name] = slot
+        self._ambiguous = {n for n, s in names.items() if s < 0}
+        self._user_slots = [s for s in range(len(self._uids)) if s not in self._fixed]
+        self._template = [0] * len(self._uids)
+        for slot, value in self._fixed.items():
+            import ctypes
+
+            self._template[slot] = ctypes.addressof(value)
+        self._vp_cache: dict[tuple, Descriptor] = {}
+        self._shape_check: list[tuple | None] = [None] * len(self._uids)
+        self._workspaces = WorkspaceCache()
+        self._handles: dict[int, int] = {}
+        self._ir = ir
+
+    # --------------------------------------------------------------------------------------------- binding
+    def _slot(self, key: Any) -> int:
+        s = self._slot_by_id.get(id(key))
+        if s is not None:
+            return s
+        try:
+            s = self._slot_by_key.get(key)
+        except TypeError:
+            s = None
+        if s is not None:
+            return s
+        uid = getattr(key, "uid", None)
+        if isinstance(key, str) and key in self._ambiguous:
+            raise ValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
+        if uid is not None and uid in self._slot_by_key:
+            return self._slot_by_key[uid]
+        raise ValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
+                         f"(expected one of uids {self._uids})")
+
+    def pointers(self, variant_pack: dict) -> list[int]:
+        ptrs = list(self._template)
+        seen = 0
+        shape_check = self._shape_check
+        for key, value in variant_pack.items():
+            if key is None:
+                continue
+            slot = self._slot(key)
+            if slot in self._fixed:
+                continue  # the graph carries this scalar's value
+            ptrs[slot] = value.data_ptr() if hasattr(value, "data_ptr") else data_ptr(value)
+            chk = shape_check[slot]
+            if chk is not None and value.shape != chk:
+                shape_check[slot] = None
+                ptrs[slot] = -1  # force the full check below by missing the cache
+            seen += 1
+        if seen < len(self._user_slots):
+            given = {self._slot(k) for k in variant_pack if k is not None}
+            missing = [self._tensors[s] for s in self._user_slots if s not in given]
+            raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
+        return ptrs
+
+    def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> None:
+        for key, value in variant_pack.items():
+            if key is None:
+                continue
+            slot = self._slot(key)
+            if slot in self._fixed:
+                continue
+            t = self._tensors[slot]
+            info = operand_info(value)
+            ptrs[slot] = info.ptr
+            _check_operand(t, info)
+            if type(value).__module__.startswith("torch"):
+                self._shape_check[slot] = tuple(value.shape)
+
+    # --------------------------------------------------------------------------------------------- execute
+    def execute(self, plan: Any, variant_pack: dict, workspace: Any, handle: Any) -> None:
+        ptrs = self.pointers(variant_pack)
+        if workspace is None:
+            ws = self._workspaces.get(plan.workspace, self._device_of(variant_pack)) if plan.workspace else 0
+        else:
+            ws = workspace if isinstance(workspace, int) else data_ptr(workspace)
+        key = (plan.plan.id, ws, *ptrs)
+        vp = self._vp_cache.get(key)
+        if vp is None:
+            self._check_operands(variant_pack, ptrs)
+            if workspace is not None and not isinstance(workspace, int):
+                _check_workspace(workspace, plan)
+            key = (plan.plan.id, ws, *ptrs)
+            vp = self._variant_pack(ptrs, ws)
+            if len(self._vp_cache) >= VARIANT_PACK_CACHE_SIZE:
+                self._vp_cache.pop(next(iter(self._vp_cache))).destroy()
+            self._vp_cache[key] = vp
+        if handle is None:
+            handle = self._handles.get(threading.get_ident())
+            if handle is None:
+                handle = self._handles[threading.get_ident()] = int(default_handle())
+        t0 = time.perf_counter() if trace.active is not None else 0.0
+        status = lib().cudnnBackendExecute(int(handle), plan.plan._ptr, vp._ptr)
+        if trace.active is not None:
+            trace.active.record("cudnnBackendExecute", status, t0, handle=trace.hexptr(int(handle)),
+                                plan=plan.plan.id, variant_pack=vp.id, plan_name=plan.name)
+        if status != 0:
+            raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
+                            detail=f"plan {plan.name}")
+
+    def _variant_pack(self, ptrs: list[int], ws: int) -> Descriptor:
+        vp = Descriptor("CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")
+        vp.set("CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS", self._uids)
+        vp.set("CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS", ptrs)
+        vp.set("CUDNN_ATTR_VARIANT_PACK_WORKSPACE", ws)
+        vp._keepalive["scalars"] = list(self._fixed.values())
+        return vp.finalize()
+
+    def _device_of(self, variant_pack: dict) -> int:
+        for v in variant_pack.values():
+            dev = getattr(v, "device", None)
+            idx = getattr(dev, "index", None) if dev is not None else None
+            if isinstance(idx, int):
+                return idx
+            if isinstance(dev, int):  # cupy arrays: .device is a Device with .id; ints from others
+                return dev
+            did = getattr(dev, "id", None)
+            if isinstance(did, int):
+                return did
+        from ..backend.handle import current_device
+
+        return current_device()
+
+
+def _check_operand(t: Any, info: OperandInfo) -> None:
+    where = _where(t)
+    if t.is_pass_by_value:
+        if info.device_type not in (None, KDL_CPU):
+            raise ValueError(f"{where} is pass-by-value: pass a host (CPU) scalar, not device memory")
+        return
+    if info.ptr == 0:
+        raise ValueError(f"{where}: null data pointer")
+    if info.device_type == KDL_CPU:
+        raise ValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
+    if info.shape is not None:
+        if tuple(info.shape) != tuple(t.dim):
+            # a broadcast-free reshape with the same element count and layout is still wrong for cuDNN's view
+            raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}")
+        if info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
+            raise ValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
+    if info.dtype is not None:
+        accepted = _DLPACK_OF.get(t.data_type.name)
+        if accepted is not None and tuple(info.dtype) not in accepted:
+            raise ValueError(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype}")
+    align = getattr(t, "alignment", 16) or 16
+    if info.ptr % min(align, 16) != 0:
+        raise ValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
+
+
+def _check_workspace(workspace: Any, plan: Any) -> None:
+    nbytes = None
+    if hasattr(workspace, "nbytes"):
+        nbytes = int(workspace.nbytes)
+    elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):
+        nbytes = int(workspace.numel() * workspace.element_size())
+    if nbytes is not None and nbytes < plan.workspace:
+        raise ValueError(f"workspace too small: plan {plan.name} needs {plan.workspace} bytes, got {nbytes}")

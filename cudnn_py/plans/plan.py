@@ -1,0 +1,33 @@
+"""Execution plans (``graph_flow.md`` §1.6): finalize an EXECUTION_PLAN from an engine config — where support is
+really decided and the kernel is compiled — and read its workspace size back."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backend import Descriptor
+from .engine_config import EngineConfig
+
+
+@dataclass
+class ExecutionPlan:
+    plan: Descriptor
+    config: EngineConfig
+    workspace: int
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @classmethod
+    def build(cls, config: EngineConfig) -> "ExecutionPlan":
+        plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
+        plan.set("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG", config.cfg)
+        plan.finalize()
+        ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
+        if ws < 0:
+            raise RuntimeError(f"plan {config.name}: cuDNN reported a negative workspace size ({ws})")
+        return cls(plan, config, ws)
+
+    def to_json(self) -> str:
+        """The plan's ``EXECUTION_PLAN_JSON_REPRESENTATION`` (serialisable, engine and knobs)."""
+        return self.plan.get("CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION")

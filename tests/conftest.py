@@ -1,0 +1,54 @@
+"""Shared test setup.
+
+- On a machine without an NVIDIA driver, the test-only libcuda stub (tests/support) is preloaded before any
+  test runs, so cuDNN can finalize descriptors on the CPU.
+- Tests marked ``gpu`` are skipped cleanly unless a CUDA device is usable.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.support.libcuda_stub import ensure_driver  # noqa: E402
+
+DRIVER = ensure_driver()
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_available() -> bool:
+    if DRIVER != "real":
+        return False
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return False
+        err, n = driver.cuDeviceGetCount()
+        return int(err) == 0 and n > 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none usable here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def handle():
+    """A cuDNN handle on device 0 (GPU tests only)."""
+    import cudnn_py
+
+    h = cudnn_py.create_handle()
+    yield h
+    cudnn_py.destroy_handle(h)

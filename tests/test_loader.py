@@ -1,0 +1,117 @@
+"""Loader tests. Each runs in a fresh interpreter: dlopen state is process-global."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(code: str, **env) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.pop("CUDNN_PY_LIBRARY", None)
+    e.update(env)
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                          timeout=120)
+
+
+def test_import_loads_nothing():
+    r = run("""
+        import sys, cudnn_py
+        from cudnn_py.backend import loader
+        assert loader.loaded() is None
+        assert not any('libcudnn' in l for l in open('/proc/self/maps'))
+        assert 'torch' not in sys.modules and 'cupy' not in sys.modules
+        print('ok')
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_version_and_how_found():
+    r = run("""
+        import json, cudnn_py
+        from cudnn_py.backend import loader
+        v = cudnn_py.backend_version()
+        info = loader.loaded()
+        print(json.dumps([v, cudnn_py.backend_version_string(), info.found_via, info.path, info.cudart_version]))
+    """)
+    assert r.returncode == 0, r.stderr
+    v, s, how, path, cudart = json.loads(r.stdout)
+    assert v // 10000 == 9 and s == f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    assert how.startswith("cuda.pathfinder") and path.endswith("libcudnn.so.9")
+    assert cudart > 0
+
+
+def test_override_is_used_and_bad_override_is_explained(tmp_path):
+    good = run("""
+        import cudnn_py
+        from cudnn_py.backend import loader
+        print(loader.load_library().path); print(loader.loaded().found_via)
+    """)
+    path = good.stdout.splitlines()[0]
+    r = run("""
+        from cudnn_py.backend import loader
+        info = loader.load_library(); print(info.found_via)
+    """, CUDNN_PY_LIBRARY=path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "CUDNN_PY_LIBRARY"
+    missing = str(tmp_path / "libcudnn.so.9")
+    r = run("""
+        import cudnn_py
+        try:
+            cudnn_py.backend_version()
+        except cudnn_py.backend.CudnnLibraryNotFoundError as e:
+            print(e)
+    """, CUDNN_PY_LIBRARY=missing)
+    assert "CUDNN_PY_LIBRARY" in r.stdout and missing in r.stdout and "no such file" in r.stdout
+
+
+def test_not_installed_lists_every_place_searched(tmp_path):
+    # Hide the wheels: run with an isolated sys.path that has cudnn_py but no nvidia packages, and no pathfinder.
+    r = run(f"""
+        import sys, importlib.abc
+        import numpy  # noqa: F401  (the package's own deps stay importable)
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == 'cuda' or name.startswith('cuda.'):
+                    raise ImportError('blocked for the test: ' + name)
+        for m in [m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')]:
+            del sys.modules[m]
+        sys.meta_path.insert(0, Block())
+        sys.path[:] = [p for p in sys.path if 'site-packages' not in p] + [{ROOT!r}]
+        import cudnn_py
+        try:
+            cudnn_py.backend_version()
+        except Exception as e:
+            print(type(e).__name__); print(e)
+    """)
+    out = r.stdout
+    assert out.splitlines()[0] == "CudnnLibraryNotFoundError", r.stderr
+    for place in ("already loaded in this process", "cuda.pathfinder", "sys.path scan", "CUDNN_PY_LIBRARY"):
+        assert place in out
+
+
+def test_reuses_a_copy_already_loaded():
+    r = run("""
+        import ctypes, cudnn_py
+        from cudnn_py.backend import loader
+        from cuda import pathfinder
+        p = pathfinder.load_nvidia_dynamic_lib('cudnn').abs_path
+        ctypes.CDLL(p)   # as torch would
+        print(loader.load_library().found_via)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "already loaded in this process"
+
+
+def test_info_command_runs_without_gpu():
+    e = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "cudnn_py", "info"], capture_output=True, text=True, env=e, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "libcudnn:" in r.stdout and "found via" in r.stdout and "version:" in r.stdout
+    assert "cublasLt:" in r.stdout and "nvrtc:" in r.stdout and "GPU" in r.stdout
