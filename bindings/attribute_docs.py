@@ -559,16 +559,21 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
                 lo, hi = c.get("min"), c.get("max")
                 if lo is not None:
                     prov.append(f"count from the probe ({c.get('note', '')})")
-            if not kinds and pr.get("kind_required"):
+            if pr.get("kind_required") and pr["kind_required"] not in kinds:
+                if kinds:
+                    cat.disagreements.append(f"{name}: docs say kinds {kinds}, the library demands "
+                                             f"{pr['kind_required']} (the library wins)")
                 kinds = [pr["kind_required"]]
                 prov.append("descriptor kind from the library's error message")
-            elif kinds and pr.get("kind_required") and pr["kind_required"] not in kinds:
-                cat.disagreements.append(f"{name}: docs say kinds {kinds}, the library demands {pr['kind_required']}")
+            if pr.get("not_settable") and settable:
+                settable = False
+                prov.append("probe: Set returns NOT_SUPPORTED for every type (not settable)")
 
         # ---- override layer
         if "types" in ov:
+            if list(ov["types"]) != types:
+                source = "override"
             types = list(ov["types"])
-            source = "override"
         if "min_count" in ov:
             lo = ov["min_count"]
         if "max_count" in ov:

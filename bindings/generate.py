@@ -258,6 +258,13 @@ def emit_attributes(hs: HeaderSet, catalog: "attribute_docs.Catalog") -> str:
     for name, reason in catalog.untyped.items():
         out.append(f"    {name!r}: {reason!r},\n")
     out.append("}\n\n")
+    out.append("# CUDNN_TYPE_* -> the C typedef named by its header comment (\"cudnnDataType_t value.\"); the types whose comment\n")
+    out.append("# names none (BOOLEAN, INT64, FLOAT, DOUBLE, VOID_PTR, INT32, CHAR) are absent.\n")
+    out.append("TYPE_C_NAMES = {\n")
+    for t, c in attribute_docs.type_c_names(hs).items():
+        if c:
+            out.append(f"    {t!r}: {c!r},\n")
+    out.append("}\n\n")
     out.append("# cudnnBackendDescriptorType_t member -> @since\n")
     out.append("DESCRIPTOR_SINCE = {\n")
     enum = hs.enums[DESC_TYPE_ENUM]

@@ -120,24 +120,140 @@ class Lib:
                                                       ctypes.cast(buf, ctypes.c_void_p)))
 
     def _make_tensor(self) -> ctypes.c_void_p:
-        t = self.create("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
-        i64 = lambda *v: (ctypes.c_int64 * len(v))(*v)  # noqa: E731
-        for attr, typ, buf, n in (("CUDNN_ATTR_TENSOR_UNIQUE_ID", "CUDNN_TYPE_INT64", i64(1), 1),
-                                  ("CUDNN_ATTR_TENSOR_DATA_TYPE", "CUDNN_TYPE_DATA_TYPE", (ctypes.c_int * 1)(0), 1),
-                                  ("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", "CUDNN_TYPE_INT64", i64(16), 1),
-                                  ("CUDNN_ATTR_TENSOR_DIMENSIONS", "CUDNN_TYPE_INT64", i64(1, 1, 1, 1), 4),
-                                  ("CUDNN_ATTR_TENSOR_STRIDES", "CUDNN_TYPE_INT64", i64(1, 1, 1, 1), 4)):
-            st = self.set(t, attr, typ, n, buf)
+        """The finalized 1x1x1x1 FLOAT tensor (UID 1) passed as the BACKEND_DESCRIPTOR probe value."""
+        return self.make_tensor(1, dims=(1, 1, 1, 1))
+
+    # ---- finalized descriptors of other kinds (used by tests/test_generated.py for BACKEND_DESCRIPTOR values) ----
+    def _ints(self, typ: str, *vals):
+        ct = {"CUDNN_TYPE_INT64": ctypes.c_int64, "CUDNN_TYPE_INT32": ctypes.c_int32,
+              "CUDNN_TYPE_DOUBLE": ctypes.c_double, "CUDNN_TYPE_FLOAT": ctypes.c_float,
+              "CUDNN_TYPE_BOOLEAN": ctypes.c_bool, "CUDNN_TYPE_BACKEND_DESCRIPTOR": ctypes.c_void_p}.get(typ, ctypes.c_int)
+        return (ct * len(vals))(*vals)
+
+    def _build(self, kind: str, sets) -> ctypes.c_void_p:
+        d = self.create(kind)
+        for attr, typ, vals in sets:
+            if typ == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+                vals = [v.value for v in vals]
+            elif typ not in ("CUDNN_TYPE_INT64", "CUDNN_TYPE_INT32", "CUDNN_TYPE_DOUBLE", "CUDNN_TYPE_FLOAT",
+                             "CUDNN_TYPE_BOOLEAN"):
+                vals = [self.values[v] if isinstance(v, str) else v for v in vals]
+            st = self.set(d, attr, typ, len(vals), self._ints(typ, *vals))
             if st:
-                raise RuntimeError(f"tensor setup {attr} -> {st} {self.last_error()!r}")
-        st = self.cdll.cudnnBackendFinalize(t)
+                raise RuntimeError(f"{kind}: {attr} -> {st} {self.last_error()!r}")
+        st = self.cdll.cudnnBackendFinalize(d)
         if st:
-            raise RuntimeError(f"cannot finalize the probe tensor: {st} {self.last_error()!r}")
-        return t
+            raise RuntimeError(f"{kind}: finalize -> {st} {self.last_error()!r}")
+        return d
+
+    def make_tensor(self, uid: int, dims=(1, 4, 8), virtual: bool = False) -> ctypes.c_void_p:
+        strides, acc = [], 1
+        for n in reversed(dims):
+            strides.insert(0, acc)
+            acc *= n
+        sets = [("CUDNN_ATTR_TENSOR_UNIQUE_ID", "CUDNN_TYPE_INT64", [uid]),
+                ("CUDNN_ATTR_TENSOR_DATA_TYPE", "CUDNN_TYPE_DATA_TYPE", ["CUDNN_DATA_FLOAT"]),
+                ("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", "CUDNN_TYPE_INT64", [16]),
+                ("CUDNN_ATTR_TENSOR_DIMENSIONS", "CUDNN_TYPE_INT64", list(dims)),
+                ("CUDNN_ATTR_TENSOR_STRIDES", "CUDNN_TYPE_INT64", strides)]
+        if virtual:
+            sets.append(("CUDNN_ATTR_TENSOR_IS_VIRTUAL", "CUDNN_TYPE_BOOLEAN", [True]))
+        return self._build("CUDNN_BACKEND_TENSOR_DESCRIPTOR", sets)
+
+    def finalized(self, kind: str) -> ctypes.c_void_p:
+        """A finalized descriptor of ``kind`` built with plausible attributes (cached). Raises RuntimeError for kinds
+        that cannot be finalized without a GPU (ENGINECFG, EXECUTION_PLAN, DEVICEPROP ...) or are not covered."""
+        cache = self.__dict__.setdefault("_finalized_cache", {})
+        if kind in cache:
+            if isinstance(cache[kind], Exception):
+                raise cache[kind]
+            return cache[kind]
+        try:
+            cache[kind] = self._finalized(kind)
+        except RuntimeError as exc:
+            cache[kind] = exc
+            raise
+        return cache[kind]
+
+    def _finalized(self, kind: str) -> ctypes.c_void_p:
+        BD, I64, DT = "CUDNN_TYPE_BACKEND_DESCRIPTOR", "CUDNN_TYPE_INT64", "CUDNN_TYPE_DATA_TYPE"
+        if kind == "CUDNN_BACKEND_TENSOR_DESCRIPTOR":
+            return self.tensor
+        if kind == "CUDNN_BACKEND_POINTWISE_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_POINTWISE_MODE", "CUDNN_TYPE_POINTWISE_MODE",
+                                       ["CUDNN_POINTWISE_RELU_FWD"]),
+                                      ("CUDNN_ATTR_POINTWISE_MATH_PREC", DT, ["CUDNN_DATA_FLOAT"])])
+        if kind == "CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_CONVOLUTION_COMP_TYPE", DT, ["CUDNN_DATA_FLOAT"]),
+                                      ("CUDNN_ATTR_CONVOLUTION_CONV_MODE", "CUDNN_TYPE_CONVOLUTION_MODE",
+                                       ["CUDNN_CROSS_CORRELATION"]),
+                                      ("CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS", I64, [2]),
+                                      ("CUDNN_ATTR_CONVOLUTION_DILATIONS", I64, [1, 1]),
+                                      ("CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES", I64, [1, 1]),
+                                      ("CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS", I64, [0, 0]),
+                                      ("CUDNN_ATTR_CONVOLUTION_POST_PADDINGS", I64, [0, 0])])
+        if kind == "CUDNN_BACKEND_MATMUL_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_MATMUL_COMP_TYPE", DT, ["CUDNN_DATA_FLOAT"])])
+        if kind == "CUDNN_BACKEND_REDUCTION_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_REDUCTION_OPERATOR", "CUDNN_TYPE_REDUCTION_OPERATOR_TYPE",
+                                       ["CUDNN_REDUCE_TENSOR_ADD"]),
+                                      ("CUDNN_ATTR_REDUCTION_COMP_TYPE", DT, ["CUDNN_DATA_FLOAT"])])
+        if kind == "CUDNN_BACKEND_RESAMPLE_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_RESAMPLE_MODE", "CUDNN_TYPE_RESAMPLE_MODE",
+                                       ["CUDNN_RESAMPLE_MAXPOOL"]),
+                                      ("CUDNN_ATTR_RESAMPLE_COMP_TYPE", DT, ["CUDNN_DATA_FLOAT"]),
+                                      ("CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS", I64, [2]),
+                                      ("CUDNN_ATTR_RESAMPLE_STRIDES", I64, [2, 2]),
+                                      ("CUDNN_ATTR_RESAMPLE_PRE_PADDINGS", I64, [0, 0]),
+                                      ("CUDNN_ATTR_RESAMPLE_POST_PADDINGS", I64, [0, 0]),
+                                      ("CUDNN_ATTR_RESAMPLE_WINDOW_DIMS", I64, [2, 2])])
+        if kind == "CUDNN_BACKEND_RNG_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_RNG_DISTRIBUTION", "CUDNN_TYPE_RNG_DISTRIBUTION",
+                                       ["CUDNN_RNG_DISTRIBUTION_BERNOULLI"]),
+                                      ("CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY", "CUDNN_TYPE_DOUBLE", [0.5])])
+        if kind == "CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR":
+            first_knob = self.type_first["CUDNN_TYPE_KNOB_TYPE"]
+            return self._build(kind, [("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE", "CUDNN_TYPE_KNOB_TYPE", [first_knob]),
+                                      ("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE", I64, [0])])
+        if kind == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR":
+            return self._build(kind, [
+                ("CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR", BD,
+                 [self.finalized("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")]),
+                ("CUDNN_ATTR_OPERATION_POINTWISE_XDESC", BD, [self.tensor_x]),
+                ("CUDNN_ATTR_OPERATION_POINTWISE_YDESC", BD, [self.tensor_y])])
+        if kind == "CUDNN_BACKEND_OPERATION_SOFTMAX_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_OPERATION_SOFTMAX_XDESC", BD, [self.tensor_x]),
+                                      ("CUDNN_ATTR_OPERATION_SOFTMAX_YDESC", BD, [self.tensor_y])])
+        if kind == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_OPERATIONGRAPH_OPS", BD,
+                                       [self.finalized("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")])])
+        if kind == "CUDNN_BACKEND_ENGINE_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", BD,
+                                       [self.finalized("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")]),
+                                      ("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", I64, [0])])
+        if kind == "CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR":
+            return self._build(kind, [("CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH", BD,
+                                       [self.finalized("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")])])
+        raise RuntimeError(f"no CPU-finalizable recipe for {kind}")
+
+    @property
+    def tensor_x(self) -> ctypes.c_void_p:
+        if "_tx" not in self.__dict__:
+            self._tx = self.make_tensor(101, dims=(1, 2, 4, 8))
+        return self._tx
+
+    @property
+    def tensor_y(self) -> ctypes.c_void_p:
+        if "_ty" not in self.__dict__:
+            self._ty = self.make_tensor(102, dims=(1, 2, 4, 8))
+        return self._ty
 
     def value_buffer(self, typ: str, count: int, kind: str = "plausible"):
-        """A buffer holding ``count`` plausible elements of ``typ`` (at least 64 bytes, zero padded)."""
+        """A buffer holding ``count`` plausible elements of ``typ`` (at least 64 bytes, zero padded).
+        ``kind="null"``: all bytes zero (NULL pointers), used to retry a type whose plausible value crashed."""
         n = max(count, 1)
+        if kind == "null":
+            return ctypes.create_string_buffer(max(64, 16 * n))
         if typ == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
             arr = (ctypes.c_void_p * max(n, 8))(*([self.tensor.value] * n))
         elif typ in ("CUDNN_TYPE_HANDLE",):
@@ -179,7 +295,7 @@ class Lib:
         except RuntimeError as exc:
             return {"status": None, "error": str(exc)}
         try:
-            buf = self.value_buffer(typ, count)
+            buf = self.value_buffer(typ, count, job.get("value", "plausible"))
             st = self.set(d, attr, typ, count, buf)
             return {"status": st, "error": self.last_error()}
         finally:
@@ -242,6 +358,8 @@ def classify(typ: str, res: dict) -> str:
         return "error"
     if res.get("crashed"):
         return "crashed"
+    if res.get("retried_with_null") and res.get("status") == STATUS_SUCCESS:
+        return "accepted"  # the plausible value crashed the process, NULL was accepted: the type check passed
     st, msg = res.get("status"), res.get("error", "")
     if st is None:
         return "error"
@@ -307,9 +425,11 @@ def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep:
     if kind_msgs[0]:
         out["kind_required"] = kind_msgs[0].group(1)
     crashed = [t for t in type_names if verdicts[t] == "crashed"] + crashed_past_check
+    crashed += [t for t in type_names if (sweep.get(t) or {}).get("retried_with_null")]
     if crashed:
         out["crashed_types"] = crashed
-        out["crash"] = [(sweep.get(t) or {}).get("error", "")[-160:] for t in crashed][0]
+        first = sweep.get(crashed[0]) or {}
+        out["crash"] = (first.get("first_try") or first.get("error", ""))[-160:]
     if counts:
         out["count"] = count_verdict(counts)
         out["count_raw"] = {k: [v.get("status"), v.get("error", "")[:200]] for k, v in sorted(counts.items())}
@@ -376,6 +496,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     sweep_res = _parallel(sweep_jobs, tables, args.jobs)
     sweeps: Dict[str, Dict[str, dict]] = {a: {} for a in attrs}
     for job, res in zip(sweep_jobs, sweep_res):
+        sweeps[job["attr"]][job["type"]] = res
+    # pass 1b: a type whose plausible value crashed the process is retried with all-zero bytes (NULL pointers)
+    retry_jobs = [dict(job, value="null") for job, res in zip(sweep_jobs, sweep_res) if res and res.get("crashed")]
+    for job, res in zip(retry_jobs, _parallel(retry_jobs, tables, args.jobs)):
+        first = sweeps[job["attr"]][job["type"]]
+        if res is not None:
+            res = dict(res, retried_with_null=True, first_try=first.get("error", "")[-160:])
         sweeps[job["attr"]][job["type"]] = res
     # pass 2: counts, with the first accepted type
     count_jobs = []

@@ -85,6 +85,10 @@ class Tensor:
                 object.__setattr__(self, attr, value)
                 return
             raise AttributeError(f"tensor has no attribute {attr!r}")
+        if attr == "uid" and int(value) == self.uid:  # same value: only records that the user chose it
+            if not self._frozen:
+                object.__setattr__(self, "uid_assigned", True)
+            return
         if self._frozen and attr != "name":
             raise frozen_error(f"set {attr} of tensor {self.name!r} (uid {self.uid})")
         owner = self.owner
@@ -125,6 +129,12 @@ class Tensor:
         object.__setattr__(self, "dim", tuple(self.dim))
         object.__setattr__(self, "stride", tuple(self.stride))
         object.__setattr__(self, "_frozen", True)
+
+    def copy(self) -> "Tensor":
+        """A detached copy with the same attributes, uid included (classic query_tensor_attributes_of_uid)."""
+        twin = Tensor(_user=tuple(self._user_fields), **{k: getattr(self, k) for k in _FIELDS})
+        object.__setattr__(twin, "uid_assigned", self.uid_assigned)
+        return twin
 
     @property
     def owner(self) -> Any:

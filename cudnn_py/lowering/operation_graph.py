@@ -1,6 +1,10 @@
-"""Lower a whole IR graph: every node's operations, then the finalized OPERATIONGRAPH
-(``graph_flow.md`` §1.2). No handle is attached: cuDNN ≥ 9.8 does not need one, and the attribute is deprecated —
-which is what makes deviceless validation possible."""
+"""Lower a whole IR graph: every node's operations, then the finalized OPERATIONGRAPH (``graph_flow.md`` §1.2).
+
+The handle is optional. cuDNN ≥ 9.8 finalizes an operation graph without one — that is what makes deviceless
+validation possible — but heuristics on such a graph see no device (smVersion 0) and return no configs (seen on
+cuDNN 9.19 / H200: mode A gives 0 configs without a handle, 5 with one). So planning re-finalizes the graph with
+the handle; the tensor and operation descriptors are reused.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,12 +22,13 @@ class LoweredGraph:
     operations: list[Descriptor] = field(default_factory=list)
     op_names: list[str] = field(default_factory=list)
     operation_graph: Descriptor | None = None
+    handle: int | None = None  # the handle the operation graph was finalized with, if any
 
     def engine_count(self) -> int:
         return int(self.operation_graph.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT"))
 
 
-def lower_graph(ir: Any, alignments: dict[int, int] | None = None) -> LoweredGraph:
+def lower_graph(ir: Any, alignments: dict[int, int] | None = None, handle: int | None = None) -> LoweredGraph:
     from . import LOWERINGS
     from .tensors import TensorTable
 
@@ -44,8 +49,16 @@ def lower_graph(ir: Any, alignments: dict[int, int] | None = None) -> LoweredGra
         raise ValueError("the graph has no operations")
     if len(lowered.operations) > MAX_OPGRAPH_OPS:
         raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most {MAX_OPGRAPH_OPS}")
+    finalize_operation_graph(lowered, ir, handle)
+    return lowered
+
+
+def finalize_operation_graph(lowered: LoweredGraph, ir: Any, handle: int | None) -> Descriptor:
+    """(Re)build the OPERATIONGRAPH over the lowered operations, with ``handle`` when given."""
     og = Descriptor("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")
     og.set("CUDNN_ATTR_OPERATIONGRAPH_OPS", lowered.operations)
+    if handle:
+        og.set("CUDNN_ATTR_OPERATIONGRAPH_HANDLE", int(handle))
     if getattr(ir, "is_dynamic_shape_enabled", False):
         og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED", True)
     try:
@@ -53,5 +66,8 @@ def lower_graph(ir: Any, alignments: dict[int, int] | None = None) -> LoweredGra
     except CudnnError as e:
         e.args = (f"operation graph of {', '.join(dict.fromkeys(lowered.op_names))}: {e.args[0]}",)
         raise
+    if lowered.operation_graph is not None:
+        lowered.operation_graph.destroy()
     lowered.operation_graph = og
-    return lowered
+    lowered.handle = int(handle) if handle else None
+    return og

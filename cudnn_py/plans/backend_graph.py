@@ -57,28 +57,54 @@ class BackendGraph:
         return out
 
     def validate(self) -> None:
-        """Lower every tensor and operation and finalize the operation graph (no device needed on cuDNN 9.28)."""
-        self.build_operation_graph()
+        """Lower every tensor and operation and finalize the operation graph — with the graph's handle if it has
+        one, else without: no device is needed on cuDNN 9.28."""
+        self._lower(getattr(self.ir, "handle", None))
 
-    def build_operation_graph(self) -> None:
+    def _lower(self, handle: Any) -> None:
         if self.lowered is not None:
             return
-        self.lowered = lower_graph(self.ir, self._alignments())
+        self.lowered = lower_graph(self.ir, self._alignments(), handle)
         table = self.lowered.tensors
         uids = [uid for uid, t in table.ir_by_uid.items()
                 if not t.is_virtual and not getattr(t, "is_compile_time_constant", False)]
         self.executor = Executor(self.ir, uids, table.ir_by_uid)
 
+    def _planning_handle(self) -> int | None:
+        """The graph's handle, else this thread's default handle; None when there is no usable GPU."""
+        h = getattr(self.ir, "handle", None)
+        if h is not None:
+            return int(h)
+        from ..backend.errors import CudaUnavailableError
+        from ..backend.handle import default_handle
+
+        try:
+            return int(default_handle())
+        except CudaUnavailableError:
+            return None
+
+    def build_operation_graph(self) -> None:
+        """Lower (if not yet) and make sure the operation graph carries a handle, which heuristics need to see
+        the device."""
+        from ..lowering.operation_graph import finalize_operation_graph
+
+        handle = self._planning_handle()
+        self._lower(handle)
+        if handle is not None and self.lowered.handle is None:
+            finalize_operation_graph(self.lowered, self.ir, handle)
+
     @property
     def operation_graph(self):
-        self.build_operation_graph()
+        if self.lowered is None or self.lowered.handle is None:
+            self.build_operation_graph()
         return self.lowered.operation_graph
 
     def get_engine_count(self) -> int:
         return self.lowered_graph().engine_count()
 
     def lowered_graph(self):
-        self.build_operation_graph()
+        if self.lowered is None:
+            self.build_operation_graph()
         return self.lowered
 
     # ------------------------------------------------------------------------------------------- heuristics
@@ -94,6 +120,8 @@ class BackendGraph:
             from ..backend.api import get_last_error_string
 
             report = "; ".join(f"{m}: {r}" for m, r in res.per_mode)
+            if self.lowered.handle is None:
+                report += " (no GPU/handle: cuDNN heuristics need a device to rank engines)"
             raise _not_supported(f"No valid engine configs for graph {getattr(self.ir, 'name', '')!r}: {report}. "
                                  f"{get_last_error_string()}")
 

@@ -1,0 +1,204 @@
+"""cudnn_py vs the official nvidia-cudnn-frontend (`cudnn`) vs torch, in one process, on the same tensors.
+
+Run on a GPU machine (the official wheel importable as `cudnn`):
+    PYTHONPATH=. python benchmarks/run.py [--out benchmarks/results]
+Measures, as in shared/bench/fe_baseline.py: host overhead per execute() of a tiny pointwise graph (torch
+tensors and int pointers), graph build time (validate .. build_plans), and kernel time (CUDA events, median
+after warm-up) for matmul 8192^3 bf16 and a batched small matmul, with the plan each library picked.
+Writes results-<date>.json and .md; prints the table last.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+import cudnn  # the official frontend, first: cudnn_py reuses the libcudnn it loaded
+import cudnn_py
+
+dev = torch.device("cuda")
+torch.cuda.set_device(0)
+LIBS = {"official": cudnn, "cudnn_py": cudnn_py}
+HANDLES = {name: lib.create_handle() for name, lib in LIBS.items()}
+for name, lib in LIBS.items():
+    lib.set_stream(handle=HANDLES[name], stream=torch.cuda.current_stream().cuda_stream)
+
+
+def bench_gpu(fn, reps=50, warm=10):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    return statistics.median(ts)
+
+
+def build(lib, g):
+    t0 = time.perf_counter()
+    g.validate(); g.build_operation_graph()
+    g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
+    g.check_support(); g.build_plans()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def matmul_graph(lib, a, b):
+    BF16, FP32 = lib.data_type.BFLOAT16, lib.data_type.FLOAT
+    g = lib.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32, handle=HANDLES[lib_name(lib)])
+    A, B = g.tensor_like(a), g.tensor_like(b)
+    C = g.matmul(A, B, name="mm")
+    C.set_output(True).set_data_type(BF16)
+    return g, A, B, C
+
+
+def lib_name(lib):
+    return "official" if lib is cudnn else "cudnn_py"
+
+
+def matmul_case(results, B_, M, N, K):
+    a = torch.randn(B_, M, K, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(B_, K, N, device=dev, dtype=torch.bfloat16)
+    ref = torch.matmul(a.double(), b.double())
+    row = {}
+    for name, lib in LIBS.items():
+        c = torch.full((B_, M, N), float("nan"), device=dev, dtype=torch.bfloat16)
+        g, A, B, C = matmul_graph(lib, a, b)
+        row[f"{name}_build_ms"] = build(lib, g)
+        ws = torch.empty(max(1, g.get_workspace_size()), device=dev, dtype=torch.uint8)
+        pack = {A: a, B: b, C: c}
+        row[f"{name}_ms"] = bench_gpu(lambda: g.execute(pack, ws, handle=HANDLES[name]))
+        g.execute(pack, ws, handle=HANDLES[name]); torch.cuda.synchronize()
+        row[f"{name}_rel_err"] = ((c.double() - ref).norm() / ref.norm()).item()
+        row[f"{name}_plan0"] = g.get_plan_name_at_index(0)
+        row[f"{name}_plans"] = g.get_execution_plan_count()
+    c = torch.empty(B_, M, N, device=dev, dtype=torch.bfloat16)
+    row["torch_ms"] = bench_gpu(lambda: torch.matmul(a, b, out=c))
+    fl = 2 * B_ * M * N * K
+    for k in ("official", "cudnn_py", "torch"):
+        row[f"{k}_tflops"] = fl / row[f"{k}_ms"] / 1e9
+    row["throughput_ratio_vs_official"] = row["official_ms"] / row["cudnn_py_ms"]
+    row["build_ratio_vs_official"] = row["cudnn_py_build_ms"] / row["official_build_ms"]
+    row["same_engine"] = row["official_plan0"] == row["cudnn_py_plan0"]
+    results[f"matmul_{B_}x{M}x{N}x{K}_bf16"] = row
+
+
+def overhead_case(results, n=5000):
+    x = torch.randn(1, 1, 8, device=dev, dtype=torch.float16)
+    y = torch.randn(1, 1, 8, device=dev, dtype=torch.float16)
+    row = {}
+    for name, lib in LIBS.items():
+        z = torch.full_like(x, float("nan"))
+        g = lib.pygraph(io_data_type=lib.data_type.HALF, intermediate_data_type=lib.data_type.FLOAT,
+                        compute_data_type=lib.data_type.FLOAT, handle=HANDLES[name])
+        X, Y = g.tensor_like(x), g.tensor_like(y)
+        Z = g.add(X, Y)
+        Z.set_output(True).set_data_type(lib.data_type.HALF)
+        row[f"{name}_build_ms"] = build(lib, g)
+        ws = torch.empty(max(1, g.get_workspace_size()), device=dev, dtype=torch.uint8)
+        pack = {X: x, Y: y, Z: z}
+        h = HANDLES[name]
+        for _ in range(200):
+            g.execute(pack, ws, handle=h)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g.execute(pack, ws, handle=h)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        upack = {X.get_uid(): x.data_ptr(), Y.get_uid(): y.data_ptr(), Z.get_uid(): z.data_ptr()}
+        wsp = ws.data_ptr()
+        for _ in range(200):
+            g.execute(upack, wsp, handle=h)
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        for _ in range(n):
+            g.execute(upack, wsp, handle=h)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        row[f"{name}_us"] = (t1 - t0) / n * 1e6
+        row[f"{name}_us_int_ptrs"] = (t3 - t2) / n * 1e6
+        row[f"{name}_correct"] = bool(torch.allclose(z, x + y))
+    z = torch.empty_like(x)
+    t4 = time.perf_counter()
+    for _ in range(n):
+        torch.add(x, y, out=z)
+    t5 = time.perf_counter()
+    torch.cuda.synchronize()
+    row["torch_add_us"] = (t5 - t4) / n * 1e6
+    row["overhead_ratio_vs_official"] = row["cudnn_py_us"] / row["official_us"]
+    row["overhead_ratio_vs_official_int_ptrs"] = row["cudnn_py_us_int_ptrs"] / row["official_us_int_ptrs"]
+    row["build_ratio_vs_official"] = row["cudnn_py_build_ms"] / row["official_build_ms"]
+    results["host_overhead_pointwise_add_fp16"] = row
+
+
+def environment() -> dict:
+    from cudnn_py.backend import loader
+
+    props = torch.cuda.get_device_properties(0)
+    drv = os.popen("nvidia-smi --query-gpu=driver_version --format=csv,noheader").read().strip()
+    return {"gpu": props.name, "driver": drv, "cudnn_backend": cudnn_py.backend_version_string(),
+            "cudnn_library": loader.loaded().path, "official_frontend": getattr(cudnn, "__version__", "?"),
+            "torch": torch.__version__, "python": platform.python_version(),
+            "date": datetime.date.today().isoformat()}
+
+
+def markdown(env: dict, results: dict) -> str:
+    lines = [f"# cudnn_py benchmarks ({env['date']})", "",
+             f"{env['gpu']}, driver {env['driver']}, cuDNN {env['cudnn_backend']}, official frontend "
+             f"{env['official_frontend']}, torch {env['torch']}, Python {env['python']}", "",
+             "| case | metric | official | cudnn_py | torch | cudnn_py / official |", "|---|---|---|---|---|---|"]
+    o = results.get("host_overhead_pointwise_add_fp16")
+    if o:
+        lines.append(f"| tiny add fp16 | µs per execute (torch tensors) | {o['official_us']:.2f} | {o['cudnn_py_us']:.2f} | "
+                     f"{o['torch_add_us']:.2f} | {o['overhead_ratio_vs_official']:.2f}x |")
+        lines.append(f"| tiny add fp16 | µs per execute (int pointers) | {o['official_us_int_ptrs']:.2f} | "
+                     f"{o['cudnn_py_us_int_ptrs']:.2f} | | {o['overhead_ratio_vs_official_int_ptrs']:.2f}x |")
+        lines.append(f"| tiny add fp16 | build ms | {o['official_build_ms']:.1f} | {o['cudnn_py_build_ms']:.1f} | | "
+                     f"{o['build_ratio_vs_official']:.2f}x |")
+    for k, r in results.items():
+        if not k.startswith("matmul"):
+            continue
+        lines.append(f"| {k} | kernel ms (median) | {r['official_ms']:.4f} | {r['cudnn_py_ms']:.4f} | {r['torch_ms']:.4f} | "
+                     f"throughput {r['throughput_ratio_vs_official']:.3f}x |")
+        lines.append(f"| {k} | TFLOP/s | {r['official_tflops']:.0f} | {r['cudnn_py_tflops']:.0f} | {r['torch_tflops']:.0f} | |")
+        lines.append(f"| {k} | build ms | {r['official_build_ms']:.1f} | {r['cudnn_py_build_ms']:.1f} | | "
+                     f"{r['build_ratio_vs_official']:.2f}x |")
+        lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
+                     f"{r['same_engine']} |")
+        lines.append(f"| {k} | rel. error vs float64 | {r['official_rel_err']:.2e} | {r['cudnn_py_rel_err']:.2e} | | |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--skip-large", action="store_true")
+    args = ap.parse_args()
+    results: dict = {}
+    overhead_case(results)
+    if not args.skip_large:
+        matmul_case(results, 1, 8192, 8192, 8192)
+    matmul_case(results, 16, 1024, 1024, 128)
+    env = environment()
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"results-{env['date']}")
+    with open(stem + ".json", "w") as f:
+        json.dump({"environment": env, "results": results}, f, indent=1)
+    md = markdown(env, results)
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
