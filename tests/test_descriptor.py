@@ -93,7 +93,9 @@ def test_backend_rejects_with_status_and_last_error():
     assert isinstance(e, CudnnError) and isinstance(e, RuntimeError)
     assert e.status_name.startswith("CUDNN_STATUS_BAD_PARAM") and e.function == "cudnnBackendFinalize"
     assert e.kind == "CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR"
-    assert "Matmul dim mismatch" in e.last_error and "Matmul dim mismatch" in str(e)
+    # the wording differs between cuDNN versions ("Matmul dim mismatch ..." on 9.28, the failed condition on 9.19)
+    assert e.last_error and e.last_error[:40] in str(e)
+    assert "dim" in e.last_error.lower()
 
 
 def test_reduction_norm2_is_not_supported_category():
