@@ -432,9 +432,17 @@ def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep:
         out["crash"] = (first.get("first_try") or first.get("error", ""))[-160:]
     if counts:
         out["count"] = count_verdict(counts)
-        out["count_raw"] = {k: [v.get("status"), v.get("error", "")[:200]] for k, v in sorted(counts.items())}
-    out["sweep"] = {t: [sweep[t].get("status"), (sweep[t].get("error") or "")[:200]]
-                    for t in type_names if sweep.get(t)}
+        out["count_raw"] = {k: [v.get("status"), (v.get("error") or "")[:200]] for k, v in sorted(counts.items())}
+    # the raw responses, grouped: [status, last error, [types that got it]] ("*" = all the other types)
+    groups: Dict[tuple, List[str]] = {}
+    for t in type_names:
+        r = sweep.get(t) or {}
+        key = (r.get("status"), (r.get("error") or "")[:200] + (" (retried with NULL)" if r.get("retried_with_null")
+                                                                  else ""))
+        groups.setdefault(key, []).append(t)
+    biggest = max(groups, key=lambda k: len(groups[k]))
+    out["responses"] = [[st, msg, ["*"] if (st, msg) == biggest and len(groups) > 1 else ts]
+                        for (st, msg), ts in groups.items()]  # "*": every type not listed in another response
     return out
 
 
@@ -533,11 +541,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         "header_version": hs.defines["CUDNN_VERSION"],
         "attributes": ordered,
     }
-    args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    args.out.write_text(dump_results(doc), encoding="utf-8")
     typed = sum(1 for r in ordered.values() if r["accepted"] or r["named"])
     print(f"probe_types.py: {len(results)} attributes probed in {time.time() - t0:.1f}s on cuDNN {version}; "
           f"{typed}/{len(ordered)} with a type; wrote {args.out}")
     return 0
+
+
+def dump_results(doc: dict) -> str:
+    """JSON with one line per attribute (diff-friendly, deterministic)."""
+    head = {k: v for k, v in doc.items() if k != "attributes"}
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
+    lines.append('  "attributes": {')
+    items = list(doc["attributes"].items())
+    for i, (name, rec) in enumerate(items):
+        lines.append(f"    {json.dumps(name)}: {json.dumps(rec)}" + ("," if i < len(items) - 1 else ""))
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def _parallel(jobs: List[dict], tables: dict, n: int) -> List[Optional[dict]]:

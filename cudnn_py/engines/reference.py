@@ -1,0 +1,277 @@
+"""A float64 numpy interpreter for matmul, every pointwise mode and every reduction mode.
+
+It is the ground truth the other engines are tested against, so it favours obvious code over speed: every
+value is computed in float64 on the host and cast only when written into an output buffer. Buffers may be
+numpy arrays, host scalars, or framework tensors (torch / cupy / any DLPack object); framework tensors cross
+over through the small `_host` adapter below, so the engine itself only ever sees numpy.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+
+from ..enums import reduction_mode
+from ..graph.errors import cudnnGraphNotSupportedError
+from .base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
+from .engine_ids import REFERENCE_ENGINE_ID
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf(x), dtype=np.float64)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free form
+
+
+def _gelu_cdf(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + _erf64(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh_parts(x: np.ndarray):
+    u = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
+    return u, np.tanh(u)
+
+
+def _relu_fwd(p: dict, x: np.ndarray) -> np.ndarray:
+    lo, hi, slope = p["relu_lower_clip"], p["relu_upper_clip"], p["relu_lower_clip_slope"]
+    y = np.where(x < lo, lo + slope * (x - lo), x)
+    return np.where(x > hi, hi, y)
+
+
+def _relu_bwd(p: dict, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+    lo, hi, slope = p["relu_lower_clip"], p["relu_upper_clip"], p["relu_lower_clip_slope"]
+    grad = np.where(x <= lo, slope, np.where(x >= hi, 0.0, 1.0))
+    return dy * grad
+
+
+def _gelu_tanh_bwd(dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+    _, t = _gelu_tanh_parts(x)
+    du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x ** 2)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+
+
+def _swish_bwd(p: dict, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+    b = p["swish_beta"]
+    s = _sigmoid(b * x)
+    return dy * (s + b * x * s * (1.0 - s))
+
+
+def _flag(x: np.ndarray) -> np.ndarray:
+    return (x != 0).astype(np.float64)
+
+
+# mode -> f(params, *inputs) over float64 arrays; inputs are IN_0, IN_1, IN_2 in order
+_POINTWISE: Dict[str, Callable[..., np.ndarray]] = {
+    "ADD": lambda p, a, b: a + b,
+    "MUL": lambda p, a, b: a * b,
+    "SUB": lambda p, a, b: a - b,
+    "DIV": lambda p, a, b: a / b,
+    "ADD_SQUARE": lambda p, a, b: a + b * b,
+    "MAX": lambda p, a, b: np.maximum(a, b),
+    "MIN": lambda p, a, b: np.minimum(a, b),
+    "MOD": lambda p, a, b: np.fmod(a, b),  # truncated (C fmod), sign of the dividend
+    "POW": lambda p, a, b: np.power(a, b),
+    "SQRT": lambda p, x: np.sqrt(x),
+    "ABS": lambda p, x: np.abs(x),
+    "CEIL": lambda p, x: np.ceil(x),
+    "FLOOR": lambda p, x: np.floor(x),
+    "COS": lambda p, x: np.cos(x),
+    "SIN": lambda p, x: np.sin(x),
+    "TAN": lambda p, x: np.tan(x),
+    "EXP": lambda p, x: np.exp(x),
+    "LOG": lambda p, x: np.log(x),
+    "NEG": lambda p, x: -x,
+    "RSQRT": lambda p, x: 1.0 / np.sqrt(x),
+    "RECIPROCAL": lambda p, x: 1.0 / x,
+    "ERF": lambda p, x: _erf64(x),
+    "IDENTITY": lambda p, x: x.copy(),
+    "RELU_FWD": _relu_fwd,
+    "TANH_FWD": lambda p, x: np.tanh(x),
+    "SIGMOID_FWD": lambda p, x: _sigmoid(x),
+    "ELU_FWD": lambda p, x: np.where(x < 0, p["elu_alpha"] * np.expm1(np.minimum(x, 0)), x),
+    "GELU_FWD": lambda p, x: x * _gelu_cdf(x),
+    "GELU_APPROX_TANH_FWD": lambda p, x: 0.5 * x * (1.0 + _gelu_tanh_parts(x)[1]),
+    "SOFTPLUS_FWD": lambda p, x: np.logaddexp(0.0, p["softplus_beta"] * x) / p["softplus_beta"],
+    "SWISH_FWD": lambda p, x: x * _sigmoid(p["swish_beta"] * x),
+    # backward activations: IN_0 = dy, IN_1 = x (the forward input)
+    "RELU_BWD": _relu_bwd,
+    "TANH_BWD": lambda p, dy, x: dy * (1.0 - np.tanh(x) ** 2),
+    "SIGMOID_BWD": lambda p, dy, x: dy * _sigmoid(x) * (1.0 - _sigmoid(x)),
+    "ELU_BWD": lambda p, dy, x: dy * np.where(x > 0, 1.0, p["elu_alpha"] * np.exp(np.minimum(x, 0))),
+    "GELU_BWD": lambda p, dy, x: dy * (_gelu_cdf(x) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)),
+    "GELU_APPROX_TANH_BWD": lambda p, dy, x: _gelu_tanh_bwd(dy, x),
+    "SOFTPLUS_BWD": lambda p, dy, x: dy * _sigmoid(p["softplus_beta"] * x),
+    "SWISH_BWD": _swish_bwd,
+    "CMP_EQ": lambda p, a, b: (a == b).astype(np.float64),
+    "CMP_NEQ": lambda p, a, b: (a != b).astype(np.float64),
+    "CMP_GT": lambda p, a, b: (a > b).astype(np.float64),
+    "CMP_GE": lambda p, a, b: (a >= b).astype(np.float64),
+    "CMP_LT": lambda p, a, b: (a < b).astype(np.float64),
+    "CMP_LE": lambda p, a, b: (a <= b).astype(np.float64),
+    "LOGICAL_AND": lambda p, a, b: _flag(a) * _flag(b),
+    "LOGICAL_OR": lambda p, a, b: np.maximum(_flag(a), _flag(b)),
+    "LOGICAL_NOT": lambda p, x: 1.0 - _flag(x),
+    "BINARY_SELECT": lambda p, a, b, mask: np.where(mask != 0, a, b),  # y = mask ? IN_0 : IN_1
+    "GEN_INDEX": None,  # needs the output shape: handled in _pointwise
+}
+_PREFIX = "CUDNN_POINTWISE_"
+
+_REDUCE: Dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
+    reduction_mode.ADD: lambda x, ax: np.sum(x, axis=ax, keepdims=True),
+    reduction_mode.MUL: lambda x, ax: np.prod(x, axis=ax, keepdims=True),
+    reduction_mode.MIN: lambda x, ax: np.min(x, axis=ax, keepdims=True),
+    reduction_mode.MAX: lambda x, ax: np.max(x, axis=ax, keepdims=True),
+    reduction_mode.AMAX: lambda x, ax: np.max(np.abs(x), axis=ax, keepdims=True),
+    reduction_mode.AVG: lambda x, ax: np.mean(x, axis=ax, keepdims=True),
+    reduction_mode.NORM1: lambda x, ax: np.sum(np.abs(x), axis=ax, keepdims=True),
+    reduction_mode.NORM2: lambda x, ax: np.sqrt(np.sum(x * x, axis=ax, keepdims=True)),
+    reduction_mode.MUL_NO_ZEROS: lambda x, ax: np.prod(np.where(x == 0, 1.0, x), axis=ax, keepdims=True),
+}
+
+
+class ReferenceEngine(BaseEngine):
+    engine_id = REFERENCE_ENGINE_ID
+    name = "reference_float64"
+
+    def check_support(self, graph: Any) -> None:
+        for node in graph.nodes:
+            if node.op == "matmul":
+                continue
+            if node.op == "pointwise":
+                mode = node.params.get("mode", "")
+                if not mode.startswith(_PREFIX) or mode[len(_PREFIX):] not in _POINTWISE:
+                    raise cudnnGraphNotSupportedError(f"reference engine: pointwise mode {mode} (node {node.name!r})")
+                continue
+            if node.op == "reduction" and node.params.get("mode") in _REDUCE:
+                continue
+            raise cudnnGraphNotSupportedError(f"reference engine: {node.op} node {node.name!r} is not supported")
+
+    def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        return ReferencePlan(graph, config)
+
+
+class ReferencePlan(CompiledPlan):
+    def __init__(self, graph: Any, config: PlanConfig) -> None:
+        self.engine_id = config.engine_id
+        self.name = config.name
+        self._nodes = graph.nodes  # the graph is frozen: this snapshot stays valid
+        self._outputs = graph.get_outputs()
+
+    def execute(self, graph: Any, buffers: Dict[int, Any], ctx: ExecutionContext) -> None:
+        values: Dict[int, np.ndarray] = {}
+
+        def read(t: Any) -> np.ndarray:
+            if t.uid not in values:
+                if t.uid in buffers:
+                    values[t.uid] = _to_float64(_host(buffers[t.uid]), t)
+                elif t.pass_by_value is not None:
+                    values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
+                else:
+                    raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
+            return values[t.uid]
+
+        with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
+            for node in self._nodes:
+                result = _run_node(node, read)
+                for t in node.outputs.values():
+                    values[t.uid] = np.broadcast_to(result, tuple(t.dim))
+        for t in self._outputs:
+            if t.uid not in buffers:
+                raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
+            _write(buffers[t.uid], values[t.uid], t)
+
+
+def _run_node(node: Any, read: Callable[[Any], np.ndarray]) -> np.ndarray:
+    if node.op == "matmul":
+        return np.matmul(read(node.inputs["A"]), read(node.inputs["B"]))
+    if node.op == "reduction":
+        x = read(node.inputs["X"])
+        y_dim = node.outputs["Y"].dim
+        axes = tuple(i for i, (xd, yd) in enumerate(zip(x.shape, y_dim)) if yd == 1 and xd != 1)
+        return _REDUCE[node.params["mode"]](x, axes) if axes else x.copy()
+    mode = node.params["mode"][len(_PREFIX):]
+    ins = [read(node.inputs[p]) for p in ("IN_0", "IN_1", "IN_2") if p in node.inputs]
+    if mode == "GEN_INDEX":
+        out_dim = tuple(node.outputs["OUT_0"].dim)
+        axis = node.params["axis"]
+        shape = [1] * len(out_dim)
+        shape[axis] = out_dim[axis]
+        return np.broadcast_to(np.arange(out_dim[axis], dtype=np.float64).reshape(shape), out_dim)
+    return _POINTWISE[mode](node.params, *ins)
+
+
+# ---- host adapter: the only place that knows about frameworks -------------------------------------------------------
+def _framework(obj: Any) -> str:
+    return type(obj).__module__.split(".")[0]
+
+
+def _host(data: Any) -> np.ndarray:
+    """A numpy view or copy of a buffer. Raw device pointers cannot be read here."""
+    if isinstance(data, np.ndarray):
+        return data
+    if isinstance(data, (bool, int, float, np.generic)):
+        return np.asarray(data)
+    kind = _framework(data)
+    if kind == "torch":
+        t = data.detach()
+        if any(k in str(t.dtype) for k in ("bfloat16", "float8", "float4")):
+            t = t.float()  # numpy has no bf16 / fp8 / fp4
+        return t.cpu().numpy()
+    if kind == "cupy":
+        return data.get()
+    if hasattr(data, "__dlpack__"):
+        return np.from_dlpack(data)
+    raise TypeError(f"the reference engine reads arrays or framework tensors, not {type(data).__name__}")
+
+
+def _to_float64(arr: np.ndarray, t: Any) -> np.ndarray:
+    dims = tuple(t.dim)
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.shape == dims:
+        return arr
+    if arr.size == 1:
+        return np.full(dims, arr.reshape(()).item())
+    if arr.ndim == 1:  # a flat buffer: read it through the tensor's strides
+        return _strided(arr, t).copy()
+    if arr.size == int(np.prod(dims)):
+        return arr.reshape(dims)
+    raise ValueError(f"buffer of shape {arr.shape} does not match tensor {t.name!r} dims {list(dims)}")
+
+
+def _strided(flat: np.ndarray, t: Any) -> np.ndarray:
+    dims, strides = tuple(t.dim), tuple(t.stride)
+    span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+    if span > flat.size:
+        raise ValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
+                         f"(dims {list(dims)}, stride {list(strides)})")
+    return np.lib.stride_tricks.as_strided(flat, dims, tuple(s * flat.itemsize for s in strides))
+
+
+def _write(dst: Any, result: np.ndarray, t: Any) -> None:
+    """Cast the float64 result to the buffer's dtype and copy it in place."""
+    if isinstance(dst, np.ndarray):
+        view = dst if dst.shape == result.shape or dst.ndim != 1 else _strided(dst, t)
+        np.copyto(view, result.reshape(view.shape), casting="unsafe")
+        return
+    kind = _framework(dst)
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        src = torch.from_numpy(np.ascontiguousarray(result)).to(device=dst.device, dtype=dst.dtype)
+        view = dst if tuple(dst.shape) == result.shape or dst.dim() != 1 else dst.as_strided(tuple(t.dim), tuple(t.stride))
+        view.copy_(src.reshape(view.shape))
+        return
+    if kind == "cupy":
+        cupy = sys.modules["cupy"]
+        dst[...] = cupy.asarray(result.reshape(dst.shape).astype(dst.dtype))
+        return
+    if hasattr(dst, "__dlpack__"):
+        _write(np.from_dlpack(dst), result, t)  # host DLPack producers share memory with the numpy view
+        return
+    raise TypeError(f"the reference engine writes into arrays or framework tensors, not {type(dst).__name__}")
