@@ -445,7 +445,7 @@ _OVERRIDE_FIELDS = {"owner", "types", "min_count", "max_count", "element_kinds",
                     "reason", "untyped"}
 
 
-def _type_order(types: Sequence[str], type_names: Sequence[str]) -> Tuple[str, ...]:
+def _type_order(types: Sequence[str]) -> Tuple[str, ...]:
     out: List[str] = []
     for t in types:
         if t not in out:
@@ -549,16 +549,19 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
                         types.extend(extra)
             elif not no_check and (accepted or named):
                 first = [t for t in named if t in accepted] or named or accepted
-                types = list(_type_order(list(first) + accepted, type_names))
+                types = list(_type_order(list(first) + accepted))
                 source = "probe"
                 prov.append(f"types from the probe ({pr.get('method')})")
-            if pr.get("not_settable") and not types:
-                pass
-            if lo is None and pr.get("count"):
-                c = pr["count"]
+            c = pr.get("count") or {}
+            if lo is None and c.get("min") is not None:
                 lo, hi = c.get("min"), c.get("max")
-                if lo is not None:
-                    prov.append(f"count from the probe ({c.get('note', '')})")
+                prov.append(f"count from the probe ({c.get('note', '')})")
+            elif lo is not None and c.get("max") == 1 and hi != 1:
+                # the library rejects 2 elements with "1 != elemCount": it is a scalar whatever the docs say
+                cat.disagreements.append(f"{name}: docs say {lo}..{hi} elements, the library takes exactly 1 "
+                                         f"(the library wins)")
+                lo, hi = 1, 1
+                prov.append("count: the library rejects 2 elements ('1 != elemCount')")
             if pr.get("kind_required") and pr["kind_required"] not in kinds:
                 if kinds:
                     cat.disagreements.append(f"{name}: docs say kinds {kinds}, the library demands "
@@ -592,7 +595,7 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
             cat.provenance[name] = prov
             continue
         if not types:
-            cat.untyped[name] = _untyped_reason(entry, pr)
+            cat.untyped[name] = _untyped_reason(entry, pr, m.doc)
             cat.provenance[name] = prov
             continue
         for t in types:
@@ -614,14 +617,24 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
     return cat
 
 
-def _untyped_reason(entry: Optional[DocEntry], pr: Optional[dict]) -> str:
+def _untyped_reason(entry: Optional[DocEntry], pr: Optional[dict], enum_doc: str) -> str:
+    import header_parser
+
+    comment = header_parser._SINCE_RE.sub("", header_parser.one_line(enum_doc)).strip()
     parts = []
     if entry is None:
-        parts.append("not documented")
+        parts.append("not documented under any descriptor")
     else:
-        parts.append(f"documented without a type (style {entry.style})")
+        parts.append(f"documented without a type (style {entry.style}: {entry.body[:80]!r})")
+    if comment:
+        parts.append(f"enum comment {comment!r}")
     if pr is None:
         parts.append("not probed")
+    elif "cudnnBackendCreateDescriptor" in (pr.get("error") or ""):
+        parts.append("the owner descriptor cannot be created by user code "
+                     f"({pr['error'].split(' -> ')[-1].split(' ')[0]} from cudnnBackendCreateDescriptor), so it cannot be probed")
+    elif pr.get("not_settable"):
+        parts.append("the library returns NOT_SUPPORTED for every type at Set, so the probe cannot tell the type")
     else:
         parts.append(f"probe: {pr.get('method', 'no result')}")
         if pr.get("error"):
@@ -656,4 +669,18 @@ def type_c_names(hs: HeaderSet) -> Dict[str, str]:
     for m in hs.enums[ATTR_TYPE_ENUM].members:
         mm = re.match(r"\s*(cudnn\w+_t) value\b", m.doc)
         out[m.name] = mm.group(1) if mm else ""
+    return out
+
+
+def documented_kinds(hs: HeaderSet, overrides: dict) -> Dict[str, List[str]]:
+    """attr -> the descriptor kinds the docs (or overrides.json) give for its BACKEND_DESCRIPTOR value."""
+    entries = DocParser(hs, overrides).parse_all()
+    out: Dict[str, List[str]] = {}
+    for name, e in entries.items():
+        kinds = [k for a in e.alternatives for k in a.kinds]
+        if kinds:
+            out[name] = kinds
+    for name, ov in overrides.get("attributes", {}).items():
+        if ov.get("element_kinds"):
+            out[name] = list(ov["element_kinds"])
     return out

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

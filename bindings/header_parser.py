@@ -20,7 +20,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 __all__ = [
     "HeaderParseError",
@@ -701,7 +701,3 @@ def parse_headers(include_dir: Path | str, root: str = "cudnn.h") -> HeaderSet:
         p.parse_file(f, (include_dir / f).read_text(encoding="utf-8"))
     return HeaderSet(include_dir, files, p.file_since, p.defines, p.skipped_defines, p.enums, p.typedefs,
                      p.functions)
-
-
-def iter_members(hs: HeaderSet, enum_name: str) -> Iterable[EnumMember]:
-    return iter(hs.enums[enum_name].members)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..graph.errors import cudnnGraphNotSupportedError
 from .engine_ids import BACKEND_HEURISTIC_ENGINE_ID
@@ -34,16 +34,33 @@ class PlanConfig:
 BACKEND_PLAN = PlanConfig(BACKEND_HEURISTIC_ENGINE_ID, "cudnn")
 
 
-@dataclass
 class ExecutionContext:
-    """What a plan may need from the caller at build or execute time."""
+    """What a plan may need from the caller at build or execute time.
 
-    handle: Any = None
-    stream: Any = None  # None: the engine resolves it from its framework (e.g. torch's current stream)
-    workspace: Any = None
-    override_uids: Optional[Sequence[int]] = None
-    override_shapes: Optional[Sequence[Sequence[int]]] = None
-    override_strides: Optional[Sequence[Sequence[int]]] = None
+    `stream` is resolved lazily (via `stream_resolver`, e.g. cudnnGetStream on the handle): most python engines
+    never ask, and the query is a library call. None means "the engine picks", e.g. torch's current stream."""
+
+    def __init__(self, handle: Any = None, stream: Any = None, workspace: Any = None,
+                 override_uids: Optional[Sequence[int]] = None,
+                 override_shapes: Optional[Sequence[Sequence[int]]] = None,
+                 override_strides: Optional[Sequence[Sequence[int]]] = None,
+                 stream_resolver: Optional[Callable[[], Any]] = None) -> None:
+        self.handle = handle
+        self.workspace = workspace
+        self.override_uids = override_uids
+        self.override_shapes = override_shapes
+        self.override_strides = override_strides
+        self._stream = stream
+        self._resolver = stream_resolver if stream is None else None
+
+    @property
+    def stream(self) -> Any:
+        if self._resolver is not None:
+            self._stream, self._resolver = self._resolver(), None
+        return self._stream
+
+    def __repr__(self) -> str:
+        return f"ExecutionContext(handle={self.handle!r}, workspace={self.workspace!r})"
 
 
 class CompiledPlan(abc.ABC):

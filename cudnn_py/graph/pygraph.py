@@ -757,7 +757,8 @@ class pygraph:
 
     def _exec_context(self, handle: Any, workspace: Any = None, overrides: Optional[dict] = None) -> ExecutionContext:
         h = handle if handle is not None else self._handle
-        return ExecutionContext(handle=h, stream=_stream_of(h), workspace=workspace, **(overrides or {}))
+        return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h),
+                                **(overrides or {}))
 
     # ---- op builders --------------------------------------------------------------------------------------------------
     def _new_node(self, op: str, name: Any, compute_data_type: Any, params: Dict[str, Any]) -> Node:

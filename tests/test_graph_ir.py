@@ -1,0 +1,562 @@
+"""The graph IR: enums, tensors, uid/name rules, freeze, inference, errors, and delegation to the cuDNN path.
+
+The cuDNN path (cudnn_py.plans.backend_graph.BackendGraph) is replaced by a recording fake, so these tests
+run without a GPU or libcudnn."""
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from cudnn_py import enums
+from cudnn_py.enums import (behavior_note, build_plan_policy, data_type, heur_mode, knob_type, numerical_note,
+                            reduction_mode, scalar_type, tensor_reordering)
+from cudnn_py.graph import GraphContext, Node, Tensor, cudnnGraphNotSupportedError, pygraph, tensor
+from cudnn_py.graph import ops
+
+F, H = data_type.FLOAT, data_type.HALF
+
+
+class FakeBackendGraph:
+    """Records every call; answers the few queries that return values."""
+
+    instances: list = []
+    answers = {"get_execution_plan_count": 3, "get_workspace_size": 128, "get_plan_name_at_index": "eng0",
+               "get_engine_count": 7, "get_behavior_notes": [behavior_note.RUNTIME_COMPILATION],
+               "get_workspace_size_plan_at_index": 64, "get_behavior_notes_for_plan_at_index": []}
+
+    def __init__(self, ir):
+        self.ir = ir
+        self.calls = []
+        FakeBackendGraph.instances.append(self)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def record(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            return self.answers.get(name)
+
+        return record
+
+    def names(self):
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture(autouse=True)
+def fake_backend(monkeypatch):
+    module = types.ModuleType("cudnn_py.plans.backend_graph")
+    module.BackendGraph = FakeBackendGraph
+    monkeypatch.setitem(sys.modules, "cudnn_py.plans.backend_graph", module)
+    FakeBackendGraph.instances = []
+    return FakeBackendGraph
+
+
+def mm_graph(**ctx):
+    g = pygraph(io_data_type=ctx.get("io", H), intermediate_data_type=F, compute_data_type=F)
+    a = g.tensor([2, 8, 16], [128, 16, 1], name="A")
+    b = g.tensor([2, 16, 4], [64, 4, 1], name="B")
+    return g, a, b
+
+
+# ---- enums ---------------------------------------------------------------------------------------------------------
+REFERENCE = json.load(open("/work/shared/compat/reference_surface.json"))
+
+
+@pytest.mark.parametrize("enum_name", sorted(REFERENCE["enums"]))
+def test_enum_members_and_str_match_reference(enum_name):
+    cls = getattr(enums, enum_name)
+    got = {name: str(member) for name, member in cls.__members__.items()}
+    assert got == REFERENCE["enums"][enum_name]
+    assert cls.__name__ == enum_name and cls.__module__.startswith("cudnn")
+
+
+def test_enum_behaves_like_pybind():
+    assert f"{data_type.HALF}" == "data_type.HALF" and str(heur_mode.A) == "heur_mode.A"
+    assert {knob_type.SWIZZLE: 1}[knob_type.SWIZZLE] == 1
+    assert data_type.FLOAT != reduction_mode.MUL  # no cross-enum int equality
+    assert int(data_type.HALF) == data_type.HALF.value
+
+
+def test_backend_names():
+    for dt in data_type:
+        if dt is data_type.NOT_SET:
+            with pytest.raises(ValueError):
+                enums.to_backend_data_type(dt)
+        else:
+            assert enums.to_backend_data_type(dt) == f"CUDNN_DATA_{dt.name}"
+    assert enums.to_backend_reduction_mode(reduction_mode.MUL_NO_ZEROS) == "CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS"
+    assert [enums.to_backend_heur_mode(m) for m in (heur_mode.A, heur_mode.B, heur_mode.FALLBACK)] == \
+        ["CUDNN_HEUR_MODE_A", "CUDNN_HEUR_MODE_B", "CUDNN_HEUR_MODE_FALLBACK"]
+    with pytest.raises(ValueError):
+        enums.to_backend_heur_mode(heur_mode.OPENSOURCE)
+    for note in numerical_note:
+        assert enums.numerical_note_from_backend(enums.to_backend_numerical_note(note)) is note
+    for note in behavior_note:
+        assert enums.behavior_note_from_backend(enums.to_backend_behavior_note(note)) is note
+    assert enums.to_backend_knob_type(knob_type.KERNEL_CFG) == "CUDNN_KNOB_TYPE_KERNEL_CFG"
+    assert enums.knob_type_from_backend("CUDNN_KNOB_TYPE_TILE_M") is knob_type.TILE_M
+    assert enums.knob_type_from_backend("CUDNN_KNOB_TYPE_SPLIT_K") is knob_type.NOT_SET  # deprecated in the backend
+    with pytest.raises(ValueError):
+        enums.to_backend_knob_type(knob_type.SCHED_POLICY)  # frontend-only band
+
+
+def test_from_any_dtype():
+    assert enums.from_any_dtype(data_type.INT8) is data_type.INT8
+    assert enums.from_any_dtype(np.float16) is H and enums.from_any_dtype(np.dtype("float64")) is data_type.DOUBLE
+    assert enums.from_any_dtype("torch.bfloat16") is data_type.BFLOAT16
+    assert enums.from_any_dtype("torch.float8_e4m3fn") is data_type.FP8_E4M3
+    assert enums.from_any_dtype((2, 32)) is F and enums.from_any_dtype((6, 8)) is data_type.BOOLEAN
+    assert enums.from_any_dtype(None) is data_type.NOT_SET
+    with pytest.raises(TypeError):
+        enums.from_any_dtype(np.complex64)
+
+
+# ---- tensors -------------------------------------------------------------------------------------------------------
+def test_tensor_setters_chain_and_getters():
+    g = pygraph()
+    t = g.tensor([1, 2, 3], [6, 3, 1], H, name="x")
+    assert t.set_output(True).set_dim([4, 5]).set_stride([5, 1]).set_data_type(np.float32) is t
+    assert (t.get_dim(), t.get_stride(), t.get_data_type(), t.get_is_virtual()) == ([4, 5], [5, 1], F, False)
+    t.set_is_virtual(True).set_name("y").set_reordering_type(tensor_reordering.F16x16).set_alignment(32)
+    assert (t.get_name(), t.get_is_virtual(), t.get_reordering_type(), t.get_alignment()) == \
+        ("y", True, tensor_reordering.F16x16, 32)
+    assert t.set_data_type("torch.float16").get_data_type() is H
+    assert json.loads(repr(t))["name"] == "y"
+    detached = tensor()
+    assert detached.get_dim() == [] and detached.get_data_type() is data_type.NOT_SET and detached.get_alignment() == 16
+
+
+def test_tensor_defaults_and_classic_sentinels():
+    g = pygraph()
+    t = g.tensor(dim=(2, 3), data_type=data_type.NOT_SET, reordering_type=tensor_reordering.NONE, uid=-1)
+    assert t.get_stride() == [3, 1]  # row-major default
+    assert not t.uid_assigned and t.get_uid() > 0
+    with pytest.raises(TypeError):
+        g.tensor([1], nonsense=1)
+
+
+def test_tensor_like_copies_attributes_not_identity():
+    g = pygraph()
+    a = g.tensor([2, 3], [1, 2], H, name="a", uid=40)
+    b = g.tensor_like(a)
+    assert (b.dim, b.stride, b.data_type) == ([2, 3], [1, 2], H)
+    assert b.uid != a.uid and b.name == "" and not b.uid_assigned
+    arr = np.zeros((4, 6), np.float32)[:, ::2]  # non-contiguous view
+    c = g.tensor_like(arr)
+    assert (c.dim, c.stride, c.data_type, c.is_pass_by_value) == ([4, 3], [6, 2], F, True)  # CPU -> by value
+
+
+def test_tensor_scalar():
+    g = pygraph()
+    s = g.tensor_scalar(0.5, scalar_type.RUNTIME_PARAM)
+    c = g.tensor_scalar(3, scalar_type.COMPILE_TIME_CONST, name="three")
+    assert (s.data_type, s.pass_by_value, s.is_pass_by_value, s.is_compile_time_constant) == (F, 0.5, True, False)
+    assert (c.data_type, c.pass_by_value, c.get_has_compile_time_constant(), c.name) == (data_type.INT32, 3, True, "three")
+
+
+# ---- uids and names ------------------------------------------------------------------------------------------------
+def test_auto_uids_are_eager_and_unique():
+    g, a, b = mm_graph()
+    c = g.matmul(a, b)
+    uids = [a.uid, b.uid, c.uid]
+    assert len(set(uids)) == 3 and all(u > 0 for u in uids)
+
+
+def test_user_uid_wins_and_renumbers_the_auto_holder():
+    g = pygraph()
+    x = np.ones((2, 2), np.float32)
+    auto = g.identity(x)  # the bound input holds an auto uid
+    bound = g.nodes[0].inputs["IN_0"]
+    taken = bound.uid
+    user = g.tensor([2, 2], name="user").set_uid(taken)
+    assert user.uid == taken and user.uid_assigned
+    assert bound.uid != taken and g.find_tensor(bound.uid) is bound
+    assert g._data_bindings[bound.uid] is x and g._data_bindings.get(taken) is None  # binding followed its tensor
+    assert auto.uid not in (taken, bound.uid)
+
+
+def test_duplicate_user_uids_raise():
+    g = pygraph()
+    g.tensor([1], uid=5)
+    with pytest.raises(ValueError, match="uid 5"):
+        g.tensor([1], uid=5)
+    t = g.tensor([1])
+    with pytest.raises(ValueError, match="uid 5"):
+        t.set_uid(5)
+    t.set_uid(t.uid)  # same value: fine, now user-owned
+    assert t.uid_assigned
+
+
+def test_auto_allocation_skips_user_uids():
+    g = pygraph()
+    g.tensor([1], uid=1)
+    g.tensor([1], uid=2)
+    assert g.tensor([1]).uid == 3
+
+
+def test_names_are_labels():
+    g = pygraph()
+    w1 = g.tensor([1], name="weight")
+    w2 = g.tensor([1], name="weight")
+    assert w1.uid != w2.uid
+    with pytest.raises(ValueError, match="weight"):
+        g.find_tensor("weight")
+    assert g.find_tensor(w2.uid) is w2 and g.find_tensor("missing") is None
+    assert g.tensors[w1.uid] is w1  # shared names are keyed by uid
+    w2.set_name("other")
+    assert g.find_tensor("weight") is w1 and g.tensors["other"] is w2
+
+
+def test_default_names():
+    g, a, b = mm_graph()
+    x = g.tensor([2, 8, 4])
+    c = g.matmul(a, b, name="mm")
+    d = g.add(c, x)
+    y = g.reduction(d, reduction_mode.ADD)
+    assert (c.name, d.name, y.name) == ("mm::C", "1::OUT_0", "2::Y")
+    assert x.name == "1::IN_1"  # an unnamed input takes <node>::<port>
+    assert [n.name for n in g.nodes] == ["mm", "1", "2"]
+    assert g.get_node("mm").op == "matmul" and g.get_node("nope") is None
+
+
+# ---- ops: table, signatures, params ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", sorted(ops.POINTWISE))
+def test_every_pointwise_method_builds(method):
+    spec = ops.POINTWISE[method]
+    g = pygraph(io_data_type=F)
+    ins = [g.tensor([2, 3], name=f"t{i}") for i in range(len(spec.args))]
+    extra = {a.arg: 1 for a in spec.attrs if a.required}
+    out = getattr(g, method)(**dict(zip(spec.args, ins)), **extra, name="n")
+    node = g.nodes[-1]
+    assert node.op == "pointwise" and node.params["mode"] == spec.mode and spec.mode.startswith("CUDNN_POINTWISE_")
+    assert [node.inputs[f"IN_{i}"] for i in range(len(ins))] == ins
+    assert node.outputs == {"OUT_0": out} and out.name == "n::OUT_0" and out.is_virtual
+    g.validate()
+    assert out.dim == [2, 3] and node.params["compute_data_type"] is F
+
+
+def test_pointwise_params_and_defaults():
+    g = pygraph(io_data_type=H, compute_data_type=F)
+    x = g.tensor([4], name="x")
+    g.relu(x, negative_slope=0.1, lower_clip=-1.0)
+    g.leaky_relu(x, 0.2)
+    g.swish(x)
+    g.swish_backward(x, x, swish_beta=2.0)
+    g.elu(x)
+    g.softplus_backward(x, x)
+    g.gen_index(x, 0)
+    g.relu(x, compute_data_type=data_type.DOUBLE)
+    g.validate()
+    p = [n.params for n in g.nodes]
+    assert (p[0]["relu_lower_clip_slope"], p[0]["relu_lower_clip"], p[0]["relu_upper_clip"]) == (0.1, -1.0, ops.FLT_MAX)
+    assert (p[1]["mode"], p[1]["relu_lower_clip_slope"], p[1]["relu_lower_clip"]) == ("CUDNN_POINTWISE_RELU_FWD", 0.2, 0.0)
+    assert p[2]["swish_beta"] == 1.0 and p[3]["swish_beta"] == 2.0
+    assert p[4]["elu_alpha"] == 1.0 and p[5]["softplus_beta"] == 1.0 and p[6]["axis"] == 0
+    assert p[7]["relu_upper_clip"] == ops.DBL_MAX and p[7]["compute_data_type"] is data_type.DOUBLE
+    assert "axis" not in p[0]
+
+
+def test_classic_positional_calls():
+    g = pygraph(io_data_type=F)
+    x = g.tensor([4], name="x")
+    g.add(x, x, H, "add_pos")  # 1.23: (a, b, compute_data_type, name)
+    g.relu(x, None, None, None, H, "relu_pos")  # 1.23: compute_data_type before name
+    g.swish_backward(x, x, H, 3.0, "sb_pos")  # 1.23: compute_data_type before swish_beta
+    g.relu(x, 0.5, None, None, "relu_new")  # 1.32 order
+    g.matmul(g.tensor([2, 2]), g.tensor([2, 2]), H, 0.0, "mm_pos")
+    g.reduction(x, reduction_mode.MAX, H, "red_pos")
+    names = [n.name for n in g.nodes]
+    assert names == ["add_pos", "relu_pos", "sb_pos", "relu_new", "mm_pos", "red_pos"]
+    assert all(n.requested_compute_data_type is H for n in g.nodes if n.name != "relu_new")
+    assert g.nodes[2].params["swish_beta"] == 3.0 and g.nodes[3].params["relu_lower_clip_slope"] == 0.5
+
+
+def test_builder_argument_errors():
+    g = pygraph(io_data_type=F)
+    x = g.tensor([4], name="x")
+    with pytest.raises(TypeError, match="negative_slope"):
+        g.leaky_relu(x)
+    with pytest.raises(TypeError, match="axis"):
+        g.gen_index(input=x)
+    with pytest.raises(TypeError, match="unexpected"):
+        g.add(a=x, c=x)
+    with pytest.raises(TypeError, match="missing"):
+        g.add(x)
+    with pytest.raises(TypeError, match="reduction_mode"):
+        g.reduction(x, "ADD")
+    with pytest.raises(TypeError):
+        g.add(x, object())
+
+
+def test_surface_signatures():
+    init = list(inspect.signature(pygraph.__init__).parameters)
+    assert init[1:14] == ["name", "io_data_type", "intermediate_data_type", "compute_data_type", "handle",
+                          "sm_count", "sm_version", "kernel_cache", "device_property", "is_dynamic_shape_enabled",
+                          "is_override_shape_enabled", "cuda_graph_retention", "is_cuda_graph_replay_expected"]
+    assert list(inspect.signature(pygraph.relu).parameters)[1:] == \
+        ["input", "negative_slope", "lower_clip", "upper_clip", "name", "compute_data_type"]
+    assert list(inspect.signature(pygraph.add).parameters)[1:] == ["args", "name", "compute_data_type", "kwargs"]
+
+
+def test_scalars_and_arrays_as_op_arguments():
+    g = pygraph(io_data_type=F)
+    x = g.tensor([2, 3, 4], name="x")
+    arr = np.ones((2, 3, 4), np.float32)
+    y = g.mul(x, 2.0)
+    z = g.add(y, arr)
+    w = g.add(z, arr)  # the same array binds once
+    s = g.nodes[0].inputs["IN_1"]
+    bound = g.nodes[1].inputs["IN_1"]
+    assert g.nodes[2].inputs["IN_1"] is bound and g._data_bindings[bound.uid] is arr
+    assert not bound.is_pass_by_value  # a CPU array fed to an op is data, not a by-value scalar
+    g.validate()
+    assert (s.dim, s.stride, s.data_type, s.pass_by_value) == ([1, 1, 1], [1, 1, 1], F, 2.0)
+    assert w.dim == [2, 3, 4]
+    one = g.add(w, np.float16(1))
+    g.validate()
+    assert g.nodes[-1].inputs["IN_1"].data_type is H and one.dim == [2, 3, 4]
+
+
+# ---- inference ---------------------------------------------------------------------------------------------------------
+def test_pointwise_broadcast_and_strides():
+    g = pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    a = g.tensor([4, 1, 3], [3, 3, 1], name="a")
+    b = g.tensor([5, 1], [1, 1], name="b")
+    c = g.add(a, b)  # virtual: dense in IN_0's stride order
+    d = g.add(g.tensor([4, 5, 3], [1, 12, 4], name="nhwc"), c)  # the first input with the output dims wins
+    g.validate()
+    assert c.dim == [4, 5, 3] and c.stride == [15, 3, 1]
+    assert d.stride == [1, 12, 4]
+    assert (c.data_type, d.data_type) == (F, F)  # virtual -> intermediate
+    d.set_output(True)
+    g.validate()
+    assert d.data_type is H  # re-inferred: real output -> io
+
+
+def test_pointwise_nonvirtual_output_without_matching_input_needs_a_stride():
+    g = pygraph(io_data_type=H)
+    out = g.add(g.tensor([4, 1], name="a"), g.tensor([1, 5], name="b"), name="bad").set_output(True)
+    with pytest.raises(ValueError, match=r"pointwise node 'bad'.*bad::OUT_0.*stride"):
+        g.validate()
+    out.set_stride([5, 1])
+    g.validate()
+
+
+def test_shape_errors_name_op_node_and_tensor():
+    g = pygraph(io_data_type=H)
+    g.add(g.tensor([4, 3], name="a"), g.tensor([5, 3], name="b"), name="sum")
+    with pytest.raises(ValueError, match=r"pointwise node 'sum': tensor 'b'"):
+        g.validate()
+    g2, a, _ = mm_graph()
+    g2.matmul(a, g2.tensor([2, 15, 4], name="Bbad"), name="mm")
+    with pytest.raises(ValueError, match=r"matmul node 'mm': tensor 'Bbad'.*inner"):
+        g2.validate()
+    g3 = pygraph(io_data_type=H)
+    g3.reduction(g3.tensor([2, 3], name="X"), reduction_mode.ADD, name="r", out_dims=[2, 2])
+    with pytest.raises(ValueError, match=r"reduction node 'r': tensor 'r::Y'"):
+        g3.validate()
+    g4 = pygraph(io_data_type=H)
+    g4.gen_index(g4.tensor([2, 3], name="X"), 2, name="gi")
+    with pytest.raises(ValueError, match="gen_index axis 2"):
+        g4.validate()
+
+
+def test_matmul_batch_broadcast():
+    g = pygraph(io_data_type=H, compute_data_type=F)
+    c = g.matmul(g.tensor([3, 1, 8, 16], name="A"), g.tensor([5, 16, 4], name="B"))
+    g.validate()
+    assert c.dim == [3, 5, 8, 4] and c.stride == [160, 32, 4, 1]
+    g2 = pygraph(io_data_type=H)
+    g2.matmul(g2.tensor([3, 8, 16]), g2.tensor([5, 16, 4], name="B5"), name="mm")
+    with pytest.raises(ValueError, match="batch dims"):
+        g2.validate()
+
+
+def test_reduction_inference():
+    g = pygraph(io_data_type=H, compute_data_type=F)
+    x = g.tensor([2, 4, 6, 8], name="X")
+    same = g.reduction(x, reduction_mode.MAX)
+    y = g.reduction(x, reduction_mode.ADD, out_dims=[2, 1, 6, 8])
+    g.validate()
+    assert same.dim == [2, 4, 6, 8]  # unset output dims copy X (frontend behaviour)
+    assert y.stride == [48, 1, 8, 1] and y.dim == [2, 1, 6, 8]  # NHWC order
+    assert g.nodes[1].params == {"mode": reduction_mode.ADD, "is_deterministic": False, "compute_data_type": F}
+
+
+def test_data_type_fill_and_fallbacks():
+    g = pygraph(io_data_type=H)  # 1.32: intermediate and compute fall back to io
+    assert (g.context.intermediate_data_type, g.context.compute_data_type) == (H, H)
+    g2 = pygraph()
+    x = g2.tensor([2], data_type=data_type.INT32, name="x")
+    y = g2.neg(x)
+    g2.validate()
+    assert y.data_type is data_type.INT32 and g2.nodes[0].params["compute_data_type"] is F
+    g3 = pygraph()
+    g3.neg(g3.tensor([2], name="untyped"))
+    with pytest.raises(ValueError, match="untyped.*data type"):
+        g3.validate()
+
+
+def test_user_choices_survive_reinference():
+    g = pygraph(io_data_type=H)
+    x = g.tensor([2, 3], name="x")
+    y = g.exp(x).set_data_type(F)
+    g.validate()
+    x.set_dim([4, 3])
+    assert not g.is_validated
+    g.validate()
+    assert y.dim == [4, 3] and x.stride == [3, 1] and y.data_type is F
+
+
+def test_virtual_input_must_be_produced():
+    g = pygraph(io_data_type=H)
+    g.exp(g.tensor([2], is_virtual=True, name="ghost"))
+    with pytest.raises(ValueError, match="ghost"):
+        g.validate()
+
+
+# ---- freeze --------------------------------------------------------------------------------------------------------------
+def planned_graph():
+    g, a, b = mm_graph()
+    c = g.matmul(a, b, name="mm").set_output(True)
+    g.create_execution_plans([heur_mode.A])
+    return g, a, c
+
+
+def test_freeze_after_planning():
+    g, a, c = planned_graph()
+    with pytest.raises(RuntimeError, match=r"dim of tensor 'A'"):
+        a.set_dim([1, 2, 3])
+    with pytest.raises(RuntimeError, match="data_type"):
+        c.data_type = F
+    with pytest.raises(RuntimeError, match="uid"):
+        c.set_uid(999)
+    with pytest.raises(RuntimeError):
+        g.exp(a)
+    with pytest.raises(RuntimeError):
+        g.tensor([1])
+    with pytest.raises(RuntimeError):
+        g.context.io_data_type = F
+    with pytest.raises(TypeError):
+        g.nodes[0].params["padding"] = 1.0
+    with pytest.raises(RuntimeError):
+        g.nodes[0].name = "x"
+    with pytest.raises((TypeError, AttributeError)):
+        c.dim.append(1)
+    c.set_uid(c.uid)  # same value: no change, allowed
+    a.set_name("renamed")  # names are labels
+    assert g.find_tensor("renamed") is a
+    with pytest.raises(RuntimeError, match="one-shot"):
+        g.create_execution_plans()
+
+
+# ---- inspection ----------------------------------------------------------------------------------------------------------
+def test_inspect_repr_inputs_outputs_key():
+    g, a, b = mm_graph()
+    c = g.matmul(a, b, name="mm")
+    d = g.relu(c, name="act").set_output(True)
+    doc = json.loads(repr(g))
+    assert [n["name"] for n in doc["nodes"]] == ["mm", "act"] and doc["context"]["io_data_type"] == "data_type.HALF"
+    assert g.get_inputs() == [a, b] and g.get_outputs() == [d]
+    assert isinstance(g.key(), int) and g.key() == g.key()
+    q = g.query_tensor_attributes_of_uid(a.uid)
+    assert q is not a and (q.uid, q.dim, q.name) == (a.uid, a.dim, "A")
+
+
+# ---- delegation to the cuDNN path ----------------------------------------------------------------------------------------
+def test_validate_and_staged_build_delegate(fake_backend):
+    g, a, b = mm_graph()
+    c = g.matmul(a, b).set_output(True)
+    g.validate()
+    backend = fake_backend.instances[-1]
+    assert backend.ir is g and backend.names() == ["validate"] and g.is_validated
+    g.build_operation_graph()
+    assert g.get_engine_count() == 7
+    g.create_execution_plans([heur_mode.B])
+    g.check_support()
+    g.build_plans(build_plan_policy.ALL)
+    assert backend.names() == ["validate", "build_operation_graph", "get_engine_count", "create_execution_plans",
+                               "check_support", "build_plans"]
+    assert backend.calls[3][1] == ([heur_mode.B],) and backend.calls[5][1] == (build_plan_policy.ALL,)
+    assert g.get_execution_plan_count() == 3 and g.get_plan_name_at_index(0) == "eng0"
+    assert g.get_workspace_size() == 128 and g.get_workspace_size_plan_at_index(1) == 64
+    assert g.get_behavior_notes() == [behavior_note.RUNTIME_COMPILATION]
+    assert g.selected_engine is None and g.plans[0].is_backend
+    g.deselect_engines(["eng1"])
+    g.select_numeric_notes([numerical_note.TENSOR_CORE])
+    g.deselect_workspace_greater_than(1 << 20)
+    assert backend.calls[-3:] == [("deselect_engines", (["eng1"],), {}),
+                                  ("select_numeric_notes", ([numerical_note.TENSOR_CORE],), {}),
+                                  ("deselect_workspace_greater_than", (1 << 20,), {})]
+    assert len(fake_backend.instances) == 1
+
+
+def test_build_overloads(fake_backend):
+    g, a, b = mm_graph()
+    g.matmul(a, b).set_output(True)
+    g.build()  # classic no-arg overload: validate + build_operation_graph only
+    assert fake_backend.instances[-1].names() == ["validate", "build_operation_graph"]
+    assert g.get_execution_plan_count() == 3 and not g.is_frozen
+    g.build([heur_mode.A])
+    assert fake_backend.instances[-1].names()[3:] == ["create_execution_plans", "check_support", "build_plans"]
+    assert g.is_frozen
+
+
+def test_execute_resolves_keys_and_merges_bindings(fake_backend):
+    g, a, b = mm_graph()
+    bias = np.zeros((2, 8, 4), np.float16)
+    c = g.add(g.matmul(a, b), bias).set_output(True)
+    g.execute({a: "bufA", "B": "bufB", c.uid: "bufC", None: "skipped"}, "ws")
+    backend = fake_backend.instances[-1]
+    assert backend.names() == ["validate", "build_operation_graph", "create_execution_plans", "check_support",
+                               "build_plans", "execute"]
+    pack, workspace = backend.calls[-1][1]
+    bias_uid = g.nodes[1].inputs["IN_1"].uid
+    assert pack == {a.uid: "bufA", b.uid: "bufB", c.uid: "bufC", bias_uid: bias} and workspace == "ws"
+    assert backend.calls[-1][2] == {"handle": None}
+    g.execute([1, 2], None, 77, override_uids=[a.uid], tensor_uids=[a.uid, c.uid])
+    pack, _ = backend.calls[-1][1]
+    assert pack[a.uid] == 1 and pack[c.uid] == 2 and backend.calls[-1][2] == {"handle": 77, "override_uids": [a.uid]}
+    g.execute_plan_at_index({a: 1}, "ws", 2, None, [a.uid], [[1]], [[1]])
+    name, args, kwargs = backend.calls[-1]
+    assert (name, args[2], kwargs["override_shapes"]) == ("execute_plan_at_index", 2, [[1]])
+    with pytest.raises(ValueError, match="no tensor named"):
+        g.execute({"nope": 1})
+    with pytest.raises(ValueError, match="uid 4242"):
+        g.execute({4242: 1})
+
+
+def test_mutation_before_planning_drops_the_lowered_graph(fake_backend):
+    g, a, b = mm_graph()
+    g.matmul(a, b).set_output(True)
+    g.validate()
+    first = fake_backend.instances[-1]
+    a.set_dim([2, 8, 16])  # any write invalidates, even an equal value
+    assert not g.is_validated
+    g.validate()
+    assert fake_backend.instances[-1] is not first
+
+
+def test_explicit_engine_plan_and_deserialize(fake_backend):
+    g, a, b = mm_graph()
+    g.matmul(a, b).set_output(True)
+    g.build_operation_graph()
+    g.create_execution_plan(3, {knob_type.KERNEL_CFG: 1})
+    backend = fake_backend.instances[-1]
+    assert backend.calls[-1] == ("create_execution_plan", (3, {knob_type.KERNEL_CFG: 1}), {})
+    assert "create_execution_plans" not in backend.names() and g.is_frozen
+    fresh = pygraph()
+    fresh.deserialize(12, [1, 2, 3])
+    fresh.execute({5: "buf"}, "ws")  # uids of a deserialized graph are the blob's
+    assert fake_backend.instances[-1].names() == ["deserialize", "execute"]
+
+
+def test_not_supported_error_is_plain_exception():
+    assert issubclass(cudnnGraphNotSupportedError, Exception)
+    assert not issubclass(cudnnGraphNotSupportedError, (RuntimeError, ValueError))
