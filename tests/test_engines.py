@@ -339,7 +339,7 @@ def test_reference_engine_refuses_unknown_ops():
 
 
 # ---- GPU: the reference engine on CUDA tensors agrees with cuDNN ------------------------------------------------------------
-def _cuda_cases(cudnn_dt, torch):
+def _cuda_cases(torch):
     """(builder(graph) -> (inputs, output tensor), torch inputs, output shape, tolerance)."""
     def mm_bias_gelu(g, a, b, bias):
         A, B, Bias = g.tensor_like(a), g.tensor_like(b), g.tensor_like(bias)
@@ -365,7 +365,7 @@ def _cuda_cases(cudnn_dt, torch):
 @pytest.mark.gpu
 def test_reference_engine_on_cuda_tensors_matches_cudnn():
     torch = pytest.importorskip("torch")
-    for build, inputs, shape in _cuda_cases(data_type.HALF, torch):
+    for build, inputs, shape in _cuda_cases(torch):
         results = []
         for engines in ([], [ReferenceEngine()]):
             g = pygraph(io_data_type=data_type.HALF, intermediate_data_type=data_type.FLOAT,

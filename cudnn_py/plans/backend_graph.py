@@ -69,6 +69,7 @@ class BackendGraph:
         uids = [uid for uid, t in table.ir_by_uid.items()
                 if not t.is_virtual and not getattr(t, "is_compile_time_constant", False)]
         self.executor = Executor(self.ir, uids, table.ir_by_uid)
+        self.executor.bind(getattr(self.ir, "_data_bindings", {}))
 
     def _planning_handle(self) -> int | None:
         """The graph's handle, else this thread's default handle; None when there is no usable GPU."""
@@ -260,11 +261,20 @@ class BackendGraph:
         return list(self.configs[self._index(index)].numerical_notes)
 
     # ------------------------------------------------------------------------------------------- execute
-    def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
+    def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None, **overrides: Any) -> None:
+        _no_overrides(overrides)
         self.executor.execute(self._plan(), variant_pack, workspace, handle)
 
-    def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None) -> None:
+    def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None,
+                              **overrides: Any) -> None:
+        _no_overrides(overrides)
         self.executor.execute(self._plan(index), variant_pack, workspace, handle)
+
+
+def _no_overrides(overrides: dict) -> None:
+    given = sorted(k for k, v in overrides.items() if v is not None)
+    if given:
+        raise NotImplementedError(f"execute with {', '.join(given)} (dynamic shape overrides) is not supported yet")
 
 
 class Knob:

@@ -58,7 +58,7 @@ class Executor:
             if slot >= 0 and name:
                 self._slot_by_key[name] = slot
         self._ambiguous = {n for n, s in names.items() if s < 0}
-        self._user_slots = [s for s in range(len(self._uids)) if s not in self._fixed]
+        self._bound: dict[int, Any] = {}
         self._template = [0] * len(self._uids)
         for slot, value in self._fixed.items():
             import ctypes
@@ -90,13 +90,17 @@ class Executor:
                          f"(expected one of uids {self._uids})")
 
     def pointers(self, variant_pack: dict) -> list[int]:
-        ptrs = list(self._template)
-        seen = 0
+        """The data pointer of every variant-pack slot, in uid order. Slots the caller leaves out keep the
+        template's value (scalars the graph carries, data bound at build time); a slot still 0 is missing."""
+        ptrs = self._template.copy()
         shape_check = self._shape_check
+        by_id = self._slot_by_id
         for key, value in variant_pack.items():
             if key is None:
                 continue
-            slot = self._slot(key)
+            slot = by_id.get(id(key))
+            if slot is None:
+                slot = self._slot(key)
             if slot in self._fixed:
                 continue  # the graph carries this scalar's value
             ptrs[slot] = value.data_ptr() if hasattr(value, "data_ptr") else data_ptr(value)
@@ -104,12 +108,18 @@ class Executor:
             if chk is not None and value.shape != chk:
                 shape_check[slot] = None
                 ptrs[slot] = -1  # force the full check below by missing the cache
-            seen += 1
-        if seen < len(self._user_slots):
-            given = {self._slot(k) for k in variant_pack if k is not None}
-            missing = [self._tensors[s] for s in self._user_slots if s not in given]
+        if 0 in ptrs:
+            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0]
             raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
         return ptrs
+
+    def bind(self, bindings: dict) -> None:
+        """Pre-fill slots with data bound at build time (framework tensors passed to op builders)."""
+        for uid, value in bindings.items():
+            slot = self._slot_by_key.get(uid)
+            if slot is not None and slot not in self._fixed:
+                self._template[slot] = data_ptr(value)
+                self._bound[slot] = value
 
     def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> None:
         for key, value in variant_pack.items():
@@ -118,12 +128,17 @@ class Executor:
             slot = self._slot(key)
             if slot in self._fixed:
                 continue
-            t = self._tensors[slot]
-            info = operand_info(value)
-            ptrs[slot] = info.ptr
-            _check_operand(t, info)
-            if type(value).__module__.startswith("torch"):
-                self._shape_check[slot] = tuple(value.shape)
+            self._check_one(slot, value, ptrs)
+        for slot, value in self._bound.items():
+            if ptrs[slot] == self._template[slot]:
+                self._check_one(slot, value, ptrs)
+
+    def _check_one(self, slot: int, value: Any, ptrs: list[int]) -> None:
+        info = operand_info(value)
+        ptrs[slot] = info.ptr
+        _check_operand(self._tensors[slot], info)
+        if type(value).__module__.startswith("torch"):
+            self._shape_check[slot] = tuple(value.shape)
 
     # --------------------------------------------------------------------------------------------- execute
     def execute(self, plan: Any, variant_pack: dict, workspace: Any, handle: Any) -> None:
