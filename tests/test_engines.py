@@ -340,7 +340,7 @@ def test_reference_engine_refuses_unknown_ops():
 
 # ---- GPU: the reference engine on CUDA tensors agrees with cuDNN ------------------------------------------------------------
 def _cuda_cases(torch):
-    """(builder(graph) -> (inputs, output tensor), torch inputs, output shape, tolerance)."""
+    """(builder(graph, *inputs) -> (graph inputs, output), torch inputs, output shape, output dtype)."""
     def mm_bias_gelu(g, a, b, bias):
         A, B, Bias = g.tensor_like(a), g.tensor_like(b), g.tensor_like(bias)
         return [A, B, Bias], g.gelu(g.bias(g.matmul(A, B), Bias))
@@ -350,29 +350,29 @@ def _cuda_cases(torch):
         mixed = g.tanh(g.add(g.mul(X, 0.5), Y))
         return [X, Y], g.binary_select(mixed, g.neg(X), g.cmp_gt(X, Y))
 
-    def row_max(g, x):
+    def channel_max(g, x):  # cuDNN: channels-last input, a row/column/all reduction, FLOAT output
         X = g.tensor_like(x)
-        return [X], g.reduction(X, reduction_mode.MAX, out_dims=[x.shape[0], x.shape[1], 1])
+        return [X], g.reduction(X, reduction_mode.MAX, out_dims=[1, x.shape[1], 1, 1]).set_data_type(data_type.FLOAT)
 
     r = lambda *s: torch.randn(*s, device="cuda", dtype=torch.float16)  # noqa: E731
     return [
-        (mm_bias_gelu, [r(4, 64, 32), r(4, 32, 48), r(1, 1, 48)], (4, 64, 48)),
-        (pointwise_chain, [r(8, 16, 32), r(8, 16, 32)], (8, 16, 32)),
-        (row_max, [r(8, 16, 32)], (8, 16, 1)),
+        (mm_bias_gelu, [r(4, 64, 32), r(4, 32, 48), r(1, 1, 48)], (4, 64, 48), torch.float16),
+        (pointwise_chain, [r(8, 16, 32), r(8, 16, 32)], (8, 16, 32), torch.float16),
+        (channel_max, [r(4, 6, 5, 32).permute(0, 3, 1, 2)], (1, 32, 1, 1), torch.float32),  # NHWC strides
     ]
 
 
 @pytest.mark.gpu
 def test_reference_engine_on_cuda_tensors_matches_cudnn():
     torch = pytest.importorskip("torch")
-    for build, inputs, shape in _cuda_cases(torch):
+    for build, inputs, shape, out_dtype in _cuda_cases(torch):
         results = []
         for engines in ([], [ReferenceEngine()]):
             g = pygraph(io_data_type=data_type.HALF, intermediate_data_type=data_type.FLOAT,
                         compute_data_type=data_type.FLOAT, backends=engines)
             tensors, out = build(g, *inputs)
             out.set_output(True)
-            result = torch.full(shape, float("nan"), device="cuda", dtype=torch.float16)
+            result = torch.full(shape, float("nan"), device="cuda", dtype=out_dtype)
             g.build([heur_mode.A, heur_mode.FALLBACK])
             assert (g.selected_engine is None) == (not engines)
             g.execute({**dict(zip(tensors, inputs)), out: result}, None)

@@ -16,7 +16,7 @@ import pytest
 from cudnn_py import enums
 from cudnn_py.enums import (behavior_note, build_plan_policy, data_type, heur_mode, knob_type, numerical_note,
                             reduction_mode, scalar_type, tensor_reordering)
-from cudnn_py.graph import GraphContext, Node, Tensor, cudnnGraphNotSupportedError, pygraph, tensor
+from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph, tensor
 from cudnn_py.graph import ops
 
 F, H = data_type.FLOAT, data_type.HALF
@@ -475,7 +475,7 @@ def test_inspect_repr_inputs_outputs_key():
 # ---- delegation to the cuDNN path ----------------------------------------------------------------------------------------
 def test_validate_and_staged_build_delegate(fake_backend):
     g, a, b = mm_graph()
-    c = g.matmul(a, b).set_output(True)
+    g.matmul(a, b).set_output(True)
     g.validate()
     backend = fake_backend.instances[-1]
     assert backend.ir is g and backend.names() == ["validate"] and g.is_validated
@@ -563,3 +563,12 @@ def test_explicit_engine_plan_and_deserialize(fake_backend):
 def test_not_supported_error_is_plain_exception():
     assert issubclass(cudnnGraphNotSupportedError, Exception)
     assert not issubclass(cudnnGraphNotSupportedError, (RuntimeError, ValueError))
+
+
+def test_one_element_by_value_tensors_take_the_operand_rank():
+    g = pygraph(io_data_type=F)
+    x = g.tensor([2, 8, 16], name="x")
+    s = g.tensor_like(np.array([1.75], np.float32))  # CPU -> by value, value given at execute
+    g.mul(x, s)
+    g.validate()
+    assert (s.dim, s.stride, s.pass_by_value) == ([1, 1, 1], [1, 1, 1], None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 import numpy as np
 
@@ -263,7 +263,7 @@ def _write(dst: Any, result: np.ndarray, t: Any) -> None:
     kind = _framework(dst)
     if kind == "torch":
         torch = sys.modules["torch"]
-        src = torch.from_numpy(np.ascontiguousarray(result)).to(device=dst.device, dtype=dst.dtype)
+        src = torch.from_numpy(np.array(result, copy=True)).to(device=dst.device, dtype=dst.dtype)
         view = dst if tuple(dst.shape) == result.shape or dst.dim() != 1 else dst.as_strided(tuple(t.dim), tuple(t.stride))
         view.copy_(src.reshape(view.shape))
         return

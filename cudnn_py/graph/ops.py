@@ -240,16 +240,31 @@ def _fill_data_types(node: Node, ctx: InferenceContext, first_input: Optional[Te
 
 def _reshape_fused_scalars(node: Node) -> None:
     """By-value scalars carrying a value take rank R of the first non-scalar input (else output, else 1),
-    with all dims and strides 1 (node_lowering.md §0.3)."""
+    with all dims and strides 1 (node_lowering.md §0.3). One step further than the frontend: a one-element
+    by-value tensor the user described with a lower rank (tensor_like of a CPU tensor of shape [1]) gets leading
+    1s, since the backend requires equal ranks and a scalar means the same at any rank."""
     scalars = [t for t in node.inputs.values() if t.is_fused_scalar]
-    if not scalars:
+    short = [t for t in node.inputs.values() if t.is_pass_by_value and not t.is_fused_scalar and _numel(t.dim) == 1]
+    if not scalars and not short:
         return
-    others = [t for t in node.inputs.values() if not t.is_fused_scalar and t.dim]
+    others = [t for t in node.inputs.values() if not t.is_pass_by_value and t.dim]
     others += [t for t in node.outputs.values() if t.dim]
     rank = len(others[0].dim) if others else 1
     for t in scalars:
         t._infer_set("dim", [1] * rank)
         t._infer_set("stride", [1] * rank)
+    for t in short:
+        if len(t.dim) < rank:  # padding with leading 1s keeps the user's choice otherwise intact
+            pad = rank - len(t.dim)
+            t._raw_set("dim", [1] * pad + list(t.dim))
+            t._raw_set("stride", [1] * pad + list(t.stride))
+
+
+def _numel(dim: Sequence[int]) -> int:
+    n = 1
+    for d in dim:
+        n *= d
+    return n if dim else 0
 
 
 def _require_dims(op: str, node: Node, t: Tensor) -> None:
