@@ -523,12 +523,19 @@ def test_execute_resolves_keys_and_merges_bindings(fake_backend):
     bias_uid = g.nodes[1].inputs["IN_1"].uid
     assert pack == {a.uid: "bufA", b.uid: "bufB", c.uid: "bufC", bias_uid: bias} and workspace == "ws"
     assert backend.calls[-1][2] == {"handle": None}
+    # once built, plain executes go straight to the backend's execute (it resolves and caches keys itself);
+    # switch that off to keep testing the generic resolution path here
+    assert g._fast_execute is not None
+    g.execute({a: "bufA"}, "ws")
+    assert backend.calls[-1][0] == "execute" and backend.calls[-1][1] == ({a: "bufA"}, "ws", None)
+    g._fast_execute = None
     g.execute([1, 2], None, 77, override_uids=[a.uid], tensor_uids=[a.uid, c.uid])
     pack, _ = backend.calls[-1][1]
     assert pack[a.uid] == 1 and pack[c.uid] == 2 and backend.calls[-1][2] == {"handle": 77, "override_uids": [a.uid]}
     g.execute_plan_at_index({a: 1}, "ws", 2, None, [a.uid], [[1]], [[1]])
     name, args, kwargs = backend.calls[-1]
     assert (name, args[2], kwargs["override_shapes"]) == ("execute_plan_at_index", 2, [[1]])
+    g._fast_execute = None
     with pytest.raises(ValueError, match="no tensor named"):
         g.execute({"nope": 1})
     with pytest.raises(ValueError, match="uid 4242"):

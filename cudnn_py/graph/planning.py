@@ -76,6 +76,7 @@ class PlanningMixin:
             raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
         self._plan_index = index
         self._is_built = index in self._compiled
+        self._fast_execute = None
         return self
 
     def _check_routed(self, plans: List[PlanConfig]) -> None:
@@ -299,6 +300,10 @@ class PlanningMixin:
                 override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
         """Run the selected plan, building whatever is missing first. Keys: Tensor, uid or name (None keys are
         skipped); or pass buffers as a list with `tensor_uids`. Outputs are written into the given buffers."""
+        fast = self._fast_execute
+        if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
+                and override_strides is None:
+            return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
         buffers = self._variant_pack(tensor_dict, tensor_uids)
         overrides = _overrides(override_uids, override_shapes, override_strides)
         if not self._planning_done:
@@ -313,7 +318,10 @@ class PlanningMixin:
         if not self._is_built:
             self.check_support()
             self.build_plans()
-        self._backend().execute(buffers, workspace, handle=handle, **overrides)
+        backend = self._backend()
+        backend.execute(buffers, workspace, handle=handle, **overrides)
+        if not self._deserialized:
+            self._fast_execute = backend.execute  # from now on skip the generic key resolution above
 
     def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
                               *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:

@@ -197,6 +197,7 @@ class pygraph(BuilderMixin, PlanningMixin):
 
     def _drop_backend(self) -> None:
         self._backend_graph: Any = None
+        self._fast_execute: Any = None  # the built cuDNN plan's execute, once the classic path has run it
         self._backend_validated = False
         self._bog_done = False
         self._backend_plans_created = False

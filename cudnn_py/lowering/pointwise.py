@@ -7,6 +7,7 @@ from typing import Any
 
 from ..backend import Descriptor
 from ..enums import to_backend_data_type
+from .tensors import rank_pad
 
 BACKWARD_ACTIVATIONS = {
     "CUDNN_POINTWISE_RELU_BWD", "CUDNN_POINTWISE_TANH_BWD", "CUDNN_POINTWISE_SIGMOID_BWD", "CUDNN_POINTWISE_ELU_BWD",
@@ -41,6 +42,8 @@ def lower(node: Any, tensors) -> list[Descriptor]:
         pw.set("CUDNN_ATTR_POINTWISE_SWISH_BETA", 1.0 if beta is None else float(beta), type="CUDNN_TYPE_DOUBLE")
     elif mode == "CUDNN_POINTWISE_GEN_INDEX":
         axis = p.get("axis")
+        if axis is not None and int(axis) >= 0:  # lowering may pad the rank with leading unit dims
+            axis = int(axis) + rank_pad(node.outputs["OUT_0"])
         pw.set("CUDNN_ATTR_POINTWISE_AXIS", -1 if axis is None else int(axis))
     pw.finalize()
 

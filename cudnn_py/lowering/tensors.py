@@ -23,6 +23,23 @@ def pointer_alignment(ptr: int, cap: int = 16) -> int:
     return a
 
 
+MIN_RANK = 3
+
+
+def rank_pad(t: Any) -> int:
+    """How many leading unit dims lowering adds to ``t``. cuDNN's engines expect at least 3 dims: a rank-2
+    pointwise graph finalized and ran on cuDNN 9.19 / H200 but wrote only the first row of its output. The
+    frontend's graphs are always ≥ 3-D, so lowering pads; the IR and the user keep the rank they chose."""
+    return max(0, MIN_RANK - len(t.dim))
+
+
+def lowered_dims(t: Any) -> tuple[list[int], list[int]]:
+    pad = rank_pad(t)
+    dims, strides = [int(x) for x in t.dim], [int(x) for x in t.stride]
+    outer = max([d * s for d, s in zip(dims, strides)] or [1])
+    return [1] * pad + dims, [outer] * pad + strides
+
+
 def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None) -> Descriptor:
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     where = f"tensor {t.name!r} (uid {t.uid})"
@@ -30,8 +47,9 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None
         raise ValueError(f"{where}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
     d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
     d.set("CUDNN_ATTR_TENSOR_DATA_TYPE", to_backend_data_type(t.data_type))
-    d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [int(x) for x in t.dim])
-    d.set("CUDNN_ATTR_TENSOR_STRIDES", [int(x) for x in t.stride])
+    dims, strides = lowered_dims(t)
+    d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", dims)
+    d.set("CUDNN_ATTR_TENSOR_STRIDES", strides)
     d.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", int(t.uid))
     d.set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", int(alignment))
     if t.is_virtual:

@@ -81,11 +81,11 @@ class Executor:
             s = None
         if s is not None:
             return s
-        uid = getattr(key, "uid", None)
         if isinstance(key, str) and key in self._ambiguous:
             raise ValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
-        if uid is not None and uid in self._slot_by_key:
-            return self._slot_by_key[uid]
+        if hasattr(key, "uid"):  # a Tensor not registered by identity: another graph's, or a virtual one
+            raise ValueError(f"variant pack key {getattr(key, 'name', key)!r} (uid {key.uid}) is not a non-virtual "
+                             "tensor of this graph")
         raise ValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
                          f"(expected one of uids {self._uids})")
 
@@ -105,7 +105,7 @@ class Executor:
                 continue  # the graph carries this scalar's value
             ptrs[slot] = value.data_ptr() if hasattr(value, "data_ptr") else data_ptr(value)
             chk = shape_check[slot]
-            if chk is not None and value.shape != chk:
+            if chk is not None and getattr(value, "shape", chk) != chk:
                 shape_check[slot] = None
                 ptrs[slot] = -1  # force the full check below by missing the cache
         if 0 in ptrs:
