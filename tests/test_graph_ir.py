@@ -48,6 +48,9 @@ class FakeBackendGraph:
     def names(self):
         return [c[0] for c in self.calls]
 
+    def fast_path(self):  # what pygraph.execute calls directly once the plan is built
+        return lambda pack, ws, handle: self.calls.append(("execute", (pack, ws, handle), {}))
+
 
 @pytest.fixture(autouse=True)
 def fake_backend(monkeypatch):

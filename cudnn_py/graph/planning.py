@@ -320,8 +320,9 @@ class PlanningMixin:
             self.build_plans()
         backend = self._backend()
         backend.execute(buffers, workspace, handle=handle, **overrides)
-        if not self._deserialized:
-            self._fast_execute = backend.execute  # from now on skip the generic key resolution above
+        if not self._deserialized:  # from now on skip the generic key resolution above
+            fast_path = getattr(backend, "fast_path", None)
+            self._fast_execute = fast_path() if fast_path is not None else backend.execute
 
     def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
                               *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:

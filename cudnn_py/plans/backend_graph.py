@@ -9,6 +9,7 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -206,7 +207,7 @@ class BackendGraph:
             self.failures[i] = str(e)
             raise _not_supported(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
         if self.candidate is None:
-            self.candidate = i
+            self._set_candidate(i)
 
     def build_plans(self, policy: Any = None) -> None:
         self._require_configs()
@@ -226,7 +227,7 @@ class BackendGraph:
             why = "; ".join(f"{self.configs[i].name}: {self.failures.get(i) or self._barred.get(i)}"
                             for i in range(len(self.configs)))
             raise _not_supported(f"No execution plans support the graph: {why}")
-        self.candidate = min(self.plans)
+        self._set_candidate(min(self.plans))
 
     def get_execution_plan_count(self) -> int:
         return len(self.configs)
@@ -261,6 +262,17 @@ class BackendGraph:
         return list(self.configs[self._index(index)].numerical_notes)
 
     # ------------------------------------------------------------------------------------------- execute
+    def fast_path(self):
+        """``execute`` for the current default plan with every indirection bound: what ``pygraph.execute``
+        calls once the plan is built (it drops it when the default plan changes)."""
+        return functools.partial(self.executor.execute, self._plan())
+
+    def _set_candidate(self, index: int) -> None:
+        if index != self.candidate:
+            self.candidate = index
+            if getattr(self.ir, "_fast_execute", None) is not None:
+                self.ir._fast_execute = None
+
     def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None, **overrides: Any) -> None:
         _no_overrides(overrides)
         self.executor.execute(self._plan(), variant_pack, workspace, handle)

@@ -9,8 +9,9 @@ allocator hands the same address to tensors of other shapes.
 """
 from __future__ import annotations
 
-import threading
+import ctypes
 import time
+from threading import get_ident
 from typing import Any
 
 from ..backend import Descriptor, trace
@@ -30,6 +31,23 @@ _DLPACK_OF = {
 }
 
 
+def _is_torch(value: Any) -> bool:
+    return value.__class__.__module__.startswith("torch")
+
+
+def _ptr_getter(cls: type):
+    """How to read the data pointer of instances of ``cls``, decided once per class."""
+    if cls.__module__.startswith("torch") and hasattr(cls, "data_ptr"):
+        getter = cls.data_ptr
+    else:
+        getter = data_ptr
+    _PTR_GETTERS[cls] = getter
+    return getter
+
+
+_PTR_GETTERS: dict[type, Any] = {}
+
+
 def _where(t: Any) -> str:
     return f"tensor {t.name!r} (uid {t.uid})"
 
@@ -42,6 +60,7 @@ class Executor:
 
         self._uids = sorted(uids)
         self._slot_by_id: dict[int, int] = {}
+        self._fixed_slot_by_id: dict[int, int] = {}
         self._slot_by_key: dict[Any, int] = {}
         self._tensors: list[Any] = []
         self._fixed: dict[int, Any] = {}  # slot -> ctypes scalar (pass-by-value with a value)
@@ -49,8 +68,11 @@ class Executor:
         for slot, uid in enumerate(self._uids):
             t = ir_by_uid[uid]
             self._tensors.append(t)
-            self._slot_by_id[id(t)] = slot
             self._slot_by_key[uid] = slot
+            if t.is_pass_by_value and t.pass_by_value is not None:  # the graph carries those values
+                self._fixed_slot_by_id[id(t)] = slot
+            else:
+                self._slot_by_id[id(t)] = slot
             names[t.name] = -1 if t.name in names else slot
             if t.is_pass_by_value and t.pass_by_value is not None:
                 self._fixed[slot] = host_scalar(t)
@@ -68,11 +90,15 @@ class Executor:
         self._shape_check: list[tuple | None] = [None] * len(self._uids)
         self._workspaces = WorkspaceCache()
         self._handles: dict[int, int] = {}
+        self._backend_execute = lib().cudnnBackendExecute
+        self._last: tuple = (None, None, None, None)
         self._ir = ir
 
     # --------------------------------------------------------------------------------------------- binding
     def _slot(self, key: Any) -> int:
         s = self._slot_by_id.get(id(key))
+        if s is None:
+            s = self._fixed_slot_by_id.get(id(key))
         if s is not None:
             return s
         try:
@@ -91,23 +117,30 @@ class Executor:
 
     def pointers(self, variant_pack: dict) -> list[int]:
         """The data pointer of every variant-pack slot, in uid order. Slots the caller leaves out keep the
-        template's value (scalars the graph carries, data bound at build time); a slot still 0 is missing."""
+        template's value (scalars the graph carries, data bound at build time); a slot still 0 is missing.
+        A torch operand whose shape differs from the one last checked for its slot gets -1, which forces the
+        full check (the pointer tuple then misses the cache)."""
         ptrs = self._template.copy()
-        shape_check = self._shape_check
-        by_id = self._slot_by_id
+        by_id, fixed, shapes, getters = self._slot_by_id, self._fixed, self._shape_check, _PTR_GETTERS
         for key, value in variant_pack.items():
-            if key is None:
-                continue
             slot = by_id.get(id(key))
             if slot is None:
+                if key is None:
+                    continue
                 slot = self._slot(key)
-            if slot in self._fixed:
-                continue  # the graph carries this scalar's value
-            ptrs[slot] = value.data_ptr() if hasattr(value, "data_ptr") else data_ptr(value)
-            chk = shape_check[slot]
-            if chk is not None and getattr(value, "shape", chk) != chk:
-                shape_check[slot] = None
-                ptrs[slot] = -1  # force the full check below by missing the cache
+                if slot in fixed:
+                    continue  # the graph carries this scalar's value
+            cls = value.__class__
+            if cls is int:
+                ptrs[slot] = value
+                continue
+            getter = getters.get(cls)
+            if getter is None:
+                getter = _ptr_getter(cls)
+            ptrs[slot] = getter(value)
+            shape = shapes[slot]
+            if shape is not None and cls is shape[0] and value.shape != shape[1]:
+                ptrs[slot] = -1
         if 0 in ptrs:
             missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0]
             raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
@@ -137,39 +170,53 @@ class Executor:
         info = operand_info(value)
         ptrs[slot] = info.ptr
         _check_operand(self._tensors[slot], info)
-        if type(value).__module__.startswith("torch"):
-            self._shape_check[slot] = tuple(value.shape)
+        self._shape_check[slot] = (value.__class__, tuple(value.shape)) if _is_torch(value) else None
 
     # --------------------------------------------------------------------------------------------- execute
-    def execute(self, plan: Any, variant_pack: dict, workspace: Any, handle: Any) -> None:
+    def execute(self, plan: Any, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
         ptrs = self.pointers(variant_pack)
         if workspace is None:
             ws = self._workspaces.get(plan.workspace, self._device_of(variant_pack)) if plan.workspace else 0
+        elif workspace.__class__ is int:
+            ws = workspace
         else:
-            ws = workspace if isinstance(workspace, int) else data_ptr(workspace)
-        key = (plan.plan.id, ws, *ptrs)
-        vp = self._vp_cache.get(key)
-        if vp is None:
-            self._check_operands(variant_pack, ptrs)
-            if workspace is not None and not isinstance(workspace, int):
-                _check_workspace(workspace, plan)
-            key = (plan.plan.id, ws, *ptrs)
-            vp = self._variant_pack(ptrs, ws)
-            if len(self._vp_cache) >= VARIANT_PACK_CACHE_SIZE:
-                self._vp_cache.pop(next(iter(self._vp_cache))).destroy()
-            self._vp_cache[key] = vp
+            ws = (_PTR_GETTERS.get(workspace.__class__) or _ptr_getter(workspace.__class__))(workspace)
+        last = self._last  # the previous call's binding: a loop over the same buffers skips the dict lookup
+        if last[0] is plan and last[1] == ws and last[2] == ptrs:
+            vp_ptr = last[3]
+        else:
+            vp_ptr = self._variant_pack_for(plan, variant_pack, workspace, ws, ptrs)
         if handle is None:
-            handle = self._handles.get(threading.get_ident())
+            handle = self._handles.get(get_ident())
             if handle is None:
-                handle = self._handles[threading.get_ident()] = int(default_handle())
-        t0 = time.perf_counter() if trace.active is not None else 0.0
-        status = lib().cudnnBackendExecute(int(handle), plan.plan._ptr, vp._ptr)
-        if trace.active is not None:
-            trace.active.record("cudnnBackendExecute", status, t0, handle=trace.hexptr(int(handle)),
-                                plan=plan.plan.id, variant_pack=vp.id, plan_name=plan.name)
+                handle = self._handles[get_ident()] = int(default_handle())
+        if trace.active is None:
+            status = self._backend_execute(handle, plan.ptr, vp_ptr)
+        else:
+            t0 = time.perf_counter()
+            status = self._backend_execute(handle, plan.ptr, vp_ptr)
+            trace.active.record("cudnnBackendExecute", status, t0, handle=trace.hexptr(int(handle)), plan=plan.id,
+                                variant_pack=hex(vp_ptr.value or 0), plan_name=plan.name)
         if status != 0:
             raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                             detail=f"plan {plan.name}")
+
+    def _variant_pack_for(self, plan: Any, variant_pack: dict, workspace: Any, ws: int, ptrs: list[int]):
+        """The finalized VARIANT_PACK for these pointers: cached, or checked and built now."""
+        key = (plan.id, ws, *ptrs)
+        cached = self._vp_cache.get(key)
+        if cached is None:
+            self._check_operands(variant_pack, ptrs)
+            if workspace is not None and workspace.__class__ is not int:
+                _check_workspace(workspace, plan)
+            key = (plan.id, ws, *ptrs)
+            vp = self._variant_pack(ptrs, ws)
+            if len(self._vp_cache) >= VARIANT_PACK_CACHE_SIZE:
+                self._vp_cache.pop(next(iter(self._vp_cache)))[0].destroy()
+            # the pointer is converted to a ctypes value once: the hot call passes it as is
+            cached = self._vp_cache[key] = (vp, ctypes.c_void_p(vp.ptr))
+        self._last = (plan, ws, ptrs, cached[1])
+        return cached[1]
 
     def _variant_pack(self, ptrs: list[int], ws: int) -> Descriptor:
         vp = Descriptor("CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")

@@ -2,7 +2,8 @@
 really decided and the kernel is compiled — and read its workspace size back."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ctypes
+from dataclasses import dataclass, field
 
 from ..backend import Descriptor
 from .engine_config import EngineConfig
@@ -13,6 +14,12 @@ class ExecutionPlan:
     plan: Descriptor
     config: EngineConfig
     workspace: int
+    ptr: ctypes.c_void_p = field(init=False, repr=False)  # converted once for the execute hot path
+    id: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.ptr = ctypes.c_void_p(self.plan.ptr)
+        self.id = self.plan.id
 
     @property
     def name(self) -> str:
