@@ -43,12 +43,22 @@ def bench_gpu(fn, reps=50, warm=10):
     return statistics.median(ts)
 
 
-def build(lib, g):
-    t0 = time.perf_counter()
-    g.validate(); g.build_operation_graph()
-    g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-    g.check_support(); g.build_plans()
-    return (time.perf_counter() - t0) * 1e3
+STAGES: dict = {}  # cudnn_py build time per stage, per case (where the build time goes)
+
+
+def build(lib, g, case=None):
+    steps = [("validate", g.validate), ("build_operation_graph", g.build_operation_graph),
+             ("create_execution_plans", lambda: g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])),
+             ("check_support", g.check_support), ("build_plans", g.build_plans)]
+    t_start = time.perf_counter()
+    stages = {}
+    for name, fn in steps:
+        t0 = time.perf_counter()
+        fn()
+        stages[name] = round((time.perf_counter() - t0) * 1e3, 3)
+    if case is not None and lib is cudnn_py:
+        STAGES[case] = stages
+    return (time.perf_counter() - t_start) * 1e3
 
 
 def matmul_graph(lib, a, b):
@@ -72,7 +82,7 @@ def matmul_case(results, B_, M, N, K):
     for name, lib in LIBS.items():
         c = torch.full((B_, M, N), float("nan"), device=dev, dtype=torch.bfloat16)
         g, A, B, C = matmul_graph(lib, a, b)
-        row[f"{name}_build_ms"] = build(lib, g)
+        row[f"{name}_build_ms"] = build(lib, g, f"matmul_{B_}x{M}x{N}x{K}")
         ws = torch.empty(max(1, g.get_workspace_size()), device=dev, dtype=torch.uint8)
         pack = {A: a, B: b, C: c}
         row[f"{name}_ms"] = bench_gpu(lambda: g.execute(pack, ws, handle=HANDLES[name]))
@@ -102,7 +112,7 @@ def overhead_case(results, n=5000):
         X, Y = g.tensor_like(x), g.tensor_like(y)
         Z = g.add(X, Y)
         Z.set_output(True).set_data_type(lib.data_type.HALF)
-        row[f"{name}_build_ms"] = build(lib, g)
+        row[f"{name}_build_ms"] = build(lib, g, "pointwise_add")
         ws = torch.empty(max(1, g.get_workspace_size()), device=dev, dtype=torch.uint8)
         pack = {X: x, Y: y, Z: z}
         h = HANDLES[name]
@@ -127,6 +137,17 @@ def overhead_case(results, n=5000):
         row[f"{name}_us"] = (t1 - t0) / n * 1e6
         row[f"{name}_us_int_ptrs"] = (t3 - t2) / n * 1e6
         row[f"{name}_correct"] = bool(torch.allclose(z, x + y))
+        if lib is cudnn_py:  # the floor: cudnnBackendExecute through ctypes with cudnn_py's plan and variant pack
+            ex = g._backend_graph.executor
+            plan, vp_ptr = ex._last[0], ex._last[3]
+            fn, hh = ex._backend_execute, int(h)
+            torch.cuda.synchronize()
+            t4 = time.perf_counter()
+            for _ in range(n):
+                fn(hh, plan.ptr, vp_ptr)
+            t5 = time.perf_counter()
+            torch.cuda.synchronize()
+            row["raw_ctypes_execute_us"] = (t5 - t4) / n * 1e6
     z = torch.empty_like(x)
     t4 = time.perf_counter()
     for _ in range(n):
@@ -135,6 +156,8 @@ def overhead_case(results, n=5000):
     torch.cuda.synchronize()
     row["torch_add_us"] = (t5 - t4) / n * 1e6
     row["overhead_ratio_vs_official"] = row["cudnn_py_us"] / row["official_us"]
+    row["cudnn_py_python_us"] = row["cudnn_py_us"] - row["raw_ctypes_execute_us"]
+    row["official_above_raw_us"] = row["official_us"] - row["raw_ctypes_execute_us"]
     row["overhead_ratio_vs_official_int_ptrs"] = row["cudnn_py_us_int_ptrs"] / row["official_us_int_ptrs"]
     row["build_ratio_vs_official"] = row["cudnn_py_build_ms"] / row["official_build_ms"]
     results["host_overhead_pointwise_add_fp16"] = row
@@ -164,6 +187,10 @@ def markdown(env: dict, results: dict) -> str:
                      f"{o['cudnn_py_us_int_ptrs']:.2f} | | {o['overhead_ratio_vs_official_int_ptrs']:.2f}x |")
         lines.append(f"| tiny add fp16 | build ms | {o['official_build_ms']:.1f} | {o['cudnn_py_build_ms']:.1f} | | "
                      f"{o['build_ratio_vs_official']:.2f}x |")
+        lines.append(f"| tiny add fp16 | raw ctypes cudnnBackendExecute, same plan + variant pack (the floor) | | "
+                     f"{o['raw_ctypes_execute_us']:.2f} | | |")
+        lines.append(f"| tiny add fp16 | µs above that floor | {o['official_above_raw_us']:.2f} | "
+                     f"{o['cudnn_py_python_us']:.2f} | | {o['cudnn_py_python_us'] / o['official_above_raw_us']:.2f}x |")
     for k, r in results.items():
         if not k.startswith("matmul"):
             continue
@@ -175,6 +202,9 @@ def markdown(env: dict, results: dict) -> str:
         lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
                      f"{r['same_engine']} |")
         lines.append(f"| {k} | rel. error vs float64 | {r['official_rel_err']:.2e} | {r['cudnn_py_rel_err']:.2e} | | |")
+    lines += ["", "cudnn_py build time by stage (ms):", ""]
+    for case, stages in STAGES.items():
+        lines.append(f"- {case}: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
     return "\n".join(lines) + "\n"
 
 
@@ -192,7 +222,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"results-{env['date']}")
     with open(stem + ".json", "w") as f:
-        json.dump({"environment": env, "results": results}, f, indent=1)
+        json.dump({"environment": env, "results": results, "cudnn_py_build_stages_ms": STAGES}, f, indent=1)
     md = markdown(env, results)
     with open(stem + ".md", "w") as f:
         f.write(md)

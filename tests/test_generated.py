@@ -265,7 +265,9 @@ def test_live_attribute_sweep():
         if not why.startswith("not settable"):
             print(f"  skipped {name}: {why}")
     assert not failures, "\n".join(failures)
-    assert tested >= 0.95 * len(settable)
+    # only what the running library has can be tested (the catalog is from 9.28; the device runs 9.19)
+    present = [a for a in settable if a.since <= data["version"]]
+    assert tested >= 0.95 * len(present)
 
 
 if __name__ == "__main__" and "--live-sweep" in sys.argv:
