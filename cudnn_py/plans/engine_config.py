@@ -30,9 +30,10 @@ class EngineConfig:
     def from_descriptor(cls, cfg: Descriptor, source: str) -> "EngineConfig":
         engine = cfg.get("CUDNN_ATTR_ENGINECFG_ENGINE")
         index = int(engine.get("CUDNN_ATTR_ENGINE_GLOBAL_INDEX"))
-        knob_count = len(enum_class("cudnnBackendKnobType_t"))
         knobs = []
-        for choice in cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", count=knob_count + 8):
+        # count first, then create exactly that many KNOB_CHOICE descriptors (the frontend pre-creates one per
+        # knob type, 46+, for every config: most of its read-back time)
+        for choice in cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES"):
             knobs.append((int(choice.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")),
                           int(choice.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE"))))
             choice.destroy()
