@@ -226,9 +226,12 @@ class Descriptor:
         return self
 
     # ----------------------------------------------------------------------------------------------- get
-    def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None) -> Any:
+    def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None,
+            into: "list[Descriptor] | None" = None) -> Any:
         """Read an attribute. Arrays come back as lists (descriptor arrays as new owned Descriptors of ``kind``,
-        default: the catalog's element kind); scalars as one value. ``count`` caps how many elements to read."""
+        default: the catalog's element kind); scalars as one value. ``count`` caps how many elements to read.
+        ``into``: descriptors to copy a descriptor array into (reused, e.g. across many configs), instead of
+        creating new ones; the result is then a prefix of ``into``."""
         spec = attribute_spec(attr)
         self._check_attribute(spec, "get")
         if not spec.readable:
@@ -236,6 +239,8 @@ class Descriptor:
         type_name = type or spec.get_type or spec.types[0]
         scalar = spec.max_count == 1
         if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+            if into is not None:
+                return self._get_into(spec, into)
             return self._get_descriptors(spec, kind, count, scalar)
         ct = element_ctype(type_name)
         if scalar:
@@ -269,6 +274,14 @@ class Descriptor:
         if status != 0:
             raise error_for(status, "cudnnBackendGetAttribute", kind=self.kind.name, attribute=spec.name,
                             detail=f"requested {n} element(s) of {type_name}")
+
+    def _get_into(self, spec: AttributeSpec, into: "list[Descriptor]") -> "list[Descriptor]":
+        arr = (ctypes.c_void_p * max(len(into), 1))(*[d.ptr for d in into])
+        got = ctypes.c_int64(0)
+        self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
+        for d in into[: got.value]:
+            d.finalized = True
+        return into[: got.value]
 
     def _get_descriptors(self, spec: AttributeSpec, kind: Any, count: int | None, scalar: bool) -> Any:
         if kind is None:

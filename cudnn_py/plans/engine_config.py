@@ -9,6 +9,12 @@ from ..backend.enums import enum_class
 from ..backend.errors import CudnnError
 
 
+def knob_choice_pool() -> list[Descriptor]:
+    """One KNOB_CHOICE descriptor per knob type the loaded cuDNN can name: room for any config's choices."""
+    n = len(enum_class("cudnnBackendKnobType_t")) + 8  # margin for knob types newer than the generated table
+    return [Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR") for _ in range(n)]
+
+
 @dataclass
 class EngineConfig:
     """One ENGINECFG and what the planner needs to know about it."""
@@ -27,16 +33,15 @@ class EngineConfig:
         return f"eng{self.engine_index}" + "".join(f"_k{t}={v}" for t, v in self.knobs)
 
     @classmethod
-    def from_descriptor(cls, cfg: Descriptor, source: str) -> "EngineConfig":
+    def from_descriptor(cls, cfg: Descriptor, source: str, knob_pool: "list[Descriptor] | None" = None) -> "EngineConfig":
+        """Read a finalized config back. ``knob_pool``: KNOB_CHOICE descriptors to read the knob choices into,
+        shared across configs (a count query returns 0 for KNOB_CHOICES, so one slot per knob type is needed;
+        the frontend creates that many for every config, which dominates its read-back time)."""
         engine = cfg.get("CUDNN_ATTR_ENGINECFG_ENGINE")
         index = int(engine.get("CUDNN_ATTR_ENGINE_GLOBAL_INDEX"))
-        knobs = []
-        # count first, then create exactly that many KNOB_CHOICE descriptors (the frontend pre-creates one per
-        # knob type, 46+, for every config: most of its read-back time)
-        for choice in cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES"):
-            knobs.append((int(choice.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")),
-                          int(choice.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE"))))
-            choice.destroy()
+        pool = knob_pool if knob_pool is not None else knob_choice_pool()
+        knobs = [(int(c.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")), int(c.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")))
+                 for c in cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=pool)]
         numerical = engine.get("CUDNN_ATTR_ENGINE_NUMERICAL_NOTE",
                                count=len(enum_class("cudnnBackendNumericalNote_t")))
         behavior = engine.get("CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE", count=len(enum_class("cudnnBackendBehaviorNote_t")))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..backend import Descriptor
 from ..backend.errors import CudnnError
-from .engine_config import EngineConfig
+from .engine_config import EngineConfig, knob_choice_pool
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)
 
@@ -23,6 +23,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...)."""
     result = HeuristicsResult()
     seen: set[str] = set()
+    pool = knob_choice_pool()
     for mode in modes:
         try:
             heur = Descriptor("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR")
@@ -42,7 +43,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
         kept = 0
         for cfg in cfgs:
             try:
-                ec = EngineConfig.from_descriptor(cfg, mode)
+                ec = EngineConfig.from_descriptor(cfg, mode, pool)
             except CudnnError as e:
                 result.per_mode.append((mode, f"config read-back failed: {e}"))
                 continue
