@@ -155,6 +155,7 @@ def test_build_all_plans_and_execute_each():
     n = g.get_execution_plan_count()
     names = [g.get_plan_name_at_index(i) for i in range(n)]
     assert len(set(names)) == n, f"configs must be deduplicated across modes: {names}"
+    assert any("_k" in name for name in names), f"knob choices were not read back: {names}"
     ref = a.double() @ b.double()
     executed = 0
     for i in range(n):
