@@ -32,10 +32,12 @@ def ctype(spelling: str) -> Any:
 
 
 missing: dict[str, str] = {}  # function name -> why it is unbound
+_cdll: ctypes.CDLL | None = None  # set once the loader has bound it: lib() is on every call path
 
 
 def bind(cdll: ctypes.CDLL) -> None:
     """Set argtypes/restype on every backend-API function the library exports."""
+    global _cdll
     for name, (restype, args, header, since, _deprecated) in FUNCTIONS.items():
         if header not in BOUND_HEADERS:
             continue
@@ -46,10 +48,13 @@ def bind(cdll: ctypes.CDLL) -> None:
             continue
         fn.restype = ctype(restype)
         fn.argtypes = [ctype(t) for _, t in args]
+    _cdll = cdll
 
 
 def lib() -> ctypes.CDLL:
     """The loaded library with prototypes bound (loads it on first use)."""
+    if _cdll is not None:
+        return _cdll
     from .loader import load_library
 
     return load_library().cdll

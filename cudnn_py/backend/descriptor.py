@@ -18,6 +18,7 @@ import numbers
 import time
 import weakref
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Iterable
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
@@ -35,10 +36,22 @@ def _version_string(v: int) -> str:
     return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
 
 
-def runtime_version() -> int:
-    from .loader import load_library
+_runtime_version = 0
 
-    return load_library().version
+
+def runtime_version() -> int:
+    """``cudnnGetVersion()`` of the loaded library (loads it on first use; cached: checked on every set/get)."""
+    global _runtime_version
+    if not _runtime_version:
+        from .loader import load_library
+
+        _runtime_version = load_library().version
+    return _runtime_version
+
+
+@lru_cache(maxsize=None)
+def type_value(type_name: str) -> int:
+    return int(enum_class("cudnnBackendAttributeType_t")[type_name])
 
 
 def attribute_spec(attr: Any) -> AttributeSpec:
@@ -57,10 +70,20 @@ def attribute_spec(attr: Any) -> AttributeSpec:
 
 
 def descriptor_kind(kind: Any) -> CEnum:
+    if isinstance(kind, str):
+        return _kind_by_name(kind)
     try:
         return coerce("cudnnBackendDescriptorType_t", kind)
     except ValueError:
         raise DescriptorError(f"unknown descriptor kind {kind!r}") from None
+
+
+@lru_cache(maxsize=None)
+def _kind_by_name(name: str) -> CEnum:
+    try:
+        return coerce("cudnnBackendDescriptorType_t", name)
+    except ValueError:
+        raise DescriptorError(f"unknown descriptor kind {name!r}") from None
 
 
 def _destroy_ptr(ptr: int, kind: str, desc_id: int) -> None:
@@ -164,9 +187,8 @@ class Descriptor:
         return self
 
     def _raw_set(self, spec: AttributeSpec, type_name: str, n: int, array: Any) -> None:
-        type_value = int(enum_class("cudnnBackendAttributeType_t")[type_name])
         t0 = time.perf_counter()
-        status = lib().cudnnBackendSetAttribute(self.ptr, spec.value, type_value, n, array)
+        status = lib().cudnnBackendSetAttribute(self.ptr, spec.value, type_value(type_name), n, array)
         if trace.active is not None:
             trace.active.record("cudnnBackendSetAttribute", status, t0, desc=self.id, kind=self.kind.name,
                                 attr=spec.name, type=type_name, count=n, values=_trace_values(array, type_name, n))
@@ -264,9 +286,8 @@ class Descriptor:
         return got.value
 
     def _raw_get(self, spec: AttributeSpec, type_name: str, n: int, got: ctypes.c_int64, buf: Any) -> None:
-        type_value = int(enum_class("cudnnBackendAttributeType_t")[type_name])
         t0 = time.perf_counter()
-        status = lib().cudnnBackendGetAttribute(self.ptr, spec.value, type_value, n, ctypes.byref(got), buf)
+        status = lib().cudnnBackendGetAttribute(self.ptr, spec.value, type_value(type_name), n, ctypes.byref(got), buf)
         if trace.active is not None:
             trace.active.record("cudnnBackendGetAttribute", status, t0, desc=self.id, kind=self.kind.name,
                                 attr=spec.name, type=type_name, count=n, returned=got.value,
