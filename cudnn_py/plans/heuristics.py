@@ -12,27 +12,6 @@ from .engine_config import EngineConfig, knob_choice_pool
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)
 
-# Reading ENGINEHEUR_RESULTS costs cuDNN about as much as the heuristics themselves, and the frontend reads it
-# twice (a count query, then the fill). Filling a large enough array of ENGINECFG descriptors directly skips the
-# count query; the descriptors left empty go back to this free list for the next query.
-RESULTS_ARRAY = 64
-_spare_configs: list[Descriptor] = []
-_spare_lock = threading.Lock()
-
-
-def _results(heur: Descriptor) -> list[Descriptor]:
-    with _spare_lock:
-        pool = [_spare_configs.pop() for _ in range(min(len(_spare_configs), RESULTS_ARRAY))]
-    pool += [Descriptor("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR") for _ in range(RESULTS_ARRAY - len(pool))]
-    filled = heur.get("CUDNN_ATTR_ENGINEHEUR_RESULTS", into=pool)
-    with _spare_lock:
-        _spare_configs.extend(pool[len(filled):])
-    if len(filled) < RESULTS_ARRAY:
-        return list(filled)
-    for d in filled:  # there may be more: fall back to count-then-fill
-        d.destroy()
-    return heur.get("CUDNN_ATTR_ENGINEHEUR_RESULTS")
-
 
 @dataclass
 class HeuristicsResult:
@@ -57,7 +36,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
                     heur.finalize()
             else:
                 heur.finalize()
-            cfgs = _results(heur)
+            cfgs = heur.get("CUDNN_ATTR_ENGINEHEUR_RESULTS")
         except CudnnError as e:
             result.per_mode.append((mode, f"failed: {e}"))
             continue
