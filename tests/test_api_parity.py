@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT = Path("/work/shared/compat")
+# shared/ sits beside the checkout (sessions, CI) or inside it (device copies)
+COMPAT = next((p / "compat" for p in (ROOT / "shared", ROOT.parent / "shared") if (p / "compat").is_dir()),
+              ROOT.parent / "shared" / "compat")
 OTHER_FAMILIES = re.compile(
     r"pygraph lacks method (conv_|batchnorm|layernorm|adalayernorm|instancenorm|rmsnorm|genstats|sdpa|reshape|"
     r"transpose|slice|concatenate|block_scale_|moe_grouped_matmul|rope)")

@@ -69,7 +69,10 @@ def mm_graph(**ctx):
 
 
 # ---- enums ---------------------------------------------------------------------------------------------------------
-_SURFACE = "/work/shared/compat/reference_surface.json"  # the recorded official surface, where available
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SURFACE = next((p for p in (os.path.join(_ROOT, "shared", "compat", "reference_surface.json"),
+                             os.path.join(os.path.dirname(_ROOT), "shared", "compat", "reference_surface.json"))
+                 if os.path.exists(p)), "")  # the recorded official surface, where available
 REFERENCE = json.load(open(_SURFACE)) if os.path.exists(_SURFACE) else {"enums": {}}
 
 
