@@ -5,13 +5,7 @@ Importing needs no GPU, no torch and not even libcudnn: the library is loaded by
 """
 __version__ = "0.1.0"
 
-from .backend import (backend_version, backend_version_string, create_handle, destroy_handle,
+from .backend import (backend_version, backend_version_string, create_handle, destroy_handle,  # noqa: F401
                       get_last_error_string, get_stream, set_stream)
-
-try:  # the graph layer (IR, classic enums) — see cudnn_py/graph
-    from .enums import *  # noqa: F401,F403
-    from .enums import data_type  # noqa: F401
-    from .graph import pygraph, tensor, cudnnGraphNotSupportedError  # noqa: F401
-except ImportError as _e:  # pragma: no cover - only while the graph layer is being written
-    if "cudnn_py.enums" not in str(_e) and "cudnn_py.graph" not in str(_e) and "cannot import" not in str(_e):
-        raise
+from .enums import *  # noqa: F401,F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
+from .graph import cudnnGraphNotSupportedError, pygraph, tensor  # noqa: F401

@@ -168,6 +168,8 @@ def test_destroy_exactly_once():
         t.destroy()
     with pytest.raises(DescriptorError, match="was destroyed"):
         t.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 1)
+    with pytest.raises(DescriptorError, match="was destroyed"):
+        t.finalize()
     with Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR") as c:
         pass
     assert c.destroyed
@@ -188,7 +190,7 @@ def test_garbage_collection_destroys(tmp_path):
 def test_trace_records_and_replay(tmp_path):
     path = tmp_path / "calls.jsonl"
     with tracing(str(path)):
-        t = tensor(5)
+        tensor(5)
         op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")
         pw = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR").set("CUDNN_ATTR_POINTWISE_MODE", "CUDNN_POINTWISE_ADD")
         pw.set("CUDNN_ATTR_POINTWISE_MATH_PREC", "CUDNN_DATA_FLOAT").finalize()

@@ -2,7 +2,6 @@
 config, plan, variant pack, execute), checked against numpy in float64; then the same with tracing on."""
 from __future__ import annotations
 
-import ctypes
 import json
 
 import numpy as np

@@ -14,12 +14,11 @@ from __future__ import annotations
 import ctypes
 import enum
 import itertools
-import numbers
 import time
 import weakref
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
 from . import trace
@@ -156,7 +155,7 @@ class Descriptor:
             self.destroy()
 
     # ----------------------------------------------------------------------------------------------- set
-    def _check_attribute(self, spec: AttributeSpec, verb: str) -> None:
+    def _check_attribute(self, spec: AttributeSpec) -> None:
         if spec.owner != self.kind.name:
             raise DescriptorError(f"{spec.name} belongs to {spec.owner}, not to {self.kind.name} (descriptor #{self.id})")
         rv = runtime_version()
@@ -168,7 +167,7 @@ class Descriptor:
     def set(self, attr: Any, value: Any, type: str | None = None) -> "Descriptor":
         """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first)."""
         spec = attribute_spec(attr)
-        self._check_attribute(spec, "set")
+        self._check_attribute(spec)
         if not spec.settable:
             raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
         if self.finalized:
@@ -255,7 +254,7 @@ class Descriptor:
         ``into``: descriptors to copy a descriptor array into (reused, e.g. across many configs), instead of
         creating new ones; the result is then a prefix of ``into``."""
         spec = attribute_spec(attr)
-        self._check_attribute(spec, "get")
+        self._check_attribute(spec)
         if not spec.readable:
             raise DescriptorError(f"{spec.name} cannot be read back: cuDNN returns NOT_SUPPORTED for Get on it")
         type_name = type or spec.get_type or spec.types[0]

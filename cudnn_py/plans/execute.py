@@ -83,8 +83,6 @@ class Executor:
         self._bound: dict[int, Any] = {}
         self._template = [0] * len(self._uids)
         for slot, value in self._fixed.items():
-            import ctypes
-
             self._template[slot] = ctypes.addressof(value)
         self._vp_cache: dict[tuple, Descriptor] = {}
         self._shape_check: list[tuple | None] = [None] * len(self._uids)
