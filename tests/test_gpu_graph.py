@@ -259,6 +259,19 @@ def test_bad_variant_packs_raise_value_error():
     g.execute({X: x, Y: y, Z: out})  # and the good one still works after the failures
     torch.cuda.synchronize()
     assert rel_err(out, x.double() + y.double()) < 1e-6
+    # the same mistakes once the fast path (cached binding) is installed
+    g.execute({X: x, Y: y, Z: out})
+    with pytest.raises(ValueError, match="missing"):
+        g.execute({X: x, Z: out})
+    with pytest.raises(ValueError, match="shape"):
+        g.execute({X: x, Y: y.reshape(1, 16), Z: out})  # same pointer, other shape
+    with pytest.raises(ValueError, match="not a non-virtual tensor"):
+        g.execute({X: x, Y: y, Z: out, cudnn.pygraph().tensor(dim=[2, 8], stride=[8, 1]): y})
+    x2, y2 = rnd(2, 8), rnd(2, 8)
+    out2 = poisoned((2, 8), torch.float32)
+    g.execute({X: x2, Y: y2, Z: out2})
+    torch.cuda.synchronize()
+    assert rel_err(out2, x2.double() + y2.double()) < 1e-6
 
 
 def test_no_engine_left_raises_graph_not_supported():

@@ -9,7 +9,6 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 """
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any
 
@@ -265,7 +264,7 @@ class BackendGraph:
     def fast_path(self):
         """``execute`` for the current default plan with every indirection bound: what ``pygraph.execute``
         calls once the plan is built (it drops it when the default plan changes)."""
-        return functools.partial(self.executor.execute, self._plan())
+        return self.executor.fast(self._plan())
 
     def _set_candidate(self, index: int) -> None:
         if index != self.candidate:

@@ -10,6 +10,7 @@ allocator hands the same address to tensors of other shapes.
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from threading import get_ident
 from typing import Any
@@ -61,6 +62,7 @@ class Executor:
         self._uids = sorted(uids)
         self._slot_by_id: dict[int, int] = {}
         self._fixed_slot_by_id: dict[int, int] = {}
+        self._fast_slots: dict[Any, int] = {}  # Tensor / uid / name -> slot, for user-bound slots only
         self._slot_by_key: dict[Any, int] = {}
         self._tensors: list[Any] = []
         self._fixed: dict[int, Any] = {}  # slot -> ctypes scalar (pass-by-value with a value)
@@ -73,12 +75,14 @@ class Executor:
                 self._fixed_slot_by_id[id(t)] = slot
             else:
                 self._slot_by_id[id(t)] = slot
+                self._fast_slots[t] = slot  # Tensors hash by identity: one lookup on the hot path
             names[t.name] = -1 if t.name in names else slot
             if t.is_pass_by_value and t.pass_by_value is not None:
                 self._fixed[slot] = host_scalar(t)
         for name, slot in names.items():
             if slot >= 0 and name:
                 self._slot_by_key[name] = slot
+        self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
         self._bound: dict[int, Any] = {}
         self._template = [0] * len(self._uids)
@@ -89,7 +93,7 @@ class Executor:
         self._workspaces = WorkspaceCache()
         self._handles: dict[int, int] = {}
         self._backend_execute = lib().cudnnBackendExecute
-        self._last: tuple = (None, None, None, None)
+        self._last: tuple = (None, None, None, None, False)  # plan, workspace, pointers, variant pack, auto ws
         self._ir = ir
 
     # --------------------------------------------------------------------------------------------- binding
@@ -213,8 +217,59 @@ class Executor:
                 self._vp_cache.pop(next(iter(self._vp_cache)))[0].destroy()
             # the pointer is converted to a ctypes value once: the hot call passes it as is
             cached = self._vp_cache[key] = (vp, ctypes.c_void_p(vp.ptr))
-        self._last = (plan, ws, ptrs, cached[1])
+        self._last = (plan, ws, ptrs, cached[1], workspace is None)
         return cached[1]
+
+    def fast(self, plan: Any):
+        """``execute`` for one plan, specialised for the call that repeats: the same buffers as last time. It
+        resolves keys and pointers with everything bound as closure locals, and hands anything else (new
+        pointers, a changed torch shape, unknown keys, tracing on, no handle yet) to :meth:`execute`."""
+        slots, template, shapes, getters = self._fast_slots, self._template, self._shape_check, _PTR_GETTERS
+        backend_execute, plan_ptr, handles = self._backend_execute, plan.ptr, self._handles
+        slow = functools.partial(self.execute, plan)
+        executor = self
+
+        def run(variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
+            ptrs = template.copy()
+            for key, value in variant_pack.items():
+                slot = slots.get(key)
+                if slot is None:
+                    return slow(variant_pack, workspace, handle)
+                cls = value.__class__
+                if cls is int:
+                    ptrs[slot] = value
+                    continue
+                getter = getters.get(cls)
+                if getter is None:
+                    return slow(variant_pack, workspace, handle)
+                ptrs[slot] = getter(value)
+                shape = shapes[slot]
+                if shape is not None and cls is shape[0] and value.shape != shape[1]:
+                    return slow(variant_pack, workspace, handle)
+            last = executor._last
+            if workspace is None:
+                if not last[4]:
+                    return slow(variant_pack, workspace, handle)
+                ws = last[1]
+            elif workspace.__class__ is int:
+                ws = workspace
+            else:
+                getter = getters.get(workspace.__class__)
+                if getter is None:
+                    return slow(variant_pack, workspace, handle)
+                ws = getter(workspace)
+            if last[0] is not plan or last[1] != ws or last[2] != ptrs or trace.active is not None:
+                return slow(variant_pack, workspace, handle)
+            if handle is None:
+                handle = handles.get(get_ident())
+                if handle is None:
+                    return slow(variant_pack, workspace, handle)
+            status = backend_execute(handle, plan_ptr, last[3])
+            if status != 0:
+                raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
+                                detail=f"plan {plan.name}")
+
+        return run
 
     def _variant_pack(self, ptrs: list[int], ws: int) -> Descriptor:
         vp = Descriptor("CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")
