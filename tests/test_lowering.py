@@ -1,0 +1,195 @@
+"""IR -> backend descriptors on the CPU, against the real cuDNN (the test libcuda stub lets it finalize):
+deviceless validate(), what each descriptor carries, every pointwise mode, error paths, and the variant-pack
+binding — everything short of heuristics, plans and execution, which need the GPU."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.graph.ops import POINTWISE
+from tests.conftest import gpu_available
+
+H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+
+
+def graph(io_type=H):
+    return cudnn.pygraph(io_data_type=io_type, intermediate_data_type=F, compute_data_type=F)
+
+
+def lowered(g):
+    g.validate()
+    return g._backend_graph.lowered
+
+
+def test_matmul_bias_relu_validates_without_a_device():
+    g = graph()
+    A = g.tensor(dim=[4, 64, 32], stride=[2048, 32, 1], name="A")
+    B = g.tensor(dim=[4, 32, 16], stride=[512, 16, 1], name="B")
+    bias = g.tensor(dim=[1, 1, 16], stride=[16, 16, 1], name="bias")
+    Y = g.relu(g.bias(g.matmul(A, B), bias))
+    Y.set_output(True)
+    low = lowered(g)
+    og = low.operation_graph
+    assert og.finalized and low.handle is None  # no handle: deviceless validation
+    assert og.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT") > 0
+    kinds = [d.kind.name for d in low.operations]
+    assert kinds == ["CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR", "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR",
+                     "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR"]
+    # uid ownership: every backend tensor carries its IR uid; inferred dims/strides match what was lowered
+    for uid, desc in low.tensors.by_uid.items():
+        t = low.tensors.ir_by_uid[uid]
+        assert desc.get("CUDNN_ATTR_TENSOR_UNIQUE_ID") == uid == t.uid
+        assert desc.get("CUDNN_ATTR_TENSOR_DIMENSIONS") == list(t.dim)
+        assert desc.get("CUDNN_ATTR_TENSOR_STRIDES") == list(t.stride)
+        assert desc.get("CUDNN_ATTR_TENSOR_IS_VIRTUAL") == bool(t.is_virtual)
+    assert list(Y.get_dim()) == [4, 64, 16] and list(Y.get_stride()) == [1024, 16, 1]
+    mm_c = low.operations[0].get("CUDNN_ATTR_OPERATION_MATMUL_CDESC")
+    assert mm_c.get("CUDNN_ATTR_TENSOR_IS_VIRTUAL") is True
+    assert mm_c.get("CUDNN_ATTR_TENSOR_DATA_TYPE").name == "CUDNN_DATA_FLOAT"  # intermediate type
+    assert low.tensors.by_uid[Y.get_uid()].get("CUDNN_ATTR_TENSOR_DATA_TYPE").name == "CUDNN_DATA_HALF"
+
+
+@pytest.mark.parametrize("method", sorted(POINTWISE))
+def test_every_pointwise_mode_lowers(method):
+    op = POINTWISE[method]
+    g = graph(F)
+    ins = [g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name=f"in{i}") for i in range(len(op.args))]
+    if op.mode in ("CUDNN_POINTWISE_BINARY_SELECT",):
+        ins[-1].set_data_type(cudnn.data_type.BOOLEAN)
+    kwargs = {a: t for a, t in zip(op.args, ins)}
+    kwargs.update({a.arg: 0.25 for a in op.attrs if a.required})
+    if method == "gen_index":
+        kwargs["axis"] = 1
+    out = getattr(g, method)(**kwargs)
+    out.set_output(True)
+    if op.mode.startswith("CUDNN_POINTWISE_CMP") or op.mode.startswith("CUDNN_POINTWISE_LOGICAL"):
+        out.set_data_type(cudnn.data_type.BOOLEAN)
+    low = lowered(g)
+    (desc,) = low.operations
+    assert desc.kind.name == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR" and desc.finalized
+    assert desc.attributes["CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR"]
+    pw_attrs = g.nodes[0].params
+    assert pw_attrs["mode"] == op.mode
+
+
+def test_backward_activation_ports_and_relu_parameters():
+    g = graph(F)
+    dy = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="dy")
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    dx = g.relu_backward(loss=dy, input=x, negative_slope=0.1, lower_clip=-1.0, upper_clip=6.0)
+    dx.set_output(True)
+    low = lowered(g)
+    op = low.operations[0].attributes
+    assert op["CUDNN_ATTR_OPERATION_POINTWISE_DYDESC"] and op["CUDNN_ATTR_OPERATION_POINTWISE_DXDESC"]
+    assert "CUDNN_ATTR_OPERATION_POINTWISE_YDESC" not in op
+    by_desc = {d.id: uid for uid, d in low.tensors.by_uid.items()}
+    dy_id = int(op["CUDNN_ATTR_OPERATION_POINTWISE_DYDESC"].split(":")[0][1:])
+    x_id = int(op["CUDNN_ATTR_OPERATION_POINTWISE_XDESC"].split(":")[0][1:])
+    assert by_desc[dy_id] == dy.get_uid() and by_desc[x_id] == x.get_uid()
+
+
+def test_scalars_are_pass_by_value_and_carried_by_the_graph():
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    y = g.add(g.mul(x, 0.5), 3.0)
+    y.set_output(True)
+    low = lowered(g)
+    scalars = [t for t in low.tensors.ir_by_uid.values() if t.is_pass_by_value]
+    assert len(scalars) == 2
+    for t in scalars:
+        d = low.tensors.by_uid[t.uid]
+        assert d.get("CUDNN_ATTR_TENSOR_IS_BY_VALUE") is True
+        assert d.get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [1, 1, 1]  # reshaped to the rank of x
+    ex = g._backend_graph.executor
+    ptrs = ex.pointers({x: 0x10000, y: 0x20000})  # scalars need no key: the graph holds their host values
+    values = sorted(float(v.value) for v in ex._fixed.values())
+    assert values == [0.5, 3.0] and 0 not in ptrs
+
+
+def test_rank_two_tensors_are_padded_and_gen_index_axis_follows():
+    g = graph(F)
+    x = g.tensor(dim=[3, 40], stride=[40, 1], name="x")
+    i = g.gen_index(x, axis=1)
+    i.set_output(True).set_data_type(cudnn.data_type.INT32)
+    low = lowered(g)
+    d = low.tensors.by_uid[x.get_uid()]
+    assert d.get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [1, 3, 40]
+    assert d.get("CUDNN_ATTR_TENSOR_STRIDES") == [120, 40, 1]
+    assert list(x.get_dim()) == [3, 40]  # the IR keeps the rank the user chose
+
+
+def test_reduction_lowering():
+    g = graph(F)
+    x = g.tensor(dim=[4, 32, 8, 8], stride=[2048, 1, 256, 32], name="x")
+    y = g.reduction(x, mode=cudnn.reduction_mode.AMAX)
+    y.set_output(True).set_dim([1, 32, 1, 1])
+    low = lowered(g)
+    red = low.operations[0].get("CUDNN_ATTR_OPERATION_REDUCTION_DESC")
+    assert red.get("CUDNN_ATTR_REDUCTION_OPERATOR").name == "CUDNN_REDUCE_TENSOR_AMAX"
+
+
+def test_backend_rejections_name_the_graph():
+    g = graph(F)
+    a = g.tensor(dim=[1, 8, 16], stride=[128, 16, 1], name="a")
+    b = g.tensor(dim=[1, 16, 4], stride=[64, 4, 1], name="b")
+    c = g.matmul(a, b)
+    c.set_output(True).set_dim([1, 8, 5]).set_stride([40, 5, 1])  # N disagrees with B
+    with pytest.raises((ValueError, RuntimeError)) as ei:
+        g.validate()
+    assert "matmul" in str(ei.value).lower() or "dim" in str(ei.value).lower()
+
+
+def test_planning_without_gpu_says_why():
+    if gpu_available():
+        pytest.skip("a GPU is present")
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    g.relu(x).set_output(True)
+    g.build_operation_graph()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="no GPU/handle"):
+        g.create_execution_plans([cudnn.heur_mode.A])
+
+
+def test_variant_pack_binding_errors():
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    w = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="w")
+    y = g.add(x, w, name="sum")
+    y.set_output(True).set_name("y")
+    g.validate()
+    ex = g._backend_graph.executor
+    assert ex.pointers({x: 16, "w": 32, y.get_uid(): 48}) == [16, 32, 48]
+    with pytest.raises(ValueError, match=r"missing tensor 'w' \(uid"):
+        ex.pointers({x: 16, y: 48})
+    with pytest.raises(ValueError, match="not a non-virtual tensor of this graph"):
+        ex.pointers({x: 16, w: 32, y: 48, graph(F).tensor(dim=[1], stride=[1]): 64})
+    with pytest.raises(ValueError, match="not a non-virtual tensor"):
+        ex.pointers({x: 16, w: 32, y: 48, "nope": 1})
+
+
+def test_operand_checks():
+    from cudnn_py.interop import operand_info
+    from cudnn_py.plans.execute import _check_operand
+
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    g.relu(x).set_output(True)
+    host = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(ValueError, match="lives on the GPU: got a host"):
+        _check_operand(x, operand_info(host))
+
+
+def test_validate_is_traced(tmp_path):
+    buf = io.StringIO()
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    g.sigmoid(x).set_output(True)
+    with cudnn.backend.tracing(buf):
+        g.validate()
+    recs = [json.loads(line) for line in buf.getvalue().splitlines()]
+    finals = [r for r in recs if r["fn"] == "cudnnBackendFinalize"]
+    assert finals[-1]["kind"] == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR" and finals[-1]["status"] == 0
