@@ -16,6 +16,17 @@ def _installed(dist: str) -> str | None:
         return None
 
 
+def _nvidia_driver_version() -> str:
+    """The kernel driver's version (e.g. 580.159.04), read where the driver publishes it."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            words = f.readline().split()
+    except OSError:
+        return ""
+    version = next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), "")
+    return f", NVIDIA driver {version}" if version else ""
+
+
 def _gpu_lines() -> list[str]:
     try:
         from cuda.bindings import driver
@@ -29,7 +40,7 @@ def _gpu_lines() -> list[str]:
         return [f"GPU: none (cuInit: {err!r})"]
     lines = []
     err, ver = driver.cuDriverGetVersion()
-    lines.append(f"CUDA driver API: {ver // 1000}.{ver % 1000 // 10}")
+    lines.append(f"CUDA driver API: {ver // 1000}.{ver % 1000 // 10}" + _nvidia_driver_version())
     err, n = driver.cuDeviceGetCount()
     for i in range(n):
         _, dev = driver.cuDeviceGet(i)
