@@ -9,7 +9,6 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from ..backend.errors import CudnnError
@@ -42,8 +41,6 @@ class BackendGraph:
         self.candidate: int | None = None
         self.heuristics_report: list[tuple[str, str]] = []
         self._barred: dict[int, str] = {}  # config index -> why a filter bars it
-        self._workspace_limit: int | None = None
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------- lowering
     def _alignments(self) -> dict[int, int]:
@@ -173,7 +170,6 @@ class BackendGraph:
         self._bar(lambda c: bool(bad & {n.name for n in c.behavior_notes}), "has a deselected behavior note")
 
     def deselect_workspace_greater_than(self, limit: int) -> None:
-        self._workspace_limit = int(limit)
         self._bar(lambda c: c.workspace > int(limit), f"needs more than {limit} bytes of workspace")
 
     # ------------------------------------------------------------------------------------------- support, plans
