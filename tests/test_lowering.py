@@ -181,6 +181,11 @@ def test_operand_checks():
     host = np.zeros((2, 4, 8), np.float32)
     with pytest.raises(ValueError, match="lives on the GPU: got a host"):
         _check_operand(x, operand_info(host))
+    g.validate()
+    ex = g._backend_graph.executor
+    for key in (x, x.get_uid(), "x"):  # the checked path resolves every key form
+        with pytest.raises(ValueError, match=r"tensor 'x' \(uid \d+\) lives on the GPU"):
+            ex._check_operands({key: host}, [0, 0])
 
 
 def test_validate_is_traced(tmp_path):

@@ -60,9 +60,8 @@ class Executor:
         from ..lowering.tensors import host_scalar
 
         self._uids = sorted(uids)
-        self._slot_by_id: dict[int, int] = {}
         self._fixed_slot_by_id: dict[int, int] = {}
-        self._fast_slots: dict[Any, int] = {}  # Tensor / uid / name -> slot, for user-bound slots only
+        self._fast_slots: dict[Any, int] = {}  # Tensor / uid / name -> slot, for the slots the caller binds
         self._slot_by_key: dict[Any, int] = {}
         self._tensors: list[Any] = []
         self._fixed: dict[int, Any] = {}  # slot -> ctypes scalar (pass-by-value with a value)
@@ -74,7 +73,6 @@ class Executor:
             if t.is_pass_by_value and t.pass_by_value is not None:  # the graph carries those values
                 self._fixed_slot_by_id[id(t)] = slot
             else:
-                self._slot_by_id[id(t)] = slot
                 self._fast_slots[t] = slot  # Tensors hash by identity: one lookup on the hot path
             names[t.name] = -1 if t.name in names else slot
             if t.is_pass_by_value and t.pass_by_value is not None:
@@ -98,15 +96,15 @@ class Executor:
 
     # --------------------------------------------------------------------------------------------- binding
     def _slot(self, key: Any) -> int:
-        s = self._slot_by_id.get(id(key))
+        """The slot of any accepted key, including scalars the graph carries; a ValueError naming the key else."""
+        try:
+            s = self._fast_slots.get(key)
+            if s is None:
+                s = self._slot_by_key.get(key)
+        except TypeError:  # an unhashable key: reported below
+            s = None
         if s is None:
             s = self._fixed_slot_by_id.get(id(key))
-        if s is not None:
-            return s
-        try:
-            s = self._slot_by_key.get(key)
-        except TypeError:
-            s = None
         if s is not None:
             return s
         if isinstance(key, str) and key in self._ambiguous:
@@ -123,9 +121,9 @@ class Executor:
         A torch operand whose shape differs from the one last checked for its slot gets -1, which forces the
         full check (the pointer tuple then misses the cache)."""
         ptrs = self._template.copy()
-        by_id, fixed, shapes, getters = self._slot_by_id, self._fixed, self._shape_check, _PTR_GETTERS
+        slots, fixed, shapes, getters = self._fast_slots, self._fixed, self._shape_check, _PTR_GETTERS
         for key, value in variant_pack.items():
-            slot = by_id.get(id(key))
+            slot = slots.get(key)
             if slot is None:
                 if key is None:
                     continue
