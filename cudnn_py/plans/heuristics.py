@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..backend import Descriptor
 from ..backend.errors import CudnnError
-from .engine_config import EngineConfig, knob_choice_pool
+from .engine_config import KNOB_READ, EngineConfig, knob_choice_pool
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)
 
@@ -23,7 +23,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...)."""
     result = HeuristicsResult()
     seen: set[str] = set()
-    pool = knob_choice_pool()
+    pool = knob_choice_pool(KNOB_READ)
     for mode in modes:
         try:
             heur = Descriptor("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR")
