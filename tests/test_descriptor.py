@@ -230,3 +230,38 @@ def test_handle_needs_a_gpu_and_says_so():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="CUDA driver|GPU|cudaGetDeviceCount"):
         backend.create_handle()
+
+
+def test_tracing_survives_a_finalizer_during_a_record():
+    """GC can destroy a descriptor (and record that) while the tracer is writing another record on the same
+    thread; that once deadlocked the whole test suite. Run it in a thread so a regression fails, not hangs."""
+    import threading
+
+    class Stream(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.victim = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+            self.victim_id = self.victim.id
+
+        def write(self, s):
+            victim, self.victim = self.victim, None
+            del victim  # the finalizer runs here, inside the outer record's write
+            return super().write(s)
+
+    stream = Stream()
+    done = threading.Event()
+
+    def run():
+        with tracing(stream):
+            Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR").set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 1)
+        done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    assert done.is_set(), "tracing deadlocked on a nested record"
+    recs = [json.loads(line) for line in stream.getvalue().splitlines()]
+    destroyed = [r for r in recs if r["fn"] == "cudnnBackendDestroyDescriptor" and r["desc"] == stream.victim_id]
+    assert len(destroyed) == 1
+    seqs = [r["seq"] for r in recs]
+    assert len(set(seqs)) == len(seqs)

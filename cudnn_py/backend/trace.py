@@ -13,7 +13,7 @@ nothing else when it is None.
 from __future__ import annotations
 
 import contextlib
-import io
+import itertools
 import json
 import os
 import threading
@@ -24,27 +24,42 @@ active: "Tracer | None" = None
 
 
 class Tracer:
-    """Writes trace records to a text stream, thread-safe, with a process-wide sequence number."""
+    """Writes trace records to a text stream, thread-safe, with a process-wide sequence number.
+
+    Re-entrant on purpose: garbage collection can run a descriptor's finalizer (which records its destroy call)
+    in the middle of recording another call, on the same thread. Such a nested record is queued and written by
+    the outer one right after its own line, instead of deadlocking on the lock or re-entering the stream."""
 
     def __init__(self, stream: IO[str], owns: bool):
         self._stream = stream
         self._owns = owns
-        self._lock = threading.Lock()
-        self._seq = 0
+        self._lock = threading.RLock()
+        self._seq = itertools.count(1)
+        self._writing = False
+        self._pending: list[str] = []
 
     def record(self, fn: str, status: int | None, t0: float, **fields: Any) -> None:
         us = (time.perf_counter() - t0) * 1e6
-        with self._lock:
-            self._seq += 1
-            rec = {"seq": self._seq, "fn": fn, **{k: v for k, v in fields.items() if v is not None}}
-            if status is not None:
-                from .errors import status_name
+        rec = {"seq": next(self._seq), "fn": fn, **{k: v for k, v in fields.items() if v is not None}}
+        if status is not None:
+            from .errors import status_name
 
-                rec["status"] = status
-                rec["status_name"] = status_name(status)
-            rec["us"] = round(us, 2)
-            self._stream.write(json.dumps(rec, separators=(",", ":")) + "\n")
-            self._stream.flush()
+            rec["status"] = status
+            rec["status_name"] = status_name(status)
+        rec["us"] = round(us, 2)
+        line = json.dumps(rec, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._writing:  # nested (a finalizer ran while this thread was writing): the outer call writes it
+                self._pending.append(line)
+                return
+            self._writing = True
+            try:
+                self._stream.write(line)
+                while self._pending:
+                    self._stream.write(self._pending.pop(0))
+                self._stream.flush()
+            finally:
+                self._writing = False
 
     def close(self) -> None:
         if self._owns:
@@ -52,11 +67,11 @@ class Tracer:
 
 
 def start(target: "str | os.PathLike | IO[str]") -> Tracer:
-    """Start tracing to a path (appended) or an open text stream; returns the previous state to restore."""
+    """Start tracing to a path (appended) or an open text stream, for the whole process; returns the tracer."""
     global active
     if isinstance(target, (str, os.PathLike)):
         tracer = Tracer(open(target, "a", encoding="utf-8"), owns=True)
-    elif isinstance(target, io.TextIOBase) or hasattr(target, "write"):
+    elif hasattr(target, "write"):
         tracer = Tracer(target, owns=False)
     else:
         raise TypeError(f"trace target must be a path or a text stream, not {type(target).__name__}")
