@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # DLPack device types
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+KDL_CPU, KDL_CUDA = 1, 2
 # DLPack dtype codes
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_COMPLEX, KDL_BOOL = 0, 1, 2, 4, 5, 6
 
@@ -34,16 +34,6 @@ def stream_ptr(stream: Any) -> int:
             return int(v)
     raise TypeError(f"cannot use {type(stream).__name__} as a CUDA stream (pass an int, a torch/cupy stream or an "
                     "object with __cuda_stream__)")
-
-
-def current_stream_of(obj: Any) -> int | None:
-    """The framework's current stream for a torch tensor's device, else None (the handle's stream is used)."""
-    mod = type(obj).__module__
-    if mod.startswith("torch") and getattr(obj, "is_cuda", False):
-        import torch  # already imported: obj is a torch tensor
-
-        return torch.cuda.current_stream(obj.device).cuda_stream
-    return None
 
 
 # ------------------------------------------------------------------------------------------------- DLPack
@@ -159,9 +149,25 @@ def operand_info(obj: Any) -> OperandInfo:
 
 def data_ptr(obj: Any) -> int:
     """The device (or host) address of an operand's first element."""
-    if isinstance(obj, int):
-        return obj
-    f = getattr(obj, "data_ptr", None)
-    if f is not None and type(obj).__module__.startswith("torch"):
-        return f()
+    cls = obj.__class__
+    return (POINTER_GETTERS.get(cls) or pointer_getter(cls))(obj)
+
+
+def pointer_getter(cls: type):
+    """How to read the data pointer of instances of ``cls``, decided once per class and cached in
+    ``POINTER_GETTERS`` (the execute hot path looks it up directly)."""
+    if issubclass(cls, int):
+        getter = int
+    elif cls.__module__.startswith("torch") and hasattr(cls, "data_ptr"):
+        getter = cls.data_ptr  # torch's own accessor: far cheaper than building a DLPack capsule
+    else:
+        getter = _pointer_from_info
+    POINTER_GETTERS[cls] = getter
+    return getter
+
+
+def _pointer_from_info(obj: Any) -> int:
     return operand_info(obj).ptr
+
+
+POINTER_GETTERS: dict[type, Any] = {}

@@ -207,14 +207,20 @@ def test_cupy_operands():
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-6
 
 
-def test_int_pointer_operands_and_uid_keys():
-    x, y = rnd(3, 40), rnd(3, 40)
-    out = poisoned((3, 40), torch.float32)
+def built_add(x, y):
+    """A planned z = x + y graph (float32) over tensors like x and y."""
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
     X, Y = g.tensor_like(x), g.tensor_like(y)
     Z = g.add(X, Y)
     Z.set_output(True)
     g.build([cudnn.heur_mode.A])
+    return g, X, Y, Z
+
+
+def test_int_pointer_operands_and_uid_keys():
+    x, y = rnd(3, 40), rnd(3, 40)
+    out = poisoned((3, 40), torch.float32)
+    g, X, Y, Z = built_add(x, y)
     ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
     g.execute({X.get_uid(): x.data_ptr(), Y.get_uid(): y.data_ptr(), Z.get_uid(): out.data_ptr()}, ws.data_ptr())
     torch.cuda.synchronize()
@@ -243,11 +249,7 @@ def test_execute_on_non_default_stream():
 def test_bad_variant_packs_raise_value_error():
     x, y = rnd(2, 8), rnd(2, 8)
     out = poisoned((2, 8), torch.float32)
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
-    X, Y = g.tensor_like(x), g.tensor_like(y)
-    Z = g.add(X, Y)
-    Z.set_output(True)
-    g.build([cudnn.heur_mode.A])
+    g, X, Y, Z = built_add(x, y)
     with pytest.raises(ValueError, match="missing"):
         g.execute({X: x, Z: out})
     with pytest.raises(ValueError, match="shape"):

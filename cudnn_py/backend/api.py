@@ -76,7 +76,3 @@ def get_last_error_string() -> str:
     lib().cudnnGetLastErrorString(buf, len(buf))
     return buf.value.decode(errors="replace")
 
-
-def get_error_string(status: int) -> str:
-    s = lib().cudnnGetErrorString(status)
-    return s.decode() if s else ""

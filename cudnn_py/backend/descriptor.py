@@ -25,14 +25,11 @@ from . import trace
 from .api import lib
 from .enums import CEnum, coerce, enum_class
 from .errors import DescriptorError, UnsupportedAttributeError, error_for
+from .loader import version_string
 from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
 
 _ids = itertools.count(1)
 _ATTR_BY_VALUE = {spec.value: spec for spec in ATTRIBUTES.values()}
-
-
-def _version_string(v: int) -> str:
-    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
 
 
 _runtime_version = 0
@@ -101,7 +98,7 @@ class Descriptor:
 
     __slots__ = ("_ptr", "kind", "id", "finalized", "_attrs", "_keepalive", "_finalizer", "__weakref__")
 
-    def __init__(self, kind: Any, *, _adopt: int | None = None):
+    def __init__(self, kind: Any):
         self.kind = descriptor_kind(kind)
         self.id = next(_ids)
         self.finalized = False
@@ -110,20 +107,17 @@ class Descriptor:
         since = DESCRIPTOR_SINCE.get(self.kind.name, 0)
         if since > runtime_version():
             raise UnsupportedAttributeError(
-                f"{self.kind.name} needs cuDNN {_version_string(since)}; the loaded cuDNN is {_version_string(runtime_version())}"
+                f"{self.kind.name} needs cuDNN {version_string(since)}; the loaded cuDNN is {version_string(runtime_version())}"
             )
-        if _adopt is not None:
-            self._ptr = _adopt
-        else:
-            out = ctypes.c_void_p()
-            t0 = time.perf_counter()
-            status = lib().cudnnBackendCreateDescriptor(int(self.kind), ctypes.byref(out))
-            if trace.active is not None:
-                trace.active.record("cudnnBackendCreateDescriptor", status, t0, desc=self.id, kind=self.kind.name,
-                                    ptr=trace.hexptr(out.value))
-            if status != 0:
-                raise error_for(status, "cudnnBackendCreateDescriptor", kind=self.kind.name)
-            self._ptr = out.value
+        out = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        status = lib().cudnnBackendCreateDescriptor(int(self.kind), ctypes.byref(out))
+        if trace.active is not None:
+            trace.active.record("cudnnBackendCreateDescriptor", status, t0, desc=self.id, kind=self.kind.name,
+                                ptr=trace.hexptr(out.value))
+        if status != 0:
+            raise error_for(status, "cudnnBackendCreateDescriptor", kind=self.kind.name)
+        self._ptr = out.value
         self._finalizer = weakref.finalize(self, _destroy_ptr, self._ptr, self.kind.name, self.id)
         self._finalizer.atexit = False
         _live[self._ptr] = self
@@ -161,7 +155,7 @@ class Descriptor:
         rv = runtime_version()
         if spec.since > rv:
             raise UnsupportedAttributeError(
-                f"{spec.name} needs cuDNN {_version_string(spec.since)}; the loaded cuDNN is {_version_string(rv)}"
+                f"{spec.name} needs cuDNN {version_string(spec.since)}; the loaded cuDNN is {version_string(rv)}"
             )
 
     def set(self, attr: Any, value: Any, type: str | None = None) -> "Descriptor":
@@ -299,7 +293,7 @@ class Descriptor:
         arr = (ctypes.c_void_p * max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
         self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
-        for d in into[: got.value]:
+        for d in into[: got.value]:  # the backend copies finalized descriptors into them
             d.finalized = True
         return into[: got.value]
 
@@ -309,15 +303,10 @@ class Descriptor:
                 raise DescriptorError(f"{spec.name}: pass kind= (the catalog does not say which descriptor kind it holds)")
             kind = spec.element_kinds[0]
         n = 1 if scalar else (count if count is not None else self._count(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR"))
-        outs = [Descriptor(kind) for _ in range(n)]
-        arr = (ctypes.c_void_p * max(n, 1))(*[d.ptr for d in outs])
-        got = ctypes.c_int64(0)
-        self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", n, got, arr)
-        for d in outs[got.value:]:
+        created = [Descriptor(kind) for _ in range(n)]
+        outs = self._get_into(spec, created)
+        for d in created[len(outs):]:
             d.destroy()
-        outs = outs[: got.value]
-        for d in outs:  # the backend copies finalized descriptors into them
-            d.finalized = True
         return (outs[0] if outs else None) if scalar else outs
 
     # ----------------------------------------------------------------------------------------------- repr

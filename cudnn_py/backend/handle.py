@@ -124,7 +124,5 @@ def default_handle(device: int | None = None) -> Handle:
         with _defaults_lock:
             h = _defaults.get(key)
             if h is None:
-                if device is not None:
-                    ensure_context(device)
                 h = _defaults[key] = create_handle(dev)
     return h

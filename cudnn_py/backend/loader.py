@@ -32,6 +32,11 @@ class CudnnVersionError(RuntimeError):
     """The loaded libcudnn is too old, or its sub-libraries disagree on their version."""
 
 
+def version_string(version: int) -> str:
+    """cuDNN's integer version (MAJOR*10000 + MINOR*100 + PATCH) as "M.m.p"."""
+    return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+
+
 @dataclass
 class LoadedLibrary:
     """Where the library came from, and what it reported about itself."""
@@ -45,8 +50,7 @@ class LoadedLibrary:
 
     @property
     def version_string(self) -> str:
-        v = self.version
-        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+        return version_string(self.version)
 
 
 _lock = threading.Lock()
@@ -158,7 +162,7 @@ def load_library() -> LoadedLibrary:
         version = int(cdll.cudnnGetVersion())
         if version // 10000 < MIN_MAJOR:
             raise CudnnVersionError(
-                f"{path} is cuDNN {version // 10000}.{version % 10000 // 100}.{version % 100}; cudnn_py needs cuDNN {MIN_MAJOR}.x"
+                f"{path} is cuDNN {version_string(version)}; cudnn_py needs cuDNN {MIN_MAJOR}.x"
             )
         info = LoadedLibrary(path=path, found_via=how, cdll=cdll, version=version, attempts=attempts)
         info.cudart_version = int(cdll.cudnnGetCudartVersion())

@@ -22,7 +22,6 @@ from .tensor import Tensor
 if TYPE_CHECKING:
     from .pygraph import pygraph
 
-_PKG = __name__.split(".")[0]  # "cudnn_py"
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 
@@ -76,8 +75,12 @@ class PlanningMixin:
             raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
         self._plan_index = index
         self._is_built = index in self._compiled
-        self._fast_execute = None
+        self.drop_fast_path()
         return self
+
+    def drop_fast_path(self) -> None:
+        """Forget the bound cuDNN execute (the selected or default plan changed); the next execute rebinds."""
+        self._fast_execute = None
 
     def _check_routed(self, plans: List[PlanConfig]) -> None:
         """A custom router must not smuggle in unregistered engines or several cuDNN entries."""
@@ -101,7 +104,9 @@ class PlanningMixin:
     # ---- the cuDNN path (delegation to plans.backend_graph.BackendGraph) -----------------------------------------------
     def _backend(self) -> Any:
         if self._backend_graph is None:
-            module = importlib.import_module(f"{_PKG}.plans.backend_graph")
+            # lazy: a graph routed to python engines never loads cuDNN. Through sys.modules (import_module), so a
+            # test can stand a fake module in for it.
+            module = importlib.import_module("..plans.backend_graph", __package__)
             self._backend_graph = module.BackendGraph(self)
         return self._backend_graph
 
@@ -415,12 +420,9 @@ def _no_overrides(method: str, *overrides: Any) -> None:
 
 
 def _stream_of(handle: Any) -> Any:
-    """The stream set on a supplied handle (classic set_stream semantics); None when there is no handle or the
-    handle layer is not available."""
+    """The stream set on a supplied handle (classic set_stream semantics); None when there is no handle."""
     if handle is None:
         return None
-    try:
-        get_stream = getattr(importlib.import_module(_PKG), "get_stream", None)
-    except ImportError:
-        return None
-    return get_stream(handle) if get_stream is not None else None
+    from ..backend.handle import get_stream
+
+    return get_stream(handle)

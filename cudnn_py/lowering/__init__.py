@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..backend import Descriptor
 from . import matmul, pointwise, reduction
 from .operation_graph import LoweredGraph, lower_graph
 from .tensors import TensorTable, lower_tensor
@@ -19,4 +18,4 @@ LOWERINGS: dict[str, Callable] = {
     "reduction": reduction.lower,
 }
 
-__all__ = ["LOWERINGS", "LoweredGraph", "lower_graph", "TensorTable", "lower_tensor", "Descriptor"]
+__all__ = ["LOWERINGS", "LoweredGraph", "lower_graph", "TensorTable", "lower_tensor"]

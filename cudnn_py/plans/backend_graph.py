@@ -13,6 +13,7 @@ from typing import Any
 
 from ..backend.errors import CudnnError
 from ..graph.errors import cudnnGraphNotSupportedError
+from ..graph.planning import _no_overrides
 from ..interop import data_ptr
 from ..lowering import lower_graph
 from ..lowering.tensors import pointer_alignment
@@ -24,10 +25,6 @@ from .plan import ExecutionPlan
 
 def _not_supported(msg: str) -> cudnnGraphNotSupportedError:
     return cudnnGraphNotSupportedError(msg)
-
-
-def _enum_name(x: Any) -> str:
-    return getattr(x, "name", str(x))
 
 
 class BackendGraph:
@@ -64,7 +61,7 @@ class BackendGraph:
         table = self.lowered.tensors
         uids = [uid for uid, t in table.ir_by_uid.items()
                 if not t.is_virtual and not getattr(t, "is_compile_time_constant", False)]
-        self.executor = Executor(self.ir, uids, table.ir_by_uid)
+        self.executor = Executor(uids, table.ir_by_uid)
         self.executor.bind(getattr(self.ir, "_data_bindings", {}))
 
     def _planning_handle(self) -> int | None:
@@ -205,7 +202,7 @@ class BackendGraph:
 
     def build_plans(self, policy: Any = None) -> None:
         self._require_configs()
-        build_all = policy is not None and _enum_name(policy) == "ALL"
+        build_all = policy is not None and getattr(policy, "name", str(policy)) == "ALL"
         for i in range(len(self.configs)):
             if i in self._barred or i in self.failures:
                 continue
@@ -262,23 +259,18 @@ class BackendGraph:
     def _set_candidate(self, index: int) -> None:
         if index != self.candidate:
             self.candidate = index
-            if getattr(self.ir, "_fast_execute", None) is not None:
-                self.ir._fast_execute = None
+            drop = getattr(self.ir, "drop_fast_path", None)  # the graph's bound execute targets the old plan
+            if drop is not None:
+                drop()
 
     def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None, **overrides: Any) -> None:
-        _no_overrides(overrides)
+        _no_overrides("execute", *overrides.values())
         self.executor.execute(self._plan(), variant_pack, workspace, handle)
 
     def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None,
                               **overrides: Any) -> None:
-        _no_overrides(overrides)
+        _no_overrides("execute_plan_at_index", *overrides.values())
         self.executor.execute(self._plan(index), variant_pack, workspace, handle)
-
-
-def _no_overrides(overrides: dict) -> None:
-    given = sorted(k for k, v in overrides.items() if v is not None)
-    if given:
-        raise NotImplementedError(f"execute with {', '.join(given)} (dynamic shape overrides) is not supported yet")
 
 
 class Knob:

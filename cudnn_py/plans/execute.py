@@ -19,7 +19,7 @@ from ..backend import Descriptor, trace
 from ..backend.api import lib
 from ..backend.errors import error_for
 from ..backend.handle import default_handle
-from ..interop import KDL_CPU, OperandInfo, data_ptr, operand_info
+from ..interop import KDL_CPU, POINTER_GETTERS, OperandInfo, data_ptr, operand_info, pointer_getter
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
@@ -36,19 +36,6 @@ def _is_torch(value: Any) -> bool:
     return value.__class__.__module__.startswith("torch")
 
 
-def _ptr_getter(cls: type):
-    """How to read the data pointer of instances of ``cls``, decided once per class."""
-    if cls.__module__.startswith("torch") and hasattr(cls, "data_ptr"):
-        getter = cls.data_ptr
-    else:
-        getter = data_ptr
-    _PTR_GETTERS[cls] = getter
-    return getter
-
-
-_PTR_GETTERS: dict[type, Any] = {}
-
-
 def _where(t: Any) -> str:
     return f"tensor {t.name!r} (uid {t.uid})"
 
@@ -56,7 +43,7 @@ def _where(t: Any) -> str:
 class Executor:
     """Variant-pack binding and execution for one lowered graph."""
 
-    def __init__(self, ir: Any, uids: list[int], ir_by_uid: dict[int, Any]):
+    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any]):
         from ..lowering.tensors import host_scalar
 
         self._uids = sorted(uids)
@@ -92,7 +79,6 @@ class Executor:
         self._handles: dict[int, int] = {}
         self._backend_execute = lib().cudnnBackendExecute
         self._last: tuple = (None, None, None, None, False)  # plan, workspace, pointers, variant pack, auto ws
-        self._ir = ir
 
     # --------------------------------------------------------------------------------------------- binding
     def _slot(self, key: Any) -> int:
@@ -121,7 +107,7 @@ class Executor:
         A torch operand whose shape differs from the one last checked for its slot gets -1, which forces the
         full check (the pointer tuple then misses the cache)."""
         ptrs = self._template.copy()
-        slots, fixed, shapes, getters = self._fast_slots, self._fixed, self._shape_check, _PTR_GETTERS
+        slots, fixed, shapes, getters = self._fast_slots, self._fixed, self._shape_check, POINTER_GETTERS
         for key, value in variant_pack.items():
             slot = slots.get(key)
             if slot is None:
@@ -136,7 +122,7 @@ class Executor:
                 continue
             getter = getters.get(cls)
             if getter is None:
-                getter = _ptr_getter(cls)
+                getter = pointer_getter(cls)
             ptrs[slot] = getter(value)
             shape = shapes[slot]
             if shape is not None and cls is shape[0] and value.shape != shape[1]:
@@ -180,7 +166,7 @@ class Executor:
         elif workspace.__class__ is int:
             ws = workspace
         else:
-            ws = (_PTR_GETTERS.get(workspace.__class__) or _ptr_getter(workspace.__class__))(workspace)
+            ws = (POINTER_GETTERS.get(workspace.__class__) or pointer_getter(workspace.__class__))(workspace)
         last = self._last  # the previous call's binding: a loop over the same buffers skips the dict lookup
         if last[0] is plan and last[1] == ws and last[2] == ptrs:
             vp_ptr = last[3]
@@ -222,7 +208,7 @@ class Executor:
         """``execute`` for one plan, specialised for the call that repeats: the same buffers as last time. It
         resolves keys and pointers with everything bound as closure locals, and hands anything else (new
         pointers, a changed torch shape, unknown keys, tracing on, no handle yet) to :meth:`execute`."""
-        slots, template, shapes, getters = self._fast_slots, self._template, self._shape_check, _PTR_GETTERS
+        slots, template, shapes, getters = self._fast_slots, self._template, self._shape_check, POINTER_GETTERS
         backend_execute, plan_ptr, handles = self._backend_execute, plan.ptr, self._handles
         slow = functools.partial(self.execute, plan)
         executor = self
