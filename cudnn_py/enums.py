@@ -14,6 +14,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Dict, Optional, Type, TypeVar
 
+from . import dtypes
+
 __all__ = [
     "data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type", "norm_forward_phase",
     "heur_mode", "reduction_mode", "build_plan_policy", "numerical_note", "behavior_note", "diagonal_alignment",
@@ -53,10 +55,7 @@ def _make(name: str, members: list) -> Type[_ClassicEnum]:
     return cls
 
 
-data_type = _make("data_type", [
-    "NOT_SET", "FLOAT", "DOUBLE", "HALF", "INT8", "INT32", "INT8x4", "UINT8", "UINT8x4", "INT8x32", "BFLOAT16",
-    "INT64", "BOOLEAN", "FP8_E4M3", "FP8_E5M2", "FAST_FLOAT_FOR_FP8", "FP8_E8M0", "FP4_E2M1", "INT4", "FP8_E5M3",
-])
+data_type = _make("data_type", [d.name for d in dtypes.CATALOG])  # the catalog keeps the classic order
 tensor_reordering = _make("tensor_reordering", ["NONE", "INT8x32", "F16x16", "F8_128x4"])
 scalar_type = _make("scalar_type", ["RUNTIME_PARAM", "COMPILE_TIME_CONST"])
 reshape_mode = _make("reshape_mode", ["VIEW_ONLY", "LOGICAL"])
@@ -184,28 +183,7 @@ def knob_type_from_backend(cname: str) -> "knob_type":
         return knob_type.NOT_SET
 
 
-# ---- dtype conversion from frameworks ---------------------------------------------------------------------------
-# Keyed by the dtype's name as torch and numpy print it ("torch.float16" -> "float16"), so no framework is imported.
-_BY_NAME: Dict[str, "data_type"] = {
-    "float16": data_type.HALF, "half": data_type.HALF,
-    "bfloat16": data_type.BFLOAT16,
-    "float32": data_type.FLOAT, "float": data_type.FLOAT,
-    "float64": data_type.DOUBLE, "double": data_type.DOUBLE,
-    "int8": data_type.INT8, "int32": data_type.INT32, "int64": data_type.INT64, "uint8": data_type.UINT8,
-    "bool": data_type.BOOLEAN,
-    "float8_e4m3fn": data_type.FP8_E4M3, "float8_e5m2": data_type.FP8_E5M2,
-    "float8_e8m0fnu": data_type.FP8_E8M0, "float4_e2m1fn_x2": data_type.FP4_E2M1,
-}
-# DLPack (type code, bits) -> data_type. Codes from dlpack.h: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
-# kDLBool 6, kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12, kDLFloat8_e8m0fnu 14, kDLFloat4_e2m1fn 17.
-_BY_DLPACK: Dict[tuple, "data_type"] = {
-    (0, 8): data_type.INT8, (0, 32): data_type.INT32, (0, 64): data_type.INT64, (1, 8): data_type.UINT8,
-    (2, 16): data_type.HALF, (2, 32): data_type.FLOAT, (2, 64): data_type.DOUBLE, (4, 16): data_type.BFLOAT16,
-    (6, 8): data_type.BOOLEAN, (10, 8): data_type.FP8_E4M3, (12, 8): data_type.FP8_E5M2,
-    (14, 8): data_type.FP8_E8M0, (17, 4): data_type.FP4_E2M1,
-}
-
-
+# ---- dtype conversion from frameworks (the catalog in dtypes.py) -----------------------------------------------
 def from_any_dtype(x: Any) -> "data_type":
     """Convert a classic data_type, a torch dtype, a numpy dtype/scalar type, a dtype name, or a DLPack
     (code, bits) pair to `data_type`. None -> NOT_SET. Anything else raises TypeError."""
@@ -214,26 +192,16 @@ def from_any_dtype(x: Any) -> "data_type":
     if x is None:
         return data_type.NOT_SET
     if isinstance(x, tuple) and len(x) in (2, 3) and all(isinstance(v, int) for v in x):
-        found = _BY_DLPACK.get((x[0], x[1]))
-        if found is None:
+        row = dtypes.BY_DLPACK.get((x[0], x[1]))
+        if row is None:
             raise TypeError(f"unsupported DLPack dtype (code, bits) = {x[:2]}")
-        return found
-    name = _dtype_name(x)
-    found = _BY_NAME.get(name) if name else None
-    if found is None:
+        return data_type[row.name]
+    row = dtypes.of_framework_dtype(x)
+    if row is None:
         raise TypeError(f"cannot convert {x!r} to a cudnn data_type")
-    return found
+    return data_type[row.name]
 
 
-def _dtype_name(x: Any) -> Optional[str]:
-    if isinstance(x, str):
-        text = x
-    elif isinstance(x, type) and hasattr(x, "dtype"):  # numpy scalar types such as np.float16
-        text = str(getattr(x, "__name__", ""))
-    elif type(x).__module__.startswith("torch"):  # torch.float16 prints "torch.float16"
-        text = str(x)
-    elif hasattr(x, "name") and hasattr(x, "itemsize"):  # numpy (and ml_dtypes) dtypes
-        text = str(x.name)
-    else:
-        return None
-    return text.rsplit(".", 1)[-1]
+def dtype_info(dt: Any) -> dtypes.DType:
+    """The catalog row of a classic data_type member (or anything `from_any_dtype` takes)."""
+    return dtypes.BY_NAME[from_any_dtype(dt).name]

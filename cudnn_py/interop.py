@@ -9,10 +9,11 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
+from . import dtypes
+from .dtypes import KDL_BFLOAT, KDL_BOOL, KDL_COMPLEX, KDL_FLOAT, KDL_INT, KDL_UINT
+
 # DLPack device types
 KDL_CPU, KDL_CUDA = 1, 2
-# DLPack dtype codes
-KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_COMPLEX, KDL_BOOL = 0, 1, 2, 4, 5, 6
 
 
 # ------------------------------------------------------------------------------------------------- streams
@@ -109,12 +110,18 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 _NUMPY_KIND = {"f": KDL_FLOAT, "i": KDL_INT, "u": KDL_UINT, "b": KDL_BOOL, "c": KDL_COMPLEX}
-_TORCH_DTYPES = {
-    "torch.float32": (KDL_FLOAT, 32), "torch.float16": (KDL_FLOAT, 16), "torch.bfloat16": (KDL_BFLOAT, 16),
-    "torch.float64": (KDL_FLOAT, 64), "torch.int32": (KDL_INT, 32), "torch.int64": (KDL_INT, 64),
-    "torch.int8": (KDL_INT, 8), "torch.uint8": (KDL_UINT, 8), "torch.bool": (KDL_BOOL, 8),
-    "torch.float8_e4m3fn": (KDL_FLOAT, 8), "torch.float8_e5m2": (KDL_FLOAT, 8),
-}
+_DLPACK_OF_DTYPE: dict[Any, tuple[int, int] | None] = {}  # framework dtype object -> DLPack (code, bits)
+
+
+def dlpack_of_dtype(dt: Any) -> tuple[int, int] | None:
+    """The DLPack (code, bits) of a torch / numpy / cupy dtype, from the dtype catalog (cached per dtype)."""
+    try:
+        return _DLPACK_OF_DTYPE[dt]
+    except KeyError:
+        row = dtypes.of_framework_dtype(dt)
+        code = row.dlpack if row is not None else None
+        _DLPACK_OF_DTYPE[dt] = code
+        return code
 
 
 def operand_info(obj: Any) -> OperandInfo:
@@ -124,12 +131,12 @@ def operand_info(obj: Any) -> OperandInfo:
     mod = type(obj).__module__
     if mod.startswith("torch") and hasattr(obj, "data_ptr"):  # fast path, also covers dtypes DLPack lacks
         dev = obj.device
-        return OperandInfo(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), _TORCH_DTYPES.get(str(obj.dtype)),
+        return OperandInfo(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dlpack_of_dtype(obj.dtype),
                            KDL_CUDA if dev.type == "cuda" else KDL_CPU, dev.index if dev.index is not None else 0)
     if mod.startswith("numpy"):
         item = obj.dtype.itemsize
-        return OperandInfo(obj.ctypes.data, tuple(obj.shape), tuple(s // item for s in obj.strides),
-                           (_NUMPY_KIND.get(obj.dtype.kind, -1), item * 8), KDL_CPU, 0)
+        code = dlpack_of_dtype(obj.dtype) or (_NUMPY_KIND.get(obj.dtype.kind, -1), item * 8)
+        return OperandInfo(obj.ctypes.data, tuple(obj.shape), tuple(s // item for s in obj.strides), code, KDL_CPU, 0)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         import numpy as np

@@ -8,10 +8,12 @@ import json
 
 import pytest
 
+import cudnn_py
+
 from cudnn_py import backend
 from cudnn_py.backend import Descriptor, DescriptorError, UnsupportedAttributeError, tracing
 from cudnn_py.backend import enums
-from cudnn_py.backend.errors import BadParamError, CudnnError, NotSupportedError
+from cudnn_py.errors import BadParamError, CudnnError, NotSupportedError
 
 
 def tensor(uid=1, dims=(1, 4, 8), dtype="CUDNN_DATA_FLOAT", virtual=False, finalize=True):
@@ -156,8 +158,11 @@ def test_attribute_newer_than_library(monkeypatch):
 
     monkeypatch.setattr(d, "runtime_version", lambda: 91900)  # as on a cuDNN 9.19 machine
     og = Descriptor("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")
-    with pytest.raises(UnsupportedAttributeError, match=r"needs cuDNN 9\.23\.0; the loaded cuDNN is 9\.19\.0"):
+    with pytest.raises(UnsupportedAttributeError, match=r"needs cuDNN 9\.23\.0 or newer; the loaded cuDNN is 9\.19\.0") as e:
         og.set("CUDNN_ATTR_OPERATIONGRAPH_MODE", "CUDNN_OPERATIONGRAPH_MODE_AUTO")
+    # one typed error: a ValueError (misuse of the descriptor) and the classic "not supported" error
+    assert isinstance(e.value, ValueError) and isinstance(e.value, cudnn_py.cudnnGraphNotSupportedError)
+    assert (e.value.feature, e.value.needed, e.value.loaded) == ("CUDNN_ATTR_OPERATIONGRAPH_MODE", 92300, 91900)
 
 
 def test_destroy_exactly_once():

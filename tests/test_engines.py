@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -17,23 +16,6 @@ from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph
 
 D = data_type.DOUBLE
 RNG = np.random.default_rng(0)
-
-
-class FakeBackendGraph:
-    def __init__(self, ir):
-        self.calls = []
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *a, **k: self.calls.append(name) or 5
-
-
-@pytest.fixture
-def fake_backend(monkeypatch):
-    module = types.ModuleType("cudnn_py.plans.backend_graph")
-    module.BackendGraph = FakeBackendGraph
-    monkeypatch.setitem(sys.modules, "cudnn_py.plans.backend_graph", module)
 
 
 class ToyPlan(CompiledPlan):
@@ -101,16 +83,15 @@ def test_default_router_ranks_python_engines_first():
     assert g.selected_engine is yes and g.plans[1].knobs == {"variant": 1}
 
 
-def test_router_options_and_custom_routers(fake_backend):
+def test_router_options_and_custom_routers():
     toy = ToyEngine()
-    g, _, _ = small_graph(toy, router=Router(backend_first=True))
-    g.create_execution_plans()
-    assert g.plans[0].is_backend and g.selected_engine is None
+    g, _, _ = small_graph(toy)
+    plans = Router(backend_first=True).plan(g, [toy])
+    assert plans[0].is_backend and [p.engine_id for p in plans[1:]] == [toy.engine_id]
     g2, _, _ = small_graph(toy, router=Router(include_backend=False))
     g2.create_execution_plans()
     assert [p.engine_id for p in g2.plans] == [toy.engine_id]
-    with pytest.raises(RuntimeError, match="python engines only"):
-        g2.get_execution_plan_count()
+    assert g2.get_execution_plan_count() == 0 and g2.backend_plan_entries() == []  # no cuDNN plans
     g3, _, _ = small_graph(toy)
     g3.set_router(lambda graph, engines: [PlanConfig(PYTHON_ENGINE_ID_BASE + 99)])
     with pytest.raises(ValueError, match="unknown engine_id"):
@@ -152,7 +133,7 @@ def test_python_graph_is_not_lowered():
     g, x, y = small_graph(ReferenceEngine())
     g.validate()
     g.build_operation_graph()
-    assert g._backend_graph is None  # no cuDNN work for a graph routed to python engines
+    assert g._session is None  # no cuDNN work for a graph routed to python engines
     assert g.get_execution_plan_count() == 0
 
 

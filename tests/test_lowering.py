@@ -10,8 +10,27 @@ import numpy as np
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.graph.ops import POINTWISE
+from cudnn_py.ir.spec import SPECS
 from tests.conftest import gpu_available
+
+POINTWISE = {m: s for m, s in SPECS.items() if s.kind == "pointwise"}
+# The classic method -> backend mode mapping, written out from node_lowering.md §1.1 (not derived from the specs,
+# so a wrong spec fails here): checked against what the trace shows reaching cudnnBackendSetAttribute.
+EXPECTED_MODE = {
+    "add": "ADD", "add_square": "ADD_SQUARE", "bias": "ADD", "scale": "MUL", "mul": "MUL", "sub": "SUB",
+    "div": "DIV", "max": "MAX", "min": "MIN", "mod": "MOD", "pow": "POW", "sqrt": "SQRT", "rsqrt": "RSQRT",
+    "reciprocal": "RECIPROCAL", "exp": "EXP", "log": "LOG", "neg": "NEG", "abs": "ABS", "ceil": "CEIL",
+    "floor": "FLOOR", "sin": "SIN", "cos": "COS", "tan": "TAN", "erf": "ERF", "identity": "IDENTITY",
+    "relu": "RELU_FWD", "leaky_relu": "RELU_FWD", "tanh": "TANH_FWD", "sigmoid": "SIGMOID_FWD", "elu": "ELU_FWD",
+    "gelu": "GELU_FWD", "gelu_approx_tanh": "GELU_APPROX_TANH_FWD", "softplus": "SOFTPLUS_FWD",
+    "swish": "SWISH_FWD", "relu_backward": "RELU_BWD", "leaky_relu_backward": "RELU_BWD",
+    "tanh_backward": "TANH_BWD", "sigmoid_backward": "SIGMOID_BWD", "elu_backward": "ELU_BWD",
+    "gelu_backward": "GELU_BWD", "gelu_approx_tanh_backward": "GELU_APPROX_TANH_BWD",
+    "softplus_backward": "SOFTPLUS_BWD", "swish_backward": "SWISH_BWD", "cmp_eq": "CMP_EQ", "cmp_neq": "CMP_NEQ",
+    "cmp_gt": "CMP_GT", "cmp_ge": "CMP_GE", "cmp_lt": "CMP_LT", "cmp_le": "CMP_LE", "logical_and": "LOGICAL_AND",
+    "logical_or": "LOGICAL_OR", "logical_not": "LOGICAL_NOT", "binary_select": "BINARY_SELECT",
+    "gen_index": "GEN_INDEX",
+}
 
 H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 
@@ -22,7 +41,7 @@ def graph(io_type=H):
 
 def lowered(g):
     g.validate()
-    return g._backend_graph.lowered
+    return g.session.lowered
 
 
 def test_matmul_bias_relu_validates_without_a_device():
@@ -56,24 +75,36 @@ def test_matmul_bias_relu_validates_without_a_device():
 @pytest.mark.parametrize("method", sorted(POINTWISE))
 def test_every_pointwise_mode_lowers(method):
     op = POINTWISE[method]
+    mode = "CUDNN_POINTWISE_" + EXPECTED_MODE[method]
     g = graph(F)
-    ins = [g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name=f"in{i}") for i in range(len(op.args))]
-    if op.mode in ("CUDNN_POINTWISE_BINARY_SELECT",):
+    ins = [g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name=f"in{i}") for i in range(len(op.inputs))]
+    if method == "binary_select":
         ins[-1].set_data_type(cudnn.data_type.BOOLEAN)
-    kwargs = {a: t for a, t in zip(op.args, ins)}
-    kwargs.update({a.arg: 0.25 for a in op.attrs if a.required})
+    kwargs = {p.arg: t for p, t in zip(op.inputs, ins)}
+    if method.startswith("leaky_relu"):
+        kwargs["negative_slope"] = 0.25
     if method == "gen_index":
         kwargs["axis"] = 1
     out = getattr(g, method)(**kwargs)
     out.set_output(True)
-    if op.mode.startswith("CUDNN_POINTWISE_CMP") or op.mode.startswith("CUDNN_POINTWISE_LOGICAL"):
+    if method.startswith(("cmp_", "logical_")):
         out.set_data_type(cudnn.data_type.BOOLEAN)
-    low = lowered(g)
+    buf = io.StringIO()
+    with cudnn.backend.tracing(buf):
+        low = lowered(g)
     (desc,) = low.operations
     assert desc.kind.name == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR" and desc.finalized
-    assert desc.attributes["CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR"]
-    pw_attrs = g.nodes[0].params
-    assert pw_attrs["mode"] == op.mode
+    sent = [json.loads(line) for line in buf.getvalue().splitlines()]
+    modes = [r["values"] for r in sent if r.get("attr") == "CUDNN_ATTR_POINTWISE_MODE"]
+    assert modes == [[mode]]  # what reached the backend
+    ports = {r["attr"] for r in sent if r.get("kind") == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR" and "attr" in r}
+    expected_ports = {"XDESC", "YDESC"} if len(op.inputs) == 1 else {"XDESC", "BDESC", "YDESC"}
+    if len(op.inputs) == 3:
+        expected_ports.add("TDESC")
+    if method.endswith("_backward"):
+        expected_ports = {"XDESC", "DYDESC", "DXDESC"}
+    assert {p for p in ports if p.endswith("DESC") and "PW_" not in p} == \
+        {f"CUDNN_ATTR_OPERATION_POINTWISE_{p}" for p in expected_ports}
 
 
 def test_backward_activation_ports_and_relu_parameters():
@@ -104,7 +135,7 @@ def test_scalars_are_pass_by_value_and_carried_by_the_graph():
         d = low.tensors.by_uid[t.uid]
         assert d.get("CUDNN_ATTR_TENSOR_IS_BY_VALUE") is True
         assert d.get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [1, 1, 1]  # reshaped to the rank of x
-    ex = g._backend_graph.executor
+    ex = g.session.executor
     ptrs = ex.pointers({x: 0x10000, y: 0x20000})  # scalars need no key: the graph holds their host values
     values = sorted(float(v.value) for v in ex._fixed.values())
     assert values == [0.5, 3.0] and 0 not in ptrs
@@ -161,7 +192,7 @@ def test_variant_pack_binding_errors():
     y = g.add(x, w, name="sum")
     y.set_output(True).set_name("y")
     g.validate()
-    ex = g._backend_graph.executor
+    ex = g.session.executor
     assert ex.pointers({x: 16, "w": 32, y.get_uid(): 48}) == [16, 32, 48]
     with pytest.raises(ValueError, match=r"missing tensor 'w' \(uid"):
         ex.pointers({x: 16, y: 48})
@@ -182,7 +213,7 @@ def test_operand_checks():
     with pytest.raises(ValueError, match="lives on the GPU: got a host"):
         _check_operand(x, operand_info(host))
     g.validate()
-    ex = g._backend_graph.executor
+    ex = g.session.executor
     for key in (x, x.get_uid(), "x"):  # the checked path resolves every key form
         with pytest.raises(ValueError, match=r"tensor 'x' \(uid \d+\) lives on the GPU"):
             ex._check_operands({key: host}, [0, 0])

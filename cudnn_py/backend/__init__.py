@@ -1,15 +1,18 @@
-"""The raw layer: the library loader, ctypes prototypes, typed descriptors, errors, handles and tracing.
+"""The raw layer: the library loader, ctypes prototypes, typed descriptors, version gates, handles and tracing.
 
-Everything here maps 1:1 onto the cuDNN backend C API; the graph IR and planning are built on top of it.
+Everything here maps 1:1 onto the cuDNN backend C API; the graph IR and planning are built on top of it. The
+exceptions live in :mod:`cudnn_py.errors` and are re-exported here for convenience.
 """
+from ..errors import (BadParamError, CudaUnavailableError, CudnnError, CudnnLibraryNotFoundError, CudnnVersionError,
+                      DescriptorError, ExecutionFailedError, FeatureVersionError, InternalError, NotInitializedError,
+                      NotSupportedError, UnsupportedAttributeError, status_name)
+from .api import error_for, get_last_error_string
 from .descriptor import Descriptor, attribute_spec
 from .enums import CEnum, enum_class, member
-from .errors import (BadParamError, CudnnError, DescriptorError, ExecutionFailedError, InternalError,
-                     NotInitializedError, NotSupportedError, UnsupportedAttributeError, status_name)
 from .handle import Handle, create_handle, default_handle, destroy_handle, get_stream, set_stream
-from .loader import CudnnLibraryNotFoundError, CudnnVersionError, load_library
+from .loader import load_library
 from .trace import tracing
-from .api import get_last_error_string
+from .versions import available, require, runtime_version, since
 
 
 def backend_version() -> int:
@@ -28,9 +31,10 @@ def cudart_version() -> int:
 
 
 __all__ = [
-    "Descriptor", "attribute_spec", "CEnum", "enum_class", "member", "BadParamError", "CudnnError", "DescriptorError",
-    "ExecutionFailedError", "InternalError", "NotInitializedError", "NotSupportedError", "UnsupportedAttributeError",
-    "status_name", "Handle", "create_handle", "default_handle", "destroy_handle", "get_stream", "set_stream",
-    "CudnnLibraryNotFoundError", "CudnnVersionError", "load_library", "tracing", "get_last_error_string",
-    "backend_version", "backend_version_string", "cudart_version",
+    "Descriptor", "attribute_spec", "CEnum", "enum_class", "member", "BadParamError", "CudaUnavailableError",
+    "CudnnError", "CudnnLibraryNotFoundError", "CudnnVersionError", "DescriptorError", "ExecutionFailedError",
+    "FeatureVersionError", "InternalError", "NotInitializedError", "NotSupportedError", "UnsupportedAttributeError",
+    "status_name", "error_for", "Handle", "create_handle", "default_handle", "destroy_handle", "get_stream",
+    "set_stream", "load_library", "tracing", "get_last_error_string", "available", "require", "runtime_version",
+    "since", "backend_version", "backend_version_string", "cudart_version",
 ]

@@ -1,16 +1,20 @@
-"""ctypes prototypes for the cuDNN graph/backend API, bound from the generated function table.
+"""ctypes prototypes for the cuDNN graph/backend API, bound from the generated function table, and the one
+place a failed status becomes an exception (:func:`error_for`).
 
 ``argtypes``/``restype`` are always set (a missing ``argtypes`` is how 64-bit pointers get truncated). Functions the
 running library does not export (older than the header, e.g. ``cudnnGetExecutionPlanWorkspaceSize`` before 9.23)
-stay unbound and raise a clear error on use, instead of failing at load time.
+stay unbound; :func:`function` raises :class:`~cudnn_py.errors.FeatureVersionError` for them, naming the version.
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_uint, c_void_p
 from typing import Any
 
 from .._generated.functions import FUNCTIONS
+from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError
+from .loader import load_library
 
 # The headers whose functions make up the backend API (the legacy ops/cnn/adv APIs are not bound).
 BOUND_HEADERS = ("cudnn_graph.h",)
@@ -31,8 +35,9 @@ def ctype(spelling: str) -> Any:
         raise ValueError(f"unknown ctype spelling {spelling!r} in the generated function table") from None
 
 
-missing: dict[str, str] = {}  # function name -> why it is unbound
-_cdll: ctypes.CDLL | None = None  # set once the loader has bound it: lib() is on every call path
+missing: dict[str, int] = {}  # function name -> the cuDNN version that added it (not exported by the loaded one)
+_cdll: ctypes.CDLL | None = None  # set once bound: lib() is on every call path
+_bind_lock = threading.Lock()
 
 
 def bind(cdll: ctypes.CDLL) -> None:
@@ -44,7 +49,7 @@ def bind(cdll: ctypes.CDLL) -> None:
         try:
             fn = getattr(cdll, name)
         except AttributeError:
-            missing[name] = f"not exported by this libcudnn (added in cuDNN {since // 10000}.{since % 10000 // 100})"
+            missing[name] = since
             continue
         fn.restype = ctype(restype)
         fn.argtypes = [ctype(t) for _, t in args]
@@ -52,21 +57,22 @@ def bind(cdll: ctypes.CDLL) -> None:
 
 
 def lib() -> ctypes.CDLL:
-    """The loaded library with prototypes bound (loads it on first use)."""
+    """The loaded library with prototypes bound (loads and binds it on first use)."""
     if _cdll is not None:
         return _cdll
-    from .loader import load_library
-
-    return load_library().cdll
+    with _bind_lock:
+        if _cdll is None:
+            bind(load_library().cdll)
+    assert _cdll is not None
+    return _cdll
 
 
 def function(name: str) -> Any:
-    """A bound function, or a clear error when the running cuDNN lacks it."""
+    """A bound function, or FeatureVersionError when the running cuDNN does not export it."""
     cdll = lib()
     if name in missing:
-        from .loader import load_library
-
-        raise NotImplementedError(f"{name} is {missing[name]}; the loaded cuDNN is {load_library().version_string}")
+        raise FeatureVersionError(f"backend function {name}", missing[name], load_library().version,
+                                  "not exported by the loaded libcudnn")
     return getattr(cdll, name)
 
 
@@ -76,3 +82,9 @@ def get_last_error_string() -> str:
     lib().cudnnGetLastErrorString(buf, len(buf))
     return buf.value.decode(errors="replace")
 
+
+def error_for(status: int, function: str, *, kind: str | None = None, attribute: str | None = None,
+              detail: str = "") -> CudnnError:
+    """The exception for a failed call, reading (and thereby clearing) the last error string now."""
+    cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
+    return cls(status, function, kind=kind, attribute=attribute, last_error=get_last_error_string(), detail=detail)

@@ -22,27 +22,14 @@ from typing import Any
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
 from . import trace
-from .api import lib
+from ..errors import DescriptorError, UnsupportedAttributeError
+from .api import error_for, lib
 from .enums import CEnum, coerce, enum_class
-from .errors import DescriptorError, UnsupportedAttributeError, error_for
-from .loader import version_string
 from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
+from .versions import runtime_version
 
 _ids = itertools.count(1)
 _ATTR_BY_VALUE = {spec.value: spec for spec in ATTRIBUTES.values()}
-
-
-_runtime_version = 0
-
-
-def runtime_version() -> int:
-    """``cudnnGetVersion()`` of the loaded library (loads it on first use; cached: checked on every set/get)."""
-    global _runtime_version
-    if not _runtime_version:
-        from .loader import load_library
-
-        _runtime_version = load_library().version
-    return _runtime_version
 
 
 @lru_cache(maxsize=None)
@@ -106,9 +93,7 @@ class Descriptor:
         self._keepalive: dict[str, Any] = {}
         since = DESCRIPTOR_SINCE.get(self.kind.name, 0)
         if since > runtime_version():
-            raise UnsupportedAttributeError(
-                f"{self.kind.name} needs cuDNN {version_string(since)}; the loaded cuDNN is {version_string(runtime_version())}"
-            )
+            raise UnsupportedAttributeError(self.kind.name, since, runtime_version())
         out = ctypes.c_void_p()
         t0 = time.perf_counter()
         status = lib().cudnnBackendCreateDescriptor(int(self.kind), ctypes.byref(out))
@@ -154,9 +139,7 @@ class Descriptor:
             raise DescriptorError(f"{spec.name} belongs to {spec.owner}, not to {self.kind.name} (descriptor #{self.id})")
         rv = runtime_version()
         if spec.since > rv:
-            raise UnsupportedAttributeError(
-                f"{spec.name} needs cuDNN {version_string(spec.since)}; the loaded cuDNN is {version_string(rv)}"
-            )
+            raise UnsupportedAttributeError(spec.name, spec.since, rv)
 
     def set(self, attr: Any, value: Any, type: str | None = None) -> "Descriptor":
         """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first)."""

@@ -12,7 +12,8 @@ import time
 
 from . import trace
 from .api import lib
-from .errors import CudaUnavailableError, error_for
+from ..errors import CudaUnavailableError
+from .api import error_for
 
 
 class Handle(int):

@@ -20,21 +20,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import CudnnLibraryNotFoundError, CudnnVersionError, status_name, version_string
+
 SONAME = "libcudnn.so.9"
 MIN_MAJOR = 9
-
-
-class CudnnLibraryNotFoundError(RuntimeError):
-    """libcudnn could not be loaded; the message lists every place searched and why each failed."""
-
-
-class CudnnVersionError(RuntimeError):
-    """The loaded libcudnn is too old, or its sub-libraries disagree on their version."""
-
-
-def version_string(version: int) -> str:
-    """cuDNN's integer version (MAJOR*10000 + MINOR*100 + PATCH) as "M.m.p"."""
-    return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
 
 
 @dataclass
@@ -156,9 +145,10 @@ def load_library() -> LoadedLibrary:
         if _loaded is not None:
             return _loaded
         cdll, path, how, attempts = _locate()
-        from . import api  # prototypes come from the generated function table
-
-        api.bind(cdll)
+        # the three calls made here get their prototypes now; api.bind() sets all the others
+        cdll.cudnnGetVersion.restype = cdll.cudnnGetCudartVersion.restype = ctypes.c_size_t
+        cdll.cudnnGetVersion.argtypes = cdll.cudnnGetCudartVersion.argtypes = []
+        cdll.cudnnGraphVersionCheck.restype, cdll.cudnnGraphVersionCheck.argtypes = ctypes.c_int, []
         version = int(cdll.cudnnGetVersion())
         if version // 10000 < MIN_MAJOR:
             raise CudnnVersionError(
@@ -168,8 +158,6 @@ def load_library() -> LoadedLibrary:
         info.cudart_version = int(cdll.cudnnGetCudartVersion())
         status = int(cdll.cudnnGraphVersionCheck())
         if status != 0:
-            from .errors import status_name
-
             raise CudnnVersionError(
                 f"cudnnGraphVersionCheck() on {path} returned {status_name(status)}: the cuDNN sub-libraries next to it "
                 "come from different cuDNN versions (mixed wheels or a stale LD_LIBRARY_PATH copy)"

@@ -13,7 +13,7 @@ import sys
 
 from .api import get_last_error_string, lib
 from .enums import enum_class
-from .errors import status_name
+from ..errors import status_name
 from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
 
 

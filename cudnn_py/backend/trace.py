@@ -42,7 +42,7 @@ class Tracer:
         us = (time.perf_counter() - t0) * 1e6
         rec = {"seq": next(self._seq), "fn": fn, **{k: v for k, v in fields.items() if v is not None}}
         if status is not None:
-            from .errors import status_name
+            from ..errors import status_name
 
             rec["status"] = status
             rec["status_name"] = status_name(status)

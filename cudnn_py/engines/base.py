@@ -14,7 +14,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ..graph.errors import cudnnGraphNotSupportedError
+from ..errors import cudnnGraphNotSupportedError
 from .engine_ids import BACKEND_HEURISTIC_ENGINE_ID
 
 

@@ -1,20 +1,24 @@
-"""A float64 numpy interpreter for matmul, every pointwise mode and every reduction mode.
+"""A float64 numpy interpreter: one reference function per IR node kind, registered with ``@reference(kind)``.
 
 It is the ground truth the other engines are tested against, so it favours obvious code over speed: every
 value is computed in float64 on the host and cast only when written into an output buffer. Buffers may be
 numpy arrays, host scalars, or framework tensors (torch / cupy / any DLPack object); framework tensors cross
 over through the small `_host` adapter below, so the engine itself only ever sees numpy.
+
+Composites have a reference of their own, written from their definition rather than from their decomposition,
+so ``ReferenceEngine(program=True)`` (which interprets the graph *after* the IR passes) checks a decomposition
+against it.
 """
 from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from ..enums import reduction_mode
-from ..graph.errors import cudnnGraphNotSupportedError
+from ..enums import diagonal_alignment, reduction_mode
+from ..errors import cudnnGraphNotSupportedError
 from .base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from .engine_ids import REFERENCE_ENGINE_ID
 
@@ -136,32 +140,118 @@ _REDUCE: Dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
 }
 
 
+Read = Callable[[Any], np.ndarray]  # IR tensor -> its float64 value
+# kind -> (run(node, read) -> the output value, check(node) -> why it is unsupported or None)
+REFERENCES: Dict[str, tuple] = {}
+
+
+def reference(kind: str, check: Optional[Callable[[Any], Optional[str]]] = None):
+    def register(fn: Callable[[Any, Read], np.ndarray]):
+        if kind in REFERENCES:
+            raise ValueError(f"node kind {kind!r} has two reference functions")
+        REFERENCES[kind] = (fn, check or (lambda node: None))
+        return fn
+    return register
+
+
+def _unsupported_pointwise(node: Any) -> Optional[str]:
+    mode = node.params.get("mode", "")
+    if not mode.startswith(_PREFIX) or mode[len(_PREFIX):] not in _POINTWISE:
+        return f"pointwise mode {mode}"
+    return None
+
+
+@reference("pointwise", _unsupported_pointwise)
+def _pointwise(node: Any, read: Read) -> np.ndarray:
+    mode = node.params["mode"][len(_PREFIX):]
+    ins = [read(node.inputs[p]) for p in ("IN_0", "IN_1", "IN_2") if p in node.inputs]
+    if mode == "GEN_INDEX":
+        out_dim = tuple(node.outputs["OUT_0"].dim)
+        axis = node.params["axis"]
+        shape = [1] * len(out_dim)
+        shape[axis] = out_dim[axis]
+        return np.broadcast_to(np.arange(out_dim[axis], dtype=np.float64).reshape(shape), out_dim)
+    return _POINTWISE[mode](node.params, *ins)
+
+
+@reference("matmul")
+def _matmul(node: Any, read: Read) -> np.ndarray:
+    return np.matmul(read(node.inputs["A"]), read(node.inputs["B"]))
+
+
+@reference("reduction", lambda node: None if node.params.get("mode") in _REDUCE else
+           f"reduction mode {node.params.get('mode')}")
+def _reduction(node: Any, read: Read) -> np.ndarray:
+    x = read(node.inputs["X"])
+    y_dim = node.outputs["Y"].dim
+    axes = tuple(i for i, (xd, yd) in enumerate(zip(x.shape, y_dim)) if yd == 1 and xd != 1)
+    return _REDUCE[node.params["mode"]](x, axes) if axes else x.copy()
+
+
+def _band_indices(shape: tuple) -> tuple:
+    rows = np.arange(shape[-2]).reshape(-1, 1)
+    cols = np.arange(shape[-1]).reshape(1, -1)
+    return rows, cols
+
+
+@reference("diagonal_band_mask")
+def _diagonal_band_mask(node: Any, read: Read) -> np.ndarray:
+    """Keep x[..., i, j] where j <= i + shift + R (right bound) and j > i + shift - L (left bound)."""
+    x = read(node.inputs["X"])
+    p = node.params
+    rows, cols = _band_indices(x.shape)
+    shift = x.shape[-1] - x.shape[-2] if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT else 0
+    keep = np.ones((x.shape[-2], x.shape[-1]), dtype=bool)
+    if p["right_bound"] is not None:
+        keep &= cols <= rows + shift + p["right_bound"]
+    if p["left_bound"] is not None:
+        keep &= cols > rows + shift - p["left_bound"]
+    return np.where(keep, x, float(p["fill_value"]))
+
+
+@reference("diagonal_band_mask_op")
+def _diagonal_band_mask_op(node: Any, read: Read) -> np.ndarray:
+    """The unified op, one bound: left keeps j + L > i; right keeps i + R >= j (R = 0 without a BOUND)."""
+    x = read(node.inputs["X"])
+    fill = read(node.inputs["B"]).reshape(-1)[0]
+    bound = float(read(node.inputs["BOUND"]).reshape(-1)[0]) if "BOUND" in node.inputs else 0.0
+    rows, cols = _band_indices(x.shape)
+    keep = cols + bound > rows if node.params["side"] == "left" else rows + bound >= cols
+    return np.where(keep, x, fill)
+
+
 class ReferenceEngine(BaseEngine):
+    """``program=True`` interprets the graph after the IR passes (decomposed, legalized) instead of the user's."""
+
     engine_id = REFERENCE_ENGINE_ID
     name = "reference_float64"
 
+    def __init__(self, program: bool = False) -> None:
+        self.program = program
+
+    def _nodes(self, graph: Any) -> list:
+        if not self.program:
+            return graph.nodes
+        from ..ir.passes import PassOptions, prepare  # the passes only ask what the running cuDNN offers
+
+        return prepare(graph, PassOptions(available=lambda feature, at_least=0: False)).nodes
+
     def check_support(self, graph: Any) -> None:
-        for node in graph.nodes:
-            if node.op == "matmul":
-                continue
-            if node.op == "pointwise":
-                mode = node.params.get("mode", "")
-                if not mode.startswith(_PREFIX) or mode[len(_PREFIX):] not in _POINTWISE:
-                    raise cudnnGraphNotSupportedError(f"reference engine: pointwise mode {mode} (node {node.name!r})")
-                continue
-            if node.op == "reduction" and node.params.get("mode") in _REDUCE:
-                continue
-            raise cudnnGraphNotSupportedError(f"reference engine: {node.op} node {node.name!r} is not supported")
+        for node in self._nodes(graph):
+            entry = REFERENCES.get(node.op)
+            why = f"{node.op} nodes are not supported" if entry is None else entry[1](node)
+            if why:
+                raise cudnnGraphNotSupportedError(f"reference engine: {why} (node {node.name!r})")
 
     def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
-        return ReferencePlan(graph, config)
+        return ReferencePlan(graph, config, self._nodes(graph))
 
 
 class ReferencePlan(CompiledPlan):
-    def __init__(self, graph: Any, config: PlanConfig) -> None:
+    def __init__(self, graph: Any, config: PlanConfig, nodes: list) -> None:
         self.engine_id = config.engine_id
         self.name = config.name
-        self._nodes = graph.nodes  # the graph is frozen: this snapshot stays valid
+        self._nodes = nodes  # the graph is frozen: this snapshot stays valid
         self._outputs = graph.get_outputs()
 
     def execute(self, graph: Any, buffers: Dict[int, Any], ctx: ExecutionContext) -> None:
@@ -179,32 +269,13 @@ class ReferencePlan(CompiledPlan):
 
         with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
             for node in self._nodes:
-                result = _run_node(node, read)
+                result = REFERENCES[node.op][0](node, read)
                 for t in node.outputs.values():
                     values[t.uid] = np.broadcast_to(result, tuple(t.dim))
         for t in self._outputs:
             if t.uid not in buffers:
                 raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
-            _write(buffers[t.uid], values[t.uid], t)
-
-
-def _run_node(node: Any, read: Callable[[Any], np.ndarray]) -> np.ndarray:
-    if node.op == "matmul":
-        return np.matmul(read(node.inputs["A"]), read(node.inputs["B"]))
-    if node.op == "reduction":
-        x = read(node.inputs["X"])
-        y_dim = node.outputs["Y"].dim
-        axes = tuple(i for i, (xd, yd) in enumerate(zip(x.shape, y_dim)) if yd == 1 and xd != 1)
-        return _REDUCE[node.params["mode"]](x, axes) if axes else x.copy()
-    mode = node.params["mode"][len(_PREFIX):]
-    ins = [read(node.inputs[p]) for p in ("IN_0", "IN_1", "IN_2") if p in node.inputs]
-    if mode == "GEN_INDEX":
-        out_dim = tuple(node.outputs["OUT_0"].dim)
-        axis = node.params["axis"]
-        shape = [1] * len(out_dim)
-        shape[axis] = out_dim[axis]
-        return np.broadcast_to(np.arange(out_dim[axis], dtype=np.float64).reshape(shape), out_dim)
-    return _POINTWISE[mode](node.params, *ins)
+            _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
 
 
 # ---- host adapter: the only place that knows about frameworks -------------------------------------------------------

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, List, Sequence
 
-from ..graph.errors import cudnnGraphNotSupportedError
+from ..errors import cudnnGraphNotSupportedError
 from .base import BACKEND_PLAN, BaseEngine, PlanConfig
 
 _log = logging.getLogger(__name__)

@@ -1,7 +1,6 @@
-"""The graph IR: tensors, nodes, op tables with inference, and the classic `pygraph` surface."""
-from .errors import cudnnGraphNotSupportedError
-from .node import Node
-from .pygraph import GraphContext, pygraph
-from .tensor import Tensor, tensor
+"""The classic facade: ``pygraph`` over the IR (``cudnn_py.ir``), the engines and the planning session."""
+from ..errors import cudnnGraphNotSupportedError
+from ..ir import Node, Tensor, tensor
+from .pygraph import pygraph
 
-__all__ = ["cudnnGraphNotSupportedError", "GraphContext", "Node", "Tensor", "pygraph", "tensor"]
+__all__ = ["cudnnGraphNotSupportedError", "Node", "Tensor", "pygraph", "tensor"]

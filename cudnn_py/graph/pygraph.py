@@ -1,55 +1,39 @@
-"""`pygraph`: the graph IR container and the classic `cudnn.pygraph` class.
+"""``pygraph``: the classic ``cudnn.pygraph`` class, a thin facade over the IR graph and the planning session.
 
-Design (after the 1.32 pure-Python pygraph):
-  * The IR owns the uid namespace. Every tensor gets a uid when it is created (auto uids count up from 1); a
-    user-chosen uid always wins - an auto holder of that uid is renumbered - and two user uids colliding is a
-    ValueError. Lowering pushes every uid as is, so variant packs keyed by IR uids bind without translation.
-  * Names are labels: duplicates are legal; a lookup by an ambiguous name raises ValueError.
-  * Planning is one-shot. create_execution_plans() asks the Router for one ranked list mixing python engines
-    and at most one cuDNN delegating entry, then freezes the whole graph (tensors, nodes, context).
-  * The cuDNN path is `cudnn_py.plans.backend_graph.BackendGraph(self)`, created lazily. Until the freeze, any
-    IR change drops it (it mirrors a stale graph) and it is rebuilt from the current IR when next needed.
-This module holds the container (uids, mutation bookkeeping, lookup, inference); builders.py adds the op
-builders and planning.py the plan / build / execute surface.
+* The IR (``cudnn_py.ir.Graph``) holds tensors, nodes and uids and generates the op builders from the op specs.
+* Routing (``cudnn_py.engines``): ``create_execution_plans()`` asks the Router for one ranked list mixing python
+  engines and at most one cuDNN entry, then freezes the graph. Two plan index spaces are kept apart on purpose:
+  the routed plans (``plans``, ``select_plan``) and the cuDNN plans behind the cuDNN entry (the classic
+  ``get_execution_plan_count`` / ``*_at_index`` API).
+* The cuDNN side (``cudnn_py.plans.session.PlanningSession``) is created when first needed; until the freeze any
+  IR change drops it (it mirrors a stale graph) and it is made again from the current IR.
+
+Constructor options are never silently dropped: unknown keywords raise TypeError, and the classic options that
+cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOptionError` when given.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from ..enums import data_type, from_any_dtype
-from ..engines.base import BaseEngine, CompiledPlan, PlanConfig
-from . import ops
-from .builders import BuilderMixin
-from .errors import frozen_error
-from .node import Node
-from .planning import DEFAULT_HEURISTICS, PlanningMixin
-from .tensor import Tensor
+from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
+from ..engines.engine_ids import is_backend_sentinel, is_python_engine
+from ..engines.router import default_router, route
+from ..enums import build_plan_policy, heur_mode
+from ..errors import NotImplementedOptionError, PhaseError, cudnnGraphNotSupportedError
+from ..ir import Graph, Tensor
+from ..plans.session import Phase, PlanningSession, SessionOptions
 
-
-class GraphContext:
-    """Graph-level data-type defaults; frozen with the graph."""
-
-    def __init__(self, io_data_type: Any, intermediate_data_type: Any, compute_data_type: Any) -> None:
-        self._frozen = False
-        self.io_data_type = io_data_type
-        self.intermediate_data_type = intermediate_data_type
-        self.compute_data_type = compute_data_type
-
-    def __setattr__(self, attr: str, value: Any) -> None:
-        if getattr(self, "_frozen", False):
-            raise frozen_error(f"set the graph context's {attr}")
-        object.__setattr__(self, attr, from_any_dtype(value) if attr.endswith("data_type") else value)
-
-    def to_dict(self) -> dict:
-        return {k: str(getattr(self, k)) for k in ("io_data_type", "intermediate_data_type", "compute_data_type")}
-
-    def __repr__(self) -> str:
-        return f"GraphContext({self.to_dict()})"
+DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 
-class pygraph(BuilderMixin, PlanningMixin):
+def _refuse_unimplemented(**given: Any) -> None:
+    """Classic constructor options cudnn_py does not implement yet: refused when given, never ignored."""
+    for name, value in given.items():
+        if value not in (None, False):
+            raise NotImplementedOptionError(f"pygraph({name}=...) is not implemented yet in cudnn_py")
+
+
+class pygraph(Graph):  # noqa: N801 - the classic name
     def __init__(
         self,
         name: str = "test_graph",
@@ -70,33 +54,19 @@ class pygraph(BuilderMixin, PlanningMixin):
         router: Any = None,
         **kwargs: Any,
     ) -> None:
-        io = from_any_dtype(io_data_type)
-        # 1.32 rule: intermediate and compute fall back to io when not given
-        inter = from_any_dtype(intermediate_data_type)
-        comp = from_any_dtype(compute_data_type)
-        self._context = GraphContext(io, inter if inter is not data_type.NOT_SET else io,
-                                     comp if comp is not data_type.NOT_SET else io)
-        self._name = name
+        if kwargs:
+            raise TypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
+        _refuse_unimplemented(sm_version=sm_version, kernel_cache=kernel_cache, device_property=device_property,
+                              is_override_shape_enabled=is_override_shape_enabled,
+                              cuda_graph_retention=cuda_graph_retention,
+                              is_cuda_graph_replay_expected=is_cuda_graph_replay_expected)
+        if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0):
+            raise ValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
+        super().__init__(name, io_data_type, intermediate_data_type, compute_data_type)
         self._handle = handle
         self._sm_count = sm_count
-        self._sm_version = sm_version
-        self._kernel_cache = kernel_cache
-        self._device_property = device_property
-        self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled) or kernel_cache is not None
-        self._is_override_shape_enabled = bool(is_override_shape_enabled)
-        self._cuda_graph_retention = cuda_graph_retention
-        self._is_cuda_graph_replay_expected = bool(is_cuda_graph_replay_expected)
-        self.extra_options: Dict[str, Any] = dict(kwargs)  # unknown keywords, kept for the backend path
-        # IR
-        self._nodes: List[Node] = []
-        self._tensors: List[Tensor] = []  # creation order
-        self._by_uid: Dict[int, Tensor] = {}
-        self._next_uid = 1
-        self._data_bindings: Dict[int, Any] = {}  # uid -> framework tensor given directly to an op
-        self._bound_ids: Dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
-        # state
-        self._frozen = False
-        self._is_validated = False
+        self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled)
+        # routing
         self._engines: List[BaseEngine] = []
         self._router = router
         self._plans: List[PlanConfig] = []
@@ -105,210 +75,404 @@ class pygraph(BuilderMixin, PlanningMixin):
         self._heuristics: List[Any] = list(DEFAULT_HEURISTICS)
         self._compiled: Dict[int, CompiledPlan] = {}  # routed plan index -> built python plan
         self._is_built = False
-        self._deserialized = False
-        self._drop_backend()
+        # the cuDNN side
+        self._session: Optional[PlanningSession] = None
+        self._fast_execute: Any = None  # the default cuDNN plan's bound execute, once execute has run it
+        self._observers.append(self._drop_session)
         for engine in backends or ():
             self.register_backend(engine)
 
-    # ---- graph-level attributes read by the backend path ------------------------------------------------------------
-    name = property(lambda self: self._name)
+    # ---- graph-level attributes ---------------------------------------------------------------------------------------
     handle = property(lambda self: self._handle)
     sm_count = property(lambda self: self._sm_count)
-    sm_version = property(lambda self: self._sm_version)
-    kernel_cache = property(lambda self: self._kernel_cache)
-    device_property = property(lambda self: self._device_property)
     is_dynamic_shape_enabled = property(lambda self: self._is_dynamic_shape_enabled)
-    is_override_shape_enabled = property(lambda self: self._is_override_shape_enabled)
-    cuda_graph_retention = property(lambda self: self._cuda_graph_retention)
-    is_cuda_graph_replay_expected = property(lambda self: self._is_cuda_graph_replay_expected)
-    is_validated = property(lambda self: self._is_validated)
-    is_frozen = property(lambda self: self._frozen)
     is_built = property(lambda self: self._is_built)
 
-    @property
-    def context(self) -> GraphContext:
-        return self._context
+    def _is_dynamic(self) -> bool:
+        return self._is_dynamic_shape_enabled
+
+    def get_cuda_graph_retention(self) -> Any:
+        return None  # cuda_graph_retention is refused at construction until CUDA graphs are implemented
+
+    # ---- the cuDNN session ----------------------------------------------------------------------------------------------
+    def _drop_session(self) -> None:
+        self._session = None
+        self._fast_execute = None
+
+    def drop_fast_path(self) -> None:
+        """Forget the bound cuDNN execute (the selected or default plan changed); the next execute rebinds."""
+        self._fast_execute = None
 
     @property
-    def nodes(self) -> List[Node]:
-        """Nodes in creation order, which is topological (an op can only consume existing tensors)."""
-        return list(self._nodes)
+    def session(self) -> PlanningSession:
+        """The planning session of the cuDNN path (made, and validated, on first use)."""
+        if self._session is None:
+            if not self._is_validated:
+                self.validate_ir()
+            self._session = PlanningSession(
+                self, SessionOptions(self._handle, self._sm_count, self._is_dynamic_shape_enabled), self.drop_fast_path)
+        return self._session
+
+    def _at(self, phase: Phase) -> PlanningSession:
+        """The session advanced to ``phase`` where that needs no decision of the caller (validation, the
+        operation graph, the heuristics query with the modes given at create_execution_plans)."""
+        s = self.session
+        if phase >= Phase.VALIDATED:
+            s.validate()
+        if phase >= Phase.OPERATION_GRAPH:
+            s.build_operation_graph()
+        if phase >= Phase.ENGINE_CONFIGS and s.phase < Phase.ENGINE_CONFIGS:
+            if not self._planning_done:
+                raise PhaseError("call create_execution_plans() first")
+            s.create_execution_plans(list(self._heuristics))
+        return s
+
+    # ---- engines and routing --------------------------------------------------------------------------------------------
+    def register_backend(self, engine: BaseEngine) -> "pygraph":
+        """Add a python engine as a candidate; it joins the plan list at create_execution_plans() if it
+        accepts the graph."""
+        eid = getattr(engine, "engine_id", None)
+        if not is_python_engine(eid):
+            raise ValueError(f"engine {engine!r} must declare an int engine_id >= PYTHON_ENGINE_ID_BASE, got {eid!r}")
+        if any(e.engine_id == eid for e in self._engines):
+            raise ValueError(f"engine_id {eid} is already registered on this graph")
+        if self._planning_done:
+            raise RuntimeError("cannot register an engine after create_execution_plans(); build a new graph")
+        self._engines.append(engine)
+        self._drop_session()  # a python-engine graph is lowered only if the cuDNN plan is used
+        return self
+
+    def set_router(self, router: Any) -> "pygraph":
+        if self._planning_done:
+            raise RuntimeError("cannot set a router after create_execution_plans(); build a new graph")
+        self._router = router
+        return self
 
     @property
-    def tensors(self) -> Dict[Union[str, int], Tensor]:
-        """Tensors by name; a tensor whose name is empty or shared is keyed by its uid instead."""
-        counts: Dict[str, int] = {}
-        for t in self._tensors:
-            counts[t.name] = counts.get(t.name, 0) + 1
-        return {(t.name if t.name and counts[t.name] == 1 else t.uid): t for t in self._tensors}
+    def backends(self) -> List[BaseEngine]:
+        return list(self._engines)
 
-    # ---- uid namespace ----------------------------------------------------------------------------------------------
-    def _alloc_uid(self) -> int:
-        while self._next_uid in self._by_uid:
-            self._next_uid += 1
-        self._next_uid += 1
-        return self._next_uid - 1
+    @property
+    def plans(self) -> List[PlanConfig]:
+        """The routed plan list (python engines and at most one cuDNN entry); select with select_plan()."""
+        return list(self._plans)
 
-    def _register(self, t: Tensor, uid: Optional[int] = None) -> Tensor:
-        t._attach(self)
-        self._tensors.append(t)
-        auto = self._alloc_uid()
-        t._raw_set("uid", auto)
-        self._by_uid[auto] = t
-        if uid is not None:
-            self._assign_uid(t, uid)
-        return t
+    @property
+    def selected_engine(self) -> Optional[BaseEngine]:
+        """The python engine of the selected plan, or None for the cuDNN plan / before planning."""
+        if not self._plans:
+            return None
+        eid = self._plans[self._plan_index].engine_id
+        return next((e for e in self._engines if e.engine_id == eid), None)
 
-    def _assign_uid(self, t: Tensor, uid: int) -> None:
-        """A user-chosen uid (tensor(uid=), set_uid, t.uid = ...): the user wins over auto uids."""
-        if uid < 0:
-            raise ValueError(f"uid must be >= 0, got {uid} (tensor {t.name!r})")
-        if uid == t.uid:
-            t.uid_assigned = True
-            return
-        self._check_mutable(f"change the uid of tensor {t.name!r}")
-        holder = self._by_uid.get(uid)
-        if holder is not None:
-            if holder.uid_assigned:
-                raise ValueError(f"uid {uid} is already assigned to tensor {holder.name!r}; uids must be unique")
-            self._move_uid(holder, self._alloc_uid())
-        self._move_uid(t, uid)
-        t.uid_assigned = True
-        self._invalidate()
+    def select_plan(self, index: int) -> "pygraph":
+        self._require_planned("select_plan")
+        if not 0 <= index < len(self._plans):
+            raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
+        self._plan_index = index
+        self._is_built = index in self._compiled
+        self.drop_fast_path()
+        return self
 
-    def _move_uid(self, t: Tensor, uid: int) -> None:
-        if self._by_uid.get(t.uid) is t:
-            del self._by_uid[t.uid]
-        if t.uid in self._data_bindings:
-            self._data_bindings[uid] = self._data_bindings.pop(t.uid)
-        t._raw_set("uid", uid)
-        self._by_uid[uid] = t
+    def _check_routed(self, plans: List[PlanConfig]) -> None:
+        """A custom router must not smuggle in unregistered engines or several cuDNN entries."""
+        if not plans:
+            raise cudnnGraphNotSupportedError("no engine supports the graph (the router returned no plans)")
+        registered = {e.engine_id for e in self._engines}
+        backend_entries = 0
+        for p in plans:
+            if not isinstance(p, PlanConfig):
+                raise TypeError(f"router returned {p!r}; expected PlanConfig entries")
+            if is_backend_sentinel(p.engine_id):
+                backend_entries += 1
+            elif not is_python_engine(p.engine_id) or p.engine_id not in registered:
+                raise ValueError(f"router returned a plan for unknown engine_id {p.engine_id}")
+        if backend_entries > 1:
+            raise ValueError("router returned more than one cuDNN entry")
 
-    # ---- mutation bookkeeping -------------------------------------------------------------------------------------
-    def _check_mutable(self, what: str) -> None:
-        if self._frozen:
-            raise frozen_error(what)
+    def _require_planned(self, what: str) -> None:
+        if not self._planning_done:
+            raise PhaseError(f"call create_execution_plans() before {what}()")
 
-    def _invalidate(self) -> None:
-        """The IR changed: inference must re-run, and a lowered backend graph no longer mirrors it."""
-        self._is_validated = False
-        if not self._frozen:
-            self._drop_backend()
-
-    def _drop_backend(self) -> None:
-        self._backend_graph: Any = None
-        self._fast_execute: Any = None  # the built cuDNN plan's execute, once the classic path has run it
-        self._backend_validated = False
-        self._bog_done = False
-        self._backend_plans_created = False
-
-    def _freeze(self) -> None:
-        """Freeze tensors, nodes and context: every later mutation raises RuntimeError."""
-        if self._frozen:
-            return
-        for node in self._nodes:
-            node._freeze()
-        for t in self._tensors:
-            t._freeze()
-        self._context._frozen = True
-        self._frozen = True
-
-    # ---- lookup and inspection ----------------------------------------------------------------------------------------
-    def find_tensor(self, name_or_uid: Union[str, int, Tensor]) -> Optional[Tensor]:
-        """By uid (int), by name (str; ValueError when the name is shared), or a Tensor of this graph."""
-        if isinstance(name_or_uid, Tensor):
-            return name_or_uid if name_or_uid.owner is self else None
-        if isinstance(name_or_uid, int) and not isinstance(name_or_uid, bool):
-            return self._by_uid.get(name_or_uid)
-        matches = [t for t in self._tensors if t.name == name_or_uid]
-        if len(matches) > 1:
-            raise ValueError(f"tensor name {name_or_uid!r} is shared by uids {[t.uid for t in matches]}; "
-                             "look it up by uid or Tensor")
-        return matches[0] if matches else None
-
-    def get_node(self, name: str) -> Optional[Node]:
-        matches = [n for n in self._nodes if n.name == name]
-        if len(matches) > 1:
-            raise ValueError(f"node name {name!r} is used by {len(matches)} nodes")
-        return matches[0] if matches else None
-
-    def _produced(self) -> Dict[int, Node]:
-        return {t.uid: n for n in self._nodes for t in n.outputs.values()}
-
-    def get_inputs(self) -> List[Tensor]:
-        """Non-virtual tensors the nodes read but no node writes (with their ragged-offset tensors)."""
-        produced = self._produced()
-        seen: Dict[int, Tensor] = {}
-        for n in self._nodes:
-            for t in n.tensors():
-                if t.uid not in produced and not t.is_virtual:
-                    seen.setdefault(t.uid, t)
-        return list(seen.values())
-
-    def get_outputs(self) -> List[Tensor]:
-        return [t for n in self._nodes for t in n.outputs.values() if not t.is_virtual]
-
-    def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
-        t = self._by_uid.get(uid)
-        if t is None:
-            raise ValueError(f"no tensor with uid {uid}")
-        return t.copy()
-
-    def inspect(self) -> Dict[str, Any]:
-        return {
-            "name": self._name,
-            "context": self._context.to_dict(),
-            "nodes": [n.to_dict() for n in self._nodes],
-            "tensors": [t.to_dict() for t in self._tensors],
-            "plans": [{"engine_id": p.engine_id, "name": p.name} for p in self._plans],
-            "selected_plan": self._plan_index if self._planning_done else None,
-        }
-
-    def __repr__(self) -> str:
-        return json.dumps(self.inspect(), indent=4)
-
-    def key(self, *args: Any, **kwargs: Any) -> int:
-        """A stable hash of the graph's canonical JSON; shapes are left out when dynamic shapes are on."""
-        doc = {"context": self._context.to_dict(), "nodes": [n.to_dict() for n in self._nodes],
-               "tensors": [t.to_dict() for t in self._tensors]}
-        if self._is_dynamic_shape_enabled:
-            for t in doc["tensors"]:
-                t["dim"], t["stride"] = [], []
-        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()
-        return int.from_bytes(digest[:8], "little") >> 1
-
-    # ---- validation ---------------------------------------------------------------------------------------------------
+    # ---- validation and the classic staged build --------------------------------------------------------------------
     def validate(self) -> None:
-        """Shape/type inference and checks over the IR; then, with no python engines registered, the cuDNN
-        backend validation (which works without a GPU)."""
-        if not self._frozen:
-            self._infer_all()
-        self._is_validated = True
-        if not self._engines and not self._deserialized:
-            self._validate_backend()
+        """IR inference and checks; then, with no python engines registered, the passes and cuDNN's own tensor /
+        operation / operation-graph validation (which works without a GPU on cuDNN >= 9.8)."""
+        self.validate_ir()
+        if not self._engines:
+            self.session.validate()
 
-    def _infer_all(self) -> None:
-        produced = self._produced()
-        for t in self._tensors:
-            if t.uid in produced:
-                t._reset_inferred({})
-            elif t.is_fused_scalar:
-                t._reset_inferred({"dim": [1], "stride": [1]})
-            else:
-                t._reset_inferred({"stride": ops.row_major_strides(t.dim), "dim": t.dim})
-        ctx = ops.InferenceContext(self._context.io_data_type, self._context.intermediate_data_type,
-                                   self._context.compute_data_type)
-        writers: Dict[int, str] = {}
-        for node in self._nodes:
-            for t in node.inputs.values():
-                if t.is_virtual and t.uid not in writers:
-                    raise ValueError(f"{node.op} node {node.name!r}: virtual input tensor {t.name!r} (uid {t.uid}) "
-                                     "is not produced by an earlier node")
-            for t in node.outputs.values():
-                if t.uid in writers:
-                    raise ValueError(f"tensor {t.name!r} is written by nodes {writers[t.uid]!r} and {node.name!r}")
-                writers[t.uid] = node.name
-            ops.infer(node, ctx)
-        for node in self._nodes:
-            for t in node.tensors():
-                ops.check_tensor(t)
+    def build_operation_graph(self) -> None:
+        """Validate; without python engines also finalize the cuDNN operation graph (with a handle), so the
+        classic queries (get_engine_count, get_knobs_for_engine) work before create_execution_plans()."""
+        if not self._is_validated:
+            self.validate()
+        if not self._engines:
+            self._at(Phase.OPERATION_GRAPH)
+
+    def create_execution_plans(self, heuristics: Any = None) -> None:
+        """Route once: python engines that accept the graph and the cuDNN entry (heuristic modes `heuristics`,
+        default [A, FALLBACK]) form the ranked plan list; the graph freezes."""
+        if self._planning_done:
+            raise RuntimeError("create_execution_plans() already ran on this graph (planning is one-shot); "
+                               "use select_plan() to switch plans or build a new graph")
+        if not self._is_validated:
+            self.validate()
+        self._heuristics = _heuristic_list(heuristics)
+        plans = route(self._router or default_router, self, self._engines)
+        self._check_routed(plans)
+        self._freeze()
+        self._plans, self._planning_done, self._plan_index = plans, True, 0
+        if self.selected_engine is None:
+            self._at(Phase.ENGINE_CONFIGS)
+
+    def create_execution_plan(self, engine_id: int, knobs: Any = None) -> None:
+        """Classic: append one cuDNN plan for (engine_id, {knob_type: value}); no heuristics query."""
+        if not self._planning_done:
+            if not self._is_validated:
+                self.validate()
+            self._freeze()
+            self._plans, self._planning_done, self._plan_index = [BACKEND_PLAN], True, 0
+        self._at(Phase.OPERATION_GRAPH).create_execution_plan(engine_id, dict(knobs or {}))
+
+    def check_support(self) -> None:
+        self._require_planned("check_support")
+        engine = self.selected_engine
+        if engine is not None:
+            engine.check_support(self)
+        else:
+            self._at(Phase.ENGINE_CONFIGS).check_support()
+
+    def build_plans(self, *args: Any, ctx: Optional[ExecutionContext] = None, **kwargs: Any) -> None:
+        """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
+        build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan)."""
+        self._require_planned("build_plans")
+        policy = args[0] if args else kwargs.pop("policy", build_plan_policy.HEURISTICS_CHOICE)
+        if kwargs or len(args) > 1:
+            raise TypeError(f"build_plans() takes one policy argument, got {args}, {kwargs}")
+        if not isinstance(policy, build_plan_policy):
+            raise TypeError(f"build_plans() needs a build_plan_policy member, got {policy!r}")
+        if self.selected_engine is not None:
+            self._compile(ctx)
+        else:
+            self._at(Phase.ENGINE_CONFIGS).build_plans(build_all=policy is build_plan_policy.ALL)
+        self._is_built = True
+
+    def build(self, heuristics: Any = None, ctx: Optional[ExecutionContext] = None) -> None:
+        """build(modes) runs the whole pipeline; build() with no modes is the classic overload that only
+        validates and builds the operation graph."""
+        self.build_operation_graph()
+        if heuristics is None:
+            return
+        if not self._planning_done:
+            self.create_execution_plans(heuristics)
+        self.check_support()
+        self.build_plans(ctx=ctx)
+
+    def _compile(self, ctx: Optional[ExecutionContext]) -> CompiledPlan:
+        plan = self._compiled.get(self._plan_index)
+        if plan is None:
+            engine = self.selected_engine
+            assert engine is not None
+            plan = engine.build_plan(self, self._plans[self._plan_index], ctx or self._exec_context(None))
+            self._compiled[self._plan_index] = plan
+        return plan
+
+    # ---- classic plan queries (cuDNN plan index space) ----------------------------------------------------------------
+    def get_execution_plan_count(self) -> int:
+        if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
+            return 0  # classic: nothing planned yet
+        return self._session.get_execution_plan_count()
+
+    def build_plan_at_index(self, index: int) -> None:
+        self._require_planned("build_plan_at_index")
+        self._at(Phase.ENGINE_CONFIGS).build_plan_at_index(index)
+        if self.selected_engine is None:
+            self._is_built = True
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        self._require_planned("get_plan_name_at_index")
+        return self._at(Phase.ENGINE_CONFIGS).get_plan_name_at_index(index)
+
+    def get_workspace_size(self, handle: Any = None, override_uids: Any = None, override_shapes: Any = None,
+                           override_strides: Any = None) -> int:
+        self._require_planned("get_workspace_size")
+        _no_overrides("get_workspace_size", override_uids, override_shapes, override_strides)
+        if self.selected_engine is not None:
+            return self._compile(None).get_workspace_size()
+        return self._at(Phase.ENGINE_CONFIGS).get_workspace_size()
+
+    def get_workspace_size_plan_at_index(self, index: int, handle: Any = None, override_uids: Any = None,
+                                         override_shapes: Any = None, override_strides: Any = None) -> int:
+        self._require_planned("get_workspace_size_plan_at_index")
+        _no_overrides("get_workspace_size_plan_at_index", override_uids, override_shapes, override_strides)
+        return self._at(Phase.ENGINE_CONFIGS).get_workspace_size_plan_at_index(index)
+
+    def get_behavior_notes(self) -> list:
+        self._require_planned("get_behavior_notes")
+        if self.selected_engine is not None:
+            return list(self._compile(None).behavior_notes)
+        return self._at(Phase.ENGINE_CONFIGS).get_behavior_notes()
+
+    def get_behavior_notes_for_plan_at_index(self, index: int) -> list:
+        self._require_planned("get_behavior_notes_for_plan_at_index")
+        return self._at(Phase.ENGINE_CONFIGS).get_behavior_notes_for_plan_at_index(index)
+
+    def get_engine_count(self) -> int:
+        if not self._is_validated:
+            self.validate()
+        return self._at(Phase.OPERATION_GRAPH).get_engine_count()
+
+    def get_knobs_for_engine(self, engine_id: int) -> list:
+        if not self._is_validated:
+            self.validate()
+        return self._at(Phase.OPERATION_GRAPH).get_knobs_for_engine(engine_id)
+
+    def get_engine_and_knobs_at_index(self, index: int) -> Any:
+        self._require_planned("get_engine_and_knobs_at_index")
+        return self._at(Phase.ENGINE_CONFIGS).get_engine_and_knobs_at_index(index)
+
+    def backend_plan_entries(self) -> List[Dict[str, Any]]:
+        """The cuDNN plans behind the cuDNN entry, one dict each (see PlanningSession.plan_entries); [] before
+        create_execution_plans()."""
+        if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
+            return []
+        return self._session.plan_entries()
+
+    # ---- classic plan filters (cuDNN plans; after create_execution_plans, as classic requires) -----------------------
+    def _filters(self, what: str) -> PlanningSession:
+        self._require_planned(what)
+        return self._at(Phase.ENGINE_CONFIGS)
+
+    def deselect_engines(self, engine_names: List[str]) -> None:
+        self._filters("deselect_engines").deselect_engines(list(engine_names))
+
+    def select_numeric_notes(self, notes: list) -> None:
+        self._filters("select_numeric_notes").select_numeric_notes(list(notes))
+
+    def deselect_numeric_notes(self, notes: list) -> None:
+        self._filters("deselect_numeric_notes").deselect_numeric_notes(list(notes))
+
+    def select_behavior_notes(self, notes: list) -> None:
+        self._filters("select_behavior_notes").select_behavior_notes(list(notes))
+
+    def deselect_behavior_notes(self, notes: list) -> None:
+        self._filters("deselect_behavior_notes").deselect_behavior_notes(list(notes))
+
+    def deselect_workspace_greater_than(self, workspace_limit: int) -> None:
+        self._filters("deselect_workspace_greater_than").deselect_workspace_greater_than(int(workspace_limit))
+
+    # ---- execution ----------------------------------------------------------------------------------------------------
+    def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
+                override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
+        """Run the selected plan, building whatever is missing first. Keys: Tensor, uid or name (None keys are
+        skipped); or pass buffers as a list with `tensor_uids`. Outputs are written into the given buffers."""
+        fast = self._fast_execute
+        if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
+                and override_strides is None:
+            return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
+        _no_overrides("execute", override_uids, override_shapes, override_strides)
+        if not self._planning_done:
+            self.create_execution_plans()
+        engine = self.selected_engine
+        if engine is not None:
+            buffers = self._variant_pack(tensor_dict, tensor_uids)
+            ctx = self._exec_context(handle, workspace)
+            plan = self._compile(ctx)
+            self._is_built = True
+            plan.execute(self, buffers, ctx)
+            return None
+        if not self._is_built:
+            self.check_support()
+            self.build_plans()
+        session = self._at(Phase.EXECUTABLE)
+        # the executor resolves Tensor / uid / name keys itself; a tensor_uids list becomes a uid-keyed dict
+        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
+        session.execute(pack, workspace, handle)
+        self._fast_execute = session.fast_path()  # from now on skip this dispatch
+        return None
+
+    def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
+                              *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:
+        """Run cuDNN plan `index` (classic index space). Trailing positionals: override uids/shapes/strides."""
+        self._require_planned("execute_plan_at_index")
+        names = ("override_uids", "override_shapes", "override_strides")
+        given = dict(zip(names, args))
+        given.update({k: kwargs.pop(k) for k in names if k in kwargs})
+        if kwargs:
+            raise TypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
+        _no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
+        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
+        self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
+
+    def populate_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
+        raise PlanningSession.not_implemented("populate_cuda_graph()")
+
+    def update_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
+        raise PlanningSession.not_implemented("update_cuda_graph()")
+
+    def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
+        raise PlanningSession.not_implemented("serialize()")
+
+    def deserialize(self, *args: Any, **kwargs: Any) -> None:
+        raise PlanningSession.not_implemented("deserialize()")
+
+    def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> Dict[int, Any]:
+        """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""
+        buffers = dict(self._data_bindings)
+        items: Iterable = zip(tensor_uids, tensor_dict) if tensor_uids is not None else dict(tensor_dict).items()
+        for key, data in items:
+            if key is not None:
+                buffers[self._uid_of(key)] = data
+        return buffers
+
+    def _uid_of(self, key: Any) -> int:
+        if isinstance(key, Tensor):
+            if key.owner is not self:
+                raise ValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this graph")
+            return key.uid
+        if isinstance(key, int) and not isinstance(key, bool):
+            if key not in self._by_uid:
+                raise ValueError(f"variant pack key: no tensor with uid {key}")
+            return key
+        if isinstance(key, str):
+            t = self.find_tensor(key)
+            if t is None:
+                raise ValueError(f"variant pack key: no tensor named {key!r}")
+            return t.uid
+        raise TypeError(f"variant pack keys must be tensors, uids or names, got {type(key).__name__}")
+
+    def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
+        h = handle if handle is not None else self._handle
+        return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
+
+    # ---- inspection ---------------------------------------------------------------------------------------------------
+    def inspect(self) -> Dict[str, Any]:
+        doc = super().inspect()
+        doc["plans"] = [{"engine_id": p.engine_id, "name": p.name} for p in self._plans]
+        doc["selected_plan"] = self._plan_index if self._planning_done else None
+        return doc
+
+
+def _heuristic_list(heuristics: Any) -> List[Any]:
+    if heuristics is None:
+        return list(DEFAULT_HEURISTICS)
+    modes = [heuristics] if isinstance(heuristics, heur_mode) else list(heuristics)
+    bad = [m for m in modes if not isinstance(m, heur_mode)]
+    if bad:
+        raise TypeError(f"heuristic modes must be heur_mode members, got {bad}")
+    return modes
+
+
+def _no_overrides(method: str, *overrides: Any) -> None:
+    if any(o is not None for o in overrides):
+        raise NotImplementedOptionError(f"{method}() with shape overrides is not implemented yet in cudnn_py")
+
+
+def _stream_of(handle: Any) -> Any:
+    """The stream set on a supplied handle (classic set_stream semantics); None when there is no handle."""
+    if handle is None:
+        return None
+    from ..backend.handle import get_stream
+
+    return get_stream(handle)

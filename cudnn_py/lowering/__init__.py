@@ -1,21 +1,15 @@
-"""IR → backend descriptors: tensors, one module per op family, and the operation graph.
+"""IR -> backend descriptors: tensors, one module per op family, and the operation graph.
 
-Each op-family module exposes ``lower(node, tensors: TensorTable) -> list[Descriptor]`` returning the finalized
-operation descriptor(s) of that node, in execution order. ``lower_graph`` walks the IR nodes in creation order
-(a topological order) and finalizes the OPERATIONGRAPH.
+What is lowered is a :class:`~cudnn_py.ir.program.Program` (the user's graph after the IR passes): every node's
+kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in the family modules), and
+``lower_program`` finalizes the OPERATIONGRAPH over the result.
 """
 from __future__ import annotations
 
-from typing import Callable
+from . import masks, matmul, pointwise, reduction  # noqa: F401  (registration)
+from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
+from .registry import LOWERINGS, lowers
+from .tensors import TensorTable, host_scalar, lower_tensor, pointer_alignment
 
-from . import matmul, pointwise, reduction
-from .operation_graph import LoweredGraph, lower_graph
-from .tensors import TensorTable, lower_tensor
-
-LOWERINGS: dict[str, Callable] = {
-    "matmul": matmul.lower,
-    "pointwise": pointwise.lower,
-    "reduction": reduction.lower,
-}
-
-__all__ = ["LOWERINGS", "LoweredGraph", "lower_graph", "TensorTable", "lower_tensor"]
+__all__ = ["LOWERINGS", "LoweredGraph", "TensorTable", "finalize_operation_graph", "host_scalar", "lower_program",
+           "lower_tensor", "lowers", "pointer_alignment"]

@@ -6,9 +6,11 @@ from typing import Any
 
 from ..backend import Descriptor
 from ..enums import to_backend_data_type
+from .registry import lowers
 
 
-def lower(node: Any, tensors) -> list[Descriptor]:
+@lowers("matmul")
+def lower(node: Any, tensors: Any) -> list[Descriptor]:
     p = node.params
     mm = Descriptor("CUDNN_BACKEND_MATMUL_DESCRIPTOR")
     mm.set("CUDNN_ATTR_MATMUL_COMP_TYPE", to_backend_data_type(p["compute_data_type"]))
@@ -21,9 +23,5 @@ def lower(node: Any, tensors) -> list[Descriptor]:
     op.set("CUDNN_ATTR_OPERATION_MATMUL_BDESC", tensors(node.inputs["B"]))
     op.set("CUDNN_ATTR_OPERATION_MATMUL_CDESC", tensors(node.outputs["C"]))
     op.set("CUDNN_ATTR_OPERATION_MATMUL_DESC", mm)
-    for port, attr in (("M_override", "GEMM_M_OVERRIDE_DESC"), ("N_override", "GEMM_N_OVERRIDE_DESC"),
-                       ("K_override", "GEMM_K_OVERRIDE_DESC")):
-        if node.inputs.get(port) is not None:
-            op.set(f"CUDNN_ATTR_OPERATION_MATMUL_{attr}", tensors(node.inputs[port]))
     op.finalize()
     return [op]

@@ -1,7 +1,7 @@
-"""Lower a whole IR graph: every node's operations, then the finalized OPERATIONGRAPH (``graph_flow.md`` §1.2).
+"""Lower a whole program: every node's operations, then the finalized OPERATIONGRAPH (``graph_flow.md`` §1.2).
 
-The handle is optional. cuDNN ≥ 9.8 finalizes an operation graph without one — that is what makes deviceless
-validation possible — but heuristics on such a graph see no device (smVersion 0) and return no configs (seen on
+The handle is optional. cuDNN >= 9.8 finalizes an operation graph without one - that is what makes deviceless
+validation possible - but heuristics on such a graph see no device (smVersion 0) and return no configs (seen on
 cuDNN 9.19 / H200: mode A gives 0 configs without a handle, 5 with one). So planning re-finalizes the graph with
 the handle; the tensor and operation descriptors are reused.
 """
@@ -10,34 +10,51 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backend import Descriptor
-from ..backend.errors import CudnnError
+from ..backend import Descriptor, versions
+from ..errors import CudnnError
+from .registry import LOWERINGS
+from .tensors import TensorTable
 
 MAX_OPGRAPH_OPS = 50
 
 
 @dataclass
 class LoweredGraph:
-    tensors: Any  # TensorTable
+    tensors: TensorTable
     operations: list[Descriptor] = field(default_factory=list)
-    op_names: list[str] = field(default_factory=list)
+    op_names: list[str] = field(default_factory=list)  # the IR node each operation came from
     operation_graph: Descriptor | None = None
     handle: int | None = None  # the handle the operation graph was finalized with, if any
+    dynamic_shapes: bool = False
 
     def engine_count(self) -> int:
+        assert self.operation_graph is not None
         return int(self.operation_graph.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT"))
 
+    def descriptors(self) -> list[Descriptor]:
+        """Every descriptor of the lowered graph: tensors, operations, the operation graph."""
+        out = list(self.tensors.by_uid.values()) + list(self.operations)
+        return out + ([self.operation_graph] if self.operation_graph is not None else [])
 
-def lower_graph(ir: Any, alignments: dict[int, int] | None = None, handle: int | None = None) -> LoweredGraph:
-    from . import LOWERINGS
-    from .tensors import TensorTable
 
+def check_gates(node: Any) -> None:
+    """The catalog features the node's spec needs, against the running cuDNN (FeatureVersionError if missing)."""
+    spec = node.spec
+    if spec is None:
+        return
+    for feature in spec.requires:
+        versions.require(feature, what=f"{spec.method}() (node {node.name!r})", at_least=spec.min_version)
+
+
+def lower_program(program: Any, alignments: dict[int, int] | None = None, handle: int | None = None,
+                  dynamic_shapes: bool = False) -> LoweredGraph:
     table = TensorTable(alignments)
-    lowered = LoweredGraph(tensors=table)
-    for node in ir.nodes:
+    lowered = LoweredGraph(tensors=table, dynamic_shapes=dynamic_shapes)
+    for node in program.nodes:
         fn = LOWERINGS.get(node.op)
         if fn is None:
-            raise NotImplementedError(f"node {node.name!r}: no backend lowering for op {node.op!r} yet")
+            raise NotImplementedError(f"{node.op} node {node.name!r}: no backend lowering for this op kind")
+        check_gates(node)
         try:
             ops = fn(node, table)
         except CudnnError as e:
@@ -48,18 +65,19 @@ def lower_graph(ir: Any, alignments: dict[int, int] | None = None, handle: int |
     if not lowered.operations:
         raise ValueError("the graph has no operations")
     if len(lowered.operations) > MAX_OPGRAPH_OPS:
-        raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most {MAX_OPGRAPH_OPS}")
-    finalize_operation_graph(lowered, ir, handle)
+        raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most "
+                         f"{MAX_OPGRAPH_OPS}")
+    finalize_operation_graph(lowered, handle)
     return lowered
 
 
-def finalize_operation_graph(lowered: LoweredGraph, ir: Any, handle: int | None) -> Descriptor:
+def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descriptor:
     """(Re)build the OPERATIONGRAPH over the lowered operations, with ``handle`` when given."""
     og = Descriptor("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")
     og.set("CUDNN_ATTR_OPERATIONGRAPH_OPS", lowered.operations)
     if handle:
         og.set("CUDNN_ATTR_OPERATIONGRAPH_HANDLE", int(handle))
-    if getattr(ir, "is_dynamic_shape_enabled", False):
+    if lowered.dynamic_shapes:
         og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED", True)
     try:
         og.finalize()

@@ -2,22 +2,16 @@
 OPERATION_POINTWISE with its ports. Backward activations take dy (IN_0), x (IN_1) and write dx (OUT_0)."""
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from ..backend import Descriptor
 from ..enums import to_backend_data_type
-from .tensors import rank_pad
-
-BACKWARD_ACTIVATIONS = {
-    "CUDNN_POINTWISE_RELU_BWD", "CUDNN_POINTWISE_TANH_BWD", "CUDNN_POINTWISE_SIGMOID_BWD", "CUDNN_POINTWISE_ELU_BWD",
-    "CUDNN_POINTWISE_GELU_BWD", "CUDNN_POINTWISE_GELU_APPROX_TANH_BWD", "CUDNN_POINTWISE_SOFTPLUS_BWD",
-    "CUDNN_POINTWISE_SWISH_BWD",
-}
-FLT_MAX = 3.4028234663852886e38
+from ..ir.ops.pointwise import ACTIVATION_BACKWARD_MODES
+from .registry import lowers
 
 
-def lower(node: Any, tensors) -> list[Descriptor]:
+@lowers("pointwise")
+def lower(node: Any, tensors: Any) -> list[Descriptor]:
     p = node.params
     mode = p["mode"]
     pw = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")
@@ -25,9 +19,7 @@ def lower(node: Any, tensors) -> list[Descriptor]:
     compute = to_backend_data_type(p["compute_data_type"])
     pw.set("CUDNN_ATTR_POINTWISE_MATH_PREC", compute)
     if mode in ("CUDNN_POINTWISE_RELU_FWD", "CUDNN_POINTWISE_RELU_BWD"):
-        upper = p.get("relu_upper_clip")
-        if upper is None:  # the frontend's default is DBL_MAX, clamped to FLT_MAX for float math
-            upper = FLT_MAX if compute == "CUDNN_DATA_FLOAT" else sys.float_info.max
+        upper = p["relu_upper_clip"]  # inference resolved the default (DBL_MAX, FLT_MAX for float math)
         pw.set("CUDNN_ATTR_POINTWISE_NAN_PROPAGATION", "CUDNN_PROPAGATE_NAN")
         pw.set("CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP", float(p.get("relu_lower_clip") or 0.0), type="CUDNN_TYPE_DOUBLE")
         pw.set("CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP", float(upper), type="CUDNN_TYPE_DOUBLE")
@@ -41,16 +33,13 @@ def lower(node: Any, tensors) -> list[Descriptor]:
         beta = p.get("swish_beta")
         pw.set("CUDNN_ATTR_POINTWISE_SWISH_BETA", 1.0 if beta is None else float(beta), type="CUDNN_TYPE_DOUBLE")
     elif mode == "CUDNN_POINTWISE_GEN_INDEX":
-        axis = p.get("axis")
-        if axis is not None and int(axis) >= 0:  # lowering may pad the rank with leading unit dims
-            axis = int(axis) + rank_pad(node.outputs["OUT_0"])
-        pw.set("CUDNN_ATTR_POINTWISE_AXIS", -1 if axis is None else int(axis))
+        pw.set("CUDNN_ATTR_POINTWISE_AXIS", int(p["axis"]))  # already shifted by the legalize pass's padding
     pw.finalize()
 
     op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")
     op.set("CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR", pw)
     ins, out = node.inputs, node.outputs["OUT_0"]
-    if mode in BACKWARD_ACTIVATIONS:
+    if mode in ACTIVATION_BACKWARD_MODES:
         op.set("CUDNN_ATTR_OPERATION_POINTWISE_XDESC", tensors(ins["IN_1"]))
         op.set("CUDNN_ATTR_OPERATION_POINTWISE_DYDESC", tensors(ins["IN_0"]))
         op.set("CUDNN_ATTR_OPERATION_POINTWISE_DXDESC", tensors(out))

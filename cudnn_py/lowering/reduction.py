@@ -1,26 +1,27 @@
 """Reduction nodes (``node_lowering.md`` §3): a REDUCTION descriptor (operator, compute type, determinism on
-cuDNN ≥ 9.11) and an OPERATION_REDUCTION over X → Y. The reduced axes are those where Y's dim is 1."""
+the cuDNN versions that have it) and an OPERATION_REDUCTION over X → Y. The reduced axes are those where Y's dim is 1."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..backend import Descriptor
-from ..backend.descriptor import runtime_version
+from ..backend import Descriptor, versions
 from ..enums import to_backend_data_type, to_backend_reduction_mode
+from .registry import lowers
+
+DETERMINISM = "CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC"
 
 
-def lower(node: Any, tensors) -> list[Descriptor]:
+@lowers("reduction")
+def lower(node: Any, tensors: Any) -> list[Descriptor]:
     p = node.params
     red = Descriptor("CUDNN_BACKEND_REDUCTION_DESCRIPTOR")
     red.set("CUDNN_ATTR_REDUCTION_COMP_TYPE", to_backend_data_type(p["compute_data_type"]))
     red.set("CUDNN_ATTR_REDUCTION_OPERATOR", to_backend_reduction_mode(p["mode"]))
     deterministic = bool(p.get("is_deterministic", False))
-    if runtime_version() >= 91100:
-        red.set("CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC", deterministic)
-    elif deterministic:
-        from ..graph.errors import cudnnGraphNotSupportedError
-
-        raise cudnnGraphNotSupportedError(f"reduction {node.name!r}: is_deterministic needs cuDNN 9.11.0 or newer")
+    if deterministic:
+        versions.require(DETERMINISM, what=f"reduction {node.name!r} with is_deterministic=True")
+    if versions.available(DETERMINISM):
+        red.set(DETERMINISM, deterministic)
     red.finalize()
     op = Descriptor("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR")
     op.set("CUDNN_ATTR_OPERATION_REDUCTION_XDESC", tensors(node.inputs["X"]))

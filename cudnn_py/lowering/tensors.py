@@ -8,9 +8,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from ..backend import Descriptor
-from ..backend.descriptor import runtime_version
-from ..enums import to_backend_data_type
+from ..backend import Descriptor, versions
+from ..enums import dtype_info, to_backend_data_type
 
 
 def pointer_alignment(ptr: int, cap: int = 16) -> int:
@@ -23,23 +22,6 @@ def pointer_alignment(ptr: int, cap: int = 16) -> int:
     return a
 
 
-MIN_RANK = 3
-
-
-def rank_pad(t: Any) -> int:
-    """How many leading unit dims lowering adds to ``t``. cuDNN's engines expect at least 3 dims: a rank-2
-    pointwise graph finalized and ran on cuDNN 9.19 / H200 but wrote only the first row of its output. The
-    frontend's graphs are always ≥ 3-D, so lowering pads; the IR and the user keep the rank they chose."""
-    return max(0, MIN_RANK - len(t.dim))
-
-
-def lowered_dims(t: Any) -> tuple[list[int], list[int]]:
-    pad = rank_pad(t)
-    dims, strides = [int(x) for x in t.dim], [int(x) for x in t.stride]
-    outer = max([d * s for d, s in zip(dims, strides)] or [1])
-    return [1] * pad + dims, [outer] * pad + strides
-
-
 def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None) -> Descriptor:
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     where = f"tensor {t.name!r} (uid {t.uid})"
@@ -47,9 +29,8 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None
         raise ValueError(f"{where}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
     d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
     d.set("CUDNN_ATTR_TENSOR_DATA_TYPE", to_backend_data_type(t.data_type))
-    dims, strides = lowered_dims(t)
-    d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", dims)
-    d.set("CUDNN_ATTR_TENSOR_STRIDES", strides)
+    d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
+    d.set("CUDNN_ATTR_TENSOR_STRIDES", [int(x) for x in t.stride])
     d.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", int(t.uid))
     d.set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", int(alignment))
     if t.is_virtual:
@@ -58,24 +39,23 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None
         d.set("CUDNN_ATTR_TENSOR_IS_BY_VALUE", True)
     if ragged is not None:
         d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", ragged)
+    multiplier = int(getattr(t, "ragged_offset_multiplier", 1))
+    if multiplier != 1:
+        versions.require("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", what=f"{where}: ragged_offset_multiplier")
+        d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", multiplier)
+    if int(getattr(t, "vector_count", 1)) != 1:
+        d.set("CUDNN_ATTR_TENSOR_VECTOR_COUNT", int(t.vector_count))
+        d.set("CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION", int(t.vector_dimension))
     reordering = getattr(t, "reordering_type", None)
     if reordering is not None and getattr(reordering, "name", "NONE") != "NONE":
         d.set("CUDNN_ATTR_TENSOR_REORDERING_MODE", f"CUDNN_TENSOR_REORDERING_{reordering.name}")
     if getattr(t, "is_compile_time_constant", False):
-        if runtime_version() < 92200:
-            raise ValueError(f"{where}: compile-time constant scalars need cuDNN 9.22.0 or newer")
+        versions.require("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", what=f"{where}: a compile-time constant scalar")
         value = host_scalar(t)
         d.set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", ctypes.addressof(value))
         d._keepalive["constant"] = value
     d.finalize()
     return d
-
-
-_SCALAR_CTYPES = {
-    "FLOAT": ctypes.c_float, "DOUBLE": ctypes.c_double, "INT32": ctypes.c_int32, "INT64": ctypes.c_int64,
-    "HALF": ctypes.c_uint16, "BFLOAT16": ctypes.c_uint16, "BOOLEAN": ctypes.c_bool, "INT8": ctypes.c_int8,
-    "UINT8": ctypes.c_uint8,
-}
 
 
 def host_scalar(t: Any) -> Any:
@@ -90,14 +70,15 @@ def host_scalar(t: Any) -> Any:
         bits = int(np.array(value, dtype=np.float32).view(np.uint32))
         bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
         return ctypes.c_uint16(bits >> 16)
-    try:
-        return _SCALAR_CTYPES[name](value)
-    except KeyError:
-        raise ValueError(f"tensor {t.name!r} (uid {t.uid}): no pass-by-value support for {t.data_type}") from None
+    ctype = dtype_info(t.data_type).ctype
+    if ctype is None:
+        raise ValueError(f"tensor {t.name!r} (uid {t.uid}): no pass-by-value support for {t.data_type}")
+    return ctype(value)
 
 
 class TensorTable:
-    """One finalized descriptor per IR uid, created on first use (ragged-offset tensors first)."""
+    """One finalized descriptor per program uid, created on first use (ragged-offset tensors first).
+    ``ir_by_uid`` holds the program's tensors (legalized dims), not the user's."""
 
     def __init__(self, alignments: dict[int, int] | None = None):
         self.by_uid: dict[int, Descriptor] = {}
@@ -108,6 +89,7 @@ class TensorTable:
         d = self.by_uid.get(t.uid)
         if d is None:
             ragged = self(t.ragged_offset) if getattr(t, "ragged_offset", None) is not None else None
-            d = self.by_uid[t.uid] = lower_tensor(t, self._alignments.get(t.uid, getattr(t, "alignment", 16) or 16), ragged)
+            align = self._alignments.get(t.uid, getattr(t, "alignment", 16) or 16)
+            d = self.by_uid[t.uid] = lower_tensor(t, align, ragged)
             self.ir_by_uid[t.uid] = t
         return d

@@ -1,2 +1,3 @@
-"""Planning and execution on the cuDNN side: heuristics, engine configs, execution plans, workspace, and the
-variant-pack binding that runs a plan. ``BackendGraph`` (in ``backend_graph``) ties them to a ``pygraph``."""
+"""Planning and execution on the cuDNN side: the planning session (``session``) with its explicit phase, and the
+pieces it drives - heuristics, engine configs, execution plans, workspace, and the variant-pack binding that runs
+a plan (``execute``)."""

@@ -6,7 +6,7 @@ import functools
 
 from ..backend import Descriptor
 from ..backend.enums import enum_class
-from ..backend.errors import CudnnError
+from ..errors import CudnnError
 
 
 KNOB_READ = 8  # knob choices read per config at first; a config with more is read again with room for all

@@ -17,20 +17,13 @@ from typing import Any
 
 from ..backend import Descriptor, trace
 from ..backend.api import lib
-from ..backend.errors import error_for
+from ..backend.api import error_for
 from ..backend.handle import default_handle
+from ..enums import dtype_info
 from ..interop import KDL_CPU, POINTER_GETTERS, OperandInfo, data_ptr, operand_info, pointer_getter
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
-
-# classic data_type name -> accepted DLPack (code, bits)
-_DLPACK_OF = {
-    "FLOAT": {(2, 32)}, "HALF": {(2, 16)}, "BFLOAT16": {(4, 16)}, "DOUBLE": {(2, 64)}, "INT32": {(0, 32)},
-    "INT64": {(0, 64)}, "INT8": {(0, 8)}, "UINT8": {(1, 8)}, "BOOLEAN": {(6, 8), (1, 8)},
-    "FP8_E4M3": {(2, 8)}, "FP8_E5M2": {(2, 8)},
-}
-
 
 def _is_torch(value: Any) -> bool:
     return value.__class__.__module__.startswith("torch")
@@ -296,8 +289,8 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         if info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
             raise ValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
     if info.dtype is not None:
-        accepted = _DLPACK_OF.get(t.data_type.name)
-        if accepted is not None and tuple(info.dtype) not in accepted:
+        accepted = dtype_info(t.data_type).accepted_dlpack
+        if accepted and tuple(info.dtype) not in accepted:
             raise ValueError(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype}")
     align = getattr(t, "alignment", 16) or 16
     if info.ptr % min(align, 16) != 0:

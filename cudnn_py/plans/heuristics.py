@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..backend import Descriptor
-from ..backend.errors import CudnnError
+from ..errors import CudnnError
 from .engine_config import KNOB_READ, EngineConfig, knob_choice_pool
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)

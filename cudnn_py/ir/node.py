@@ -1,8 +1,9 @@
 """A graph node: one op with named input/output ports and a parameter dict.
 
-The shape is deliberately generic (op string + three dicts) so lowering and python engines can read every op
+The shape is deliberately generic (op kind + three dicts) so lowering and python engines can read every op
 family the same way:
-  * `op`      - "matmul" | "pointwise" | "reduction" (other families register their own op strings);
+  * `op`      - the spec's kind: "matmul" | "pointwise" | "reduction" | ... (lowering and the reference engine
+                dispatch on it); `spec` is the OpSpec the node was built from (its method, ports, inference);
   * `inputs`  - port -> Tensor, e.g. matmul "A","B"; pointwise "IN_0".."IN_2"; reduction "X";
   * `outputs` - port -> Tensor, e.g. matmul "C"; pointwise "OUT_0"; reduction "Y";
   * `params`  - op attributes; `compute_data_type` is always present (filled by inference).
@@ -11,24 +12,30 @@ After the graph freezes, the dicts become read-only views and attribute writes r
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Dict, Mapping
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from ..enums import data_type
-from .errors import frozen_error
+from ..errors import frozen_error
 from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .spec import OpSpec
 
 
 class Node:
     def __init__(self, op: str, name: str, params: Dict[str, Any] | None = None,
-                 compute_data_type: Any = data_type.NOT_SET) -> None:
+                 compute_data_type: Any = data_type.NOT_SET, spec: "Optional[OpSpec]" = None) -> None:
         self._frozen = False
         self.op = op
+        self.spec = spec
         self.name = name
         # what the caller asked for; params["compute_data_type"] is the inferred value (re-derived each validate)
         self.requested_compute_data_type = compute_data_type
         self.inputs: Mapping[str, Tensor] = {}
         self.outputs: Mapping[str, Tensor] = {}
         self.params: Mapping[str, Any] = {**(params or {}), "compute_data_type": compute_data_type}
+        # the params as built, before inference resolved defaults into `params` (what graph.key() hashes)
+        self.built_params: Mapping[str, Any] = MappingProxyType(dict(self.params))
 
     def __setattr__(self, attr: str, value: Any) -> None:
         if getattr(self, "_frozen", False):
@@ -51,10 +58,19 @@ class Node:
                 yield t.ragged_offset
             yield t
 
+    def clone(self, inputs: Mapping[str, Tensor], outputs: Mapping[str, Tensor]) -> "Node":
+        """A mutable copy of this node over other tensors (the passes rewrite copies, never the user's graph)."""
+        twin = Node(self.op, self.name, dict(self.params), self.requested_compute_data_type, self.spec)
+        twin.params["compute_data_type"] = self.params.get("compute_data_type", data_type.NOT_SET)
+        twin.inputs = dict(inputs)
+        twin.outputs = dict(outputs)
+        return twin
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,
             "op": self.op,
+            "method": self.spec.method if self.spec is not None else None,
             "inputs": {port: t.uid for port, t in self.inputs.items()},
             "outputs": {port: t.uid for port, t in self.outputs.items()},
             "params": {k: (str(v) if not isinstance(v, (bool, int, float, str, type(None))) else v)

@@ -15,7 +15,7 @@ import weakref
 from typing import Any, List, Optional
 
 from ..enums import data_type, from_any_dtype, tensor_reordering
-from .errors import frozen_error
+from ..errors import frozen_error
 
 _DEFAULT_ALIGNMENT = 16  # bytes; the frontend default (graph_properties.h)
 

@@ -1,18 +1,19 @@
-"""Op builders for `pygraph`: tensor creation, argument conversion, matmul, reduction, and the pointwise methods
-generated from ops.POINTWISE with the reference surface's signatures.
+"""The construction half of the IR graph: tensor creation, argument conversion, and one builder method per op
+spec (``spec.SPECS``), generated with the spec's classic signature.
 
 Op arguments may be graph tensors, python / numpy scalars (fused pass-by-value scalars) or framework arrays
 (bound data: `graph._data_bindings[uid]` feeds them to execute). A classic 1.23 positional call (compute_data_type
-before name) is recognised and bound in its own order.
+before name) is recognised and bound in its own order (``OpSpec.bind``).
 """
 from __future__ import annotations
 
-import inspect as _inspect
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ..enums import data_type, from_any_dtype, reduction_mode, scalar_type
-from . import ops
+from ..enums import data_type, from_any_dtype, scalar_type
+from ..errors import NotImplementedOptionError
+from . import layout
 from .node import Node
+from .spec import SPECS, OpSpec
 from .tensor import Tensor
 
 # module-level aliases: some methods have parameters named like these enums (classic keyword names)
@@ -21,7 +22,7 @@ _COMPILE_TIME_CONST = scalar_type.COMPILE_TIME_CONST
 
 
 class BuilderMixin:
-    """The construction half of pygraph. It uses pygraph's uid registry (_register, _check_mutable,
+    """The construction half of the IR graph. It uses the graph's uid registry (_register, _check_mutable,
     _invalidate) and its _nodes / _data_bindings / _bound_ids."""
 
     # ---- tensor creation --------------------------------------------------------------------------------------------
@@ -31,8 +32,12 @@ class BuilderMixin:
                ragged_offset_multiplier: int = 1, alignment_value: int = 1, **kwargs: Any) -> Tensor:
         """A graph input (or a user-declared virtual tensor). `stride` defaults to row-major; `uid` -1/None = auto.
         Extra keywords: alignment (byte alignment, default 16), vector_count, vector_dimension,
-        is_compile_time_constant, pass_by_value. `alignment_value` (1.32) is accepted and not interpreted."""
+        is_compile_time_constant, pass_by_value. `alignment_value` (1.32) other than 1 is refused (not yet
+        implemented)."""
         self._check_mutable("create a tensor")
+        if alignment_value != 1:
+            raise NotImplementedOptionError("tensor(alignment_value=...) is not implemented yet; use alignment= "
+                                            "(the tensor's byte alignment)")
         allowed = {"alignment", "vector_count", "vector_dimension", "is_compile_time_constant", "pass_by_value"}
         unknown = set(kwargs) - allowed
         if unknown:
@@ -40,11 +45,10 @@ class BuilderMixin:
         dt = from_any_dtype(data_type)
         user = ["dim"] + (["stride"] if stride is not None else []) + (["data_type"] if dt is not _NOT_SET else [])
         dims = list(dim)
-        t = Tensor(_user=tuple(user), name=name, dim=dims, stride=stride if stride is not None else ops.row_major_strides(dims),
+        t = Tensor(_user=tuple(user), name=name, dim=dims, stride=stride if stride is not None else layout.row_major_strides(dims),
                    data_type=dt, is_virtual=is_virtual, is_pass_by_value=is_pass_by_value,
                    ragged_offset=self._adopt(ragged_offset) if ragged_offset is not None else None,
                    reordering_type=reordering_type, ragged_offset_multiplier=ragged_offset_multiplier, **kwargs)
-        t._alignment_value = alignment_value
         return self._register(t, None if uid is None or uid == -1 else int(uid))
 
     def tensor_like(self, template: Any, name: str = "", is_virtual: bool = False) -> Tensor:
@@ -113,128 +117,50 @@ class BuilderMixin:
         raise TypeError(f"{label}: cannot use a {type(value).__name__} as a graph tensor")
 
     # ---- op builders --------------------------------------------------------------------------------------------------
-    def _new_node(self, op: str, name: Any, compute_data_type: Any, params: Dict[str, Any]) -> Node:
-        self._check_mutable(f"add a {op} op")
+    def _build_op(self, spec: OpSpec, args: tuple, kwargs: Dict[str, Any]) -> Union[Tensor, List[Optional[Tensor]]]:
+        """Bind a classic call to ``spec``, add its node, return its output(s)."""
+        values = spec.bind(args, kwargs)
+        self._check_mutable(f"add a {spec.method} op")
+        name = values["name"]
         if not isinstance(name, str):
-            raise TypeError(f"{op}: name must be a str, got {name!r}")
+            raise TypeError(f"{spec.method}(): name must be a str, got {name!r}")
+        params = spec.node_params(values)
         # frontend rule: an unnamed node is named after its index
-        return Node(op, name or str(len(self._nodes)), params, from_any_dtype(compute_data_type))
-
-    def _add_node(self, node: Node, inputs: Dict[str, Any], outputs: Sequence[str]) -> List[Tensor]:
-        node.inputs = {port: self._as_input(v, f"{node.name}::{port}") for port, v in inputs.items()}
-        outs = [self._register(Tensor(name=f"{node.name}::{port}", is_virtual=True)) for port in outputs]
-        node.outputs = dict(zip(outputs, outs))
+        node = Node(spec.kind, name or str(len(self._nodes)), params, from_any_dtype(values["compute_data_type"]),
+                    spec)
+        node.inputs = {p.port: self._as_input(values[p.arg], f"{node.name}::{p.port}")
+                       for p in spec.inputs if values.get(p.arg) is not None}
+        ports = spec.output_ports(params)
+        outs: List[Optional[Tensor]] = [
+            self._register(Tensor(name=f"{node.name}::{port}", is_virtual=True)) if port is not None else None
+            for port in ports]
+        node.outputs = {port: t for port, t in zip(ports, outs) if port is not None and t is not None}
         self._nodes.append(node)
         self._invalidate()
+        out_dims = values.get("out_dims")
+        if out_dims is not None and outs and outs[0] is not None:
+            outs[0].set_dim(out_dims)
+        if len(outs) == 1 and not spec.returns_list:
+            return outs[0]  # type: ignore[return-value]
         return outs
 
-    def _pointwise(self, spec: ops.PointwiseOp, tensors: Sequence[Any], attrs: Dict[str, Any], name: Any,
-                   compute_data_type: Any) -> Tensor:
-        for a in spec.attrs:
-            if a.required and attrs.get(a.arg) is None:
-                raise TypeError(f"{spec.method}() missing required argument {a.arg!r}")
-        params = ops.pointwise_params(spec.mode, {a.param: attrs.get(a.arg) for a in spec.attrs})
-        node = self._new_node("pointwise", name, compute_data_type, params)
-        (out,) = self._add_node(node, {f"IN_{i}": t for i, t in enumerate(tensors)}, ["OUT_0"])
-        return out
 
-    def matmul(self, A: Any, B: Any, compute_data_type: Any = None, padding: float = 0.0, name: str = "") -> Tensor:
-        """C = A @ B with broadcast batch dims; output `<name>::C`."""
-        node = self._new_node("matmul", name, compute_data_type, {"padding": float(padding)})
-        (c,) = self._add_node(node, {"A": A, "B": B}, ["C"])
-        return c
-
-    def reduction(self, *args: Any, name: str = "", compute_data_type: Any = None, out_dims: Any = None,
-                  **kwargs: Any) -> Tensor:
-        """reduction(input, mode, compute_data_type=None, name="") -> Y. The reduced axes are the ones where the
-        output dims (out_dims= or Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).
-        Keyword `is_deterministic` (bool) is forwarded to the backend."""
-        values = _bind_positional("reduction", ("input", "mode", "compute_data_type", "name"), args, kwargs,
-                                  {"name": name, "compute_data_type": compute_data_type})
-        if "group_offset" in kwargs:
-            raise NotImplementedError("reduction(group_offset=...) is not supported yet")
-        deterministic = bool(kwargs.pop("is_deterministic", False))
-        if kwargs:
-            raise TypeError(f"reduction() got unexpected keyword arguments {sorted(kwargs)}")
-        mode = values.get("mode")
-        if not isinstance(mode, reduction_mode) or mode is reduction_mode.NOT_SET:
-            raise TypeError(f"reduction() needs a reduction_mode member as mode, got {mode!r}")
-        if "input" not in values:
-            raise TypeError("reduction() missing required argument 'input'")
-        node = self._new_node("reduction", values["name"], values["compute_data_type"],
-                              {"mode": mode, "is_deterministic": deterministic})
-        (y,) = self._add_node(node, {"X": values["input"]}, ["Y"])
-        if out_dims is not None:
-            y.set_dim(out_dims)
-        return y
-
-
-
-# ---- pointwise builders, generated from the op table ----------------------------------------------------------------
-def _is_dtype_like(v: Any) -> bool:
-    return isinstance(v, data_type) or type(v).__module__.startswith("torch")
-
-
-def _bind_pointwise(spec: ops.PointwiseOp, sig: _inspect.Signature, graph: Any, args: tuple,
-                    kwargs: dict) -> Dict[str, Any]:
-    """Map a call onto {argument: value}. Accepts the 1.32 signature and the classic 1.23 positional order
-    (compute_data_type before name, and swish_backward's compute_data_type before swish_beta)."""
-    n = len(spec.args)
-    if spec.explicit:
-        try:
-            values = sig.bind(graph, *args, **kwargs).arguments
-        except TypeError as exc:
-            raise TypeError(f"{spec.method}(): {exc}") from None
-        values.pop("self", None)
-        attr_values = [values.get(a.arg) for a in spec.attrs]
-        classic = len(args) > n and (not isinstance(values.get("name", ""), str) or any(map(_is_dtype_like, attr_values)))
-        if not classic:
-            kwargs.clear()  # all consumed by the signature
-            return {**{a.arg: None for a in spec.attrs}, "name": "", "compute_data_type": None, **values}
-    return _bind_positional(spec.method, spec.args + spec.classic_tail, args, kwargs,
-                            {**{a.arg: None for a in spec.attrs}, "name": "", "compute_data_type": None})
-
-
-def _bind_positional(method: str, order: Sequence[str], args: tuple, kwargs: dict, defaults: dict) -> Dict[str, Any]:
-    """Bind positionals to `order`, then keywords named in `order`; keywords outside it stay in kwargs."""
-    if len(args) > len(order):
-        raise TypeError(f"{method}() takes at most {len(order)} positional arguments ({', '.join(order)})")
-    values = dict(defaults)
-    values.update(zip(order, args))
-    for key in order[len(args):]:
-        if key in kwargs:
-            values[key] = kwargs.pop(key)
-    duplicated = [k for k in order[: len(args)] if k in kwargs]
-    if duplicated:
-        raise TypeError(f"{method}() got multiple values for {duplicated}")
-    return values
-
-
-def _make_pointwise(spec: ops.PointwiseOp):
-    sig = spec.signature()
-
-    def builder(self: Any, *args: Any, **kwargs: Any) -> Tensor:
-        kwargs = dict(kwargs)
-        values = _bind_pointwise(spec, sig, self, args, kwargs)
-        if kwargs:
-            raise TypeError(f"{spec.method}() got unexpected keyword arguments {sorted(kwargs)}; "
-                            f"its tensor arguments are {spec.args}")
-        missing = [a for a in spec.args if a not in values]
-        if missing:
-            raise TypeError(f"{spec.method}() missing tensor arguments {missing}")
-        return self._pointwise(spec, [values[a] for a in spec.args], values, values["name"],
-                               values["compute_data_type"])
+def _make_builder(spec: OpSpec):
+    def builder(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._build_op(spec, args, kwargs)
 
     builder.__name__ = spec.method
     builder.__qualname__ = f"pygraph.{spec.method}"
-    builder.__signature__ = sig
-    builder.__doc__ = f"{spec.method}({', '.join(spec.args)}) -> OUT_0, pointwise mode {spec.mode}."
+    builder.__signature__ = spec.signature()  # type: ignore[attr-defined]
+    builder.__doc__ = spec.doc
     return builder
 
 
-for _spec in ops.POINTWISE.values():
-    setattr(BuilderMixin, _spec.method, _make_pointwise(_spec))
-del _spec
+def install_builders(cls: type) -> None:
+    """Give ``cls`` one method per registered op spec (done once, when the op families are imported)."""
+    for spec in SPECS.values():
+        if spec.public:
+            setattr(cls, spec.method, _make_builder(spec))
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------------------
@@ -267,7 +193,7 @@ def _describe(obj: Any) -> tuple:
     elif getattr(obj, "strides", None) is not None and getattr(obj, "itemsize", None):  # numpy / cupy: bytes
         strides = [int(s) // int(obj.itemsize) for s in obj.strides]
     if strides is None or len(strides) != len(dims):
-        strides = ops.row_major_strides(dims)
+        strides = layout.row_major_strides(dims)
     try:
         dt = from_any_dtype(obj.dtype)
     except TypeError:

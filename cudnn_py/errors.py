@@ -1,0 +1,154 @@
+"""Every exception cudnn_py raises, in one module that every layer may import (it imports only the generated
+status table).
+
+The classic module maps failures onto three Python types (``python_api.md`` §1.4), and so do we:
+
+* ``ValueError`` - bad attributes, shapes, tensor names, variant packs (:class:`DescriptorError` and the
+  IR's shape errors are ValueErrors);
+* :class:`cudnnGraphNotSupportedError` - no engine or plan supports the graph, or the running cuDNN / GPU is too
+  old for a feature (:class:`FeatureVersionError`);
+* ``RuntimeError`` - everything else: backend call failures (:class:`CudnnError` by status category), misuse
+  such as mutating a frozen graph, a call out of phase.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ._generated.enums import ENUMS
+from ._generated.status import STATUS_TEXT
+
+
+class cudnnGraphNotSupportedError(Exception):  # noqa: N801 - the classic name
+    """No engine or execution plan supports the graph (a subclass of Exception only, like the pybind original)."""
+
+
+def version_string(version: int) -> str:
+    """cuDNN's integer version (MAJOR*10000 + MINOR*100 + PATCH) as "M.m.p"."""
+    return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+
+
+class FeatureVersionError(cudnnGraphNotSupportedError):
+    """A feature needs a newer cuDNN than the one loaded. ``feature`` names it (an attribute, a descriptor kind,
+    a backend function, an op), ``needed`` and ``loaded`` are integer versions."""
+
+    def __init__(self, feature: str, needed: int, loaded: int, detail: str = ""):
+        self.feature, self.needed, self.loaded = feature, needed, loaded
+        msg = f"{feature} needs cuDNN {version_string(needed)} or newer; the loaded cuDNN is {version_string(loaded)}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+@lru_cache(maxsize=None)
+def _status_names() -> dict[int, str]:
+    names: dict[int, str] = {}
+    members = ENUMS["cudnnStatus_t"]
+    for name, value, _since, deprecated in members:  # current names first, deprecated aliases only as fallback
+        if not deprecated:
+            names.setdefault(value, name)
+    for name, value, _since, _deprecated in members:
+        names.setdefault(value, name)
+    return names
+
+
+def status_name(status: int) -> str:
+    return _status_names().get(status, f"CUDNN_STATUS_UNKNOWN_{status}")
+
+
+class CudnnError(RuntimeError):
+    """A cuDNN call returned a non-success status. Carries the status, the C function, the descriptor kind and
+    attribute involved (C names) and ``cudnnGetLastErrorString()`` captured right after the call."""
+
+    def __init__(self, status: int, function: str, *, kind: str | None = None, attribute: str | None = None,
+                 last_error: str = "", detail: str = ""):
+        self.status = status
+        self.status_name = status_name(status)
+        self.function = function
+        self.kind = kind
+        self.attribute = attribute
+        self.last_error = last_error
+        self.detail = detail
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = " ".join(x for x in (self.kind, self.attribute) if x)
+        msg = f"{self.function}({where}) failed: {self.status_name} ({self.status})" if where else \
+            f"{self.function} failed: {self.status_name} ({self.status})"
+        if self.detail:
+            msg += f"; {self.detail}"
+        if self.last_error:
+            msg += f"; cuDNN says: {self.last_error}"
+        text = STATUS_TEXT.get(self.status_name, "")
+        if text:
+            msg += f" [{text}]"
+        return msg
+
+
+class NotInitializedError(CudnnError):
+    """1xxx: the library or a descriptor is not initialised, or sub-library/version problems."""
+
+
+class BadParamError(CudnnError):
+    """2xxx: an argument or attribute value was rejected."""
+
+
+class NotSupportedError(CudnnError):
+    """3xxx: the configuration is valid but no implementation supports it."""
+
+
+class InternalError(CudnnError):
+    """4xxx: internal failure (allocation, compilation, ...)."""
+
+
+class ExecutionFailedError(CudnnError):
+    """5xxx: a kernel or CUDA call failed during execution."""
+
+
+ERROR_BY_CATEGORY: dict[int, type[CudnnError]] = {
+    1000: NotInitializedError, 2000: BadParamError, 3000: NotSupportedError, 4000: InternalError,
+    5000: ExecutionFailedError,
+}
+
+
+class DescriptorError(ValueError):
+    """Misuse of a descriptor caught before reaching the backend (which may crash on some of it)."""
+
+
+class UnsupportedAttributeError(DescriptorError, FeatureVersionError):
+    """An attribute, descriptor kind or enum member newer than the running cuDNN: both a ValueError (the descriptor
+    was misused) and a cudnnGraphNotSupportedError (the feature needs another cuDNN)."""
+
+    def __init__(self, feature: str, needed: int, loaded: int, detail: str = ""):
+        FeatureVersionError.__init__(self, feature, needed, loaded, detail)
+
+
+class CudaUnavailableError(RuntimeError):
+    """No usable CUDA driver or device: handles, plans and execution need a GPU."""
+
+
+class CudnnLibraryNotFoundError(RuntimeError):
+    """libcudnn could not be loaded; the message lists every place searched and why each failed."""
+
+
+class CudnnVersionError(RuntimeError):
+    """The loaded libcudnn is too old for cudnn_py at all, or its sub-libraries disagree on their version."""
+
+
+class PhaseError(RuntimeError):
+    """A planning call made before the phase it needs (e.g. ``build_plans()`` before ``create_execution_plans()``)."""
+
+
+class NotImplementedOptionError(NotImplementedError):
+    """An option the classic API accepts that cudnn_py does not implement yet: refused instead of ignored."""
+
+
+def shape_error(op: str, node: str, tensor: object, message: str) -> ValueError:
+    """A ValueError that names the op, the node and the tensor (name and uid), so a failing build says where to look."""
+    name = getattr(tensor, "name", None)
+    uid = getattr(tensor, "uid", "?")
+    label = f"{name!r} (uid {uid})" if name else f"uid {uid}"
+    return ValueError(f"{op} node {node!r}: tensor {label}: {message}")
+
+
+def frozen_error(what: str) -> RuntimeError:
+    return RuntimeError(
+        f"cannot {what}: the graph is frozen after planning (create_execution_plans) - build a new graph to change it"
+    )

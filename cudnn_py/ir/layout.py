@@ -1,0 +1,77 @@
+"""Dims and strides: the frontend's stride helpers (``graph_helpers.h``, ``node_lowering.md`` §0.4) and
+NumPy-style broadcasting, shared by inference, the passes and the reference engine."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+
+def row_major_strides(dim: Sequence[int]) -> List[int]:
+    strides, acc = [], 1
+    for d in reversed(list(dim)):
+        strides.append(acc)
+        acc *= max(int(d), 1)
+    return strides[::-1]
+
+
+def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> List[int]:
+    """Dense strides where axis with the smallest order value is fastest (generate_stride)."""
+    strides = [0] * len(dim)
+    acc = 1
+    for axis in sorted(range(len(dim)), key=lambda a: order[a]):
+        strides[axis] = acc
+        acc *= max(int(dim[axis]), 1)
+    return strides
+
+
+def nhwc_order(rank: int) -> List[int]:
+    """Channels-last: axis 1 fastest, then axes rank-1 .. 2, then axis 0 (generate_NHWC_stride_order)."""
+    if rank < 3:
+        return list(range(rank - 1, -1, -1))  # row-major for rank 1 and 2
+    order = [0] * rank
+    order[1] = 0
+    for i, axis in enumerate(range(rank - 1, 1, -1)):
+        order[axis] = i + 1
+    order[0] = rank - 1
+    return order
+
+
+def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> List[int]:
+    """Rank input axes by ascending stride; extra output axes come after (generate_stride_order_preserving_format).
+    Equal strides (size-1 axes) tie-break towards the later axis being faster, as row-major would; the C++ sort
+    is unstable there, so any choice is valid."""
+    n = len(in_stride)
+    ranked = sorted(range(n), key=lambda a: (in_stride[a], -a))
+    order = [0] * out_rank
+    for rank, axis in enumerate(ranked):
+        if axis < out_rank:
+            order[axis] = rank
+    for extra in range(n, out_rank):
+        order[extra] = extra
+    return order
+
+
+def broadcast(shapes: Sequence[Sequence[int]]) -> Optional[List[int]]:
+    """NumPy right-aligned broadcast; None when the shapes do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, start=rank - len(s)):
+            if d == out[i] or d == 1:
+                continue
+            if out[i] != 1:
+                return None
+            out[i] = d
+    return out
+
+
+def broadcastable_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(d in (1, t) for d, t in zip(reversed(list(shape)), reversed(list(target))))
+
+
+def numel(dim: Sequence[int]) -> int:
+    n = 1
+    for d in dim:
+        n *= int(d)
+    return n

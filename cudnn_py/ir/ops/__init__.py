@@ -1,0 +1,10 @@
+"""The op families. Importing this package registers every op spec (``cudnn_py.ir.spec.SPECS``).
+
+To add an op: write its spec (and inference) in its family's module here, its lowering in
+``cudnn_py/lowering/<family>.py`` (``@lowers(kind)``) and its float64 reference in
+``cudnn_py/engines/reference.py`` (``@reference(kind)``); ARCHITECTURE.md walks through it.
+"""
+from . import masks, matmul, pointwise, reduction  # noqa: F401  (registration)
+from .common import InferenceContext, check_tensor
+
+__all__ = ["InferenceContext", "check_tensor"]

@@ -1,0 +1,68 @@
+"""What every op family's inference shares: the graph's data-type defaults, filling unset data types
+(``node_lowering.md`` §0.3), and the tensor checks run after inference."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ...enums import data_type
+from ...errors import shape_error
+from ..node import Node
+from ..tensor import Tensor
+
+
+@dataclass
+class InferenceContext:
+    """The graph's data-type defaults as inference sees them."""
+
+    io_data_type: Any = data_type.NOT_SET
+    intermediate_data_type: Any = data_type.NOT_SET
+    compute_data_type: Any = data_type.NOT_SET
+
+
+def fill_data_types(node: Node, ctx: InferenceContext, first_input: Optional[Tensor]) -> None:
+    """fill_from_context: unset tensors get intermediate (virtual) or io (real); unset compute gets the graph's.
+    Two IR fallbacks where the context leaves a gap (classic would fail later in the backend): an output takes
+    its first input's type, and the compute type becomes FLOAT."""
+    for t in list(node.inputs.values()) + list(node.outputs.values()):
+        if t.data_type is data_type.NOT_SET:
+            t._infer_set("data_type", ctx.intermediate_data_type if t.is_virtual else ctx.io_data_type)
+    for t in node.outputs.values():
+        if t.data_type is data_type.NOT_SET and first_input is not None:
+            t._infer_set("data_type", first_input.data_type)
+    requested = node.requested_compute_data_type
+    compute = requested if requested is not data_type.NOT_SET else ctx.compute_data_type
+    node.params["compute_data_type"] = compute if compute is not data_type.NOT_SET else data_type.FLOAT
+
+
+def require_dims(op: str, node: Node, t: Tensor) -> None:
+    if not t.dim:
+        raise shape_error(op, node.name, t, "dims are not set (set_dim) and cannot be inferred")
+
+
+def check_tensor(t: Tensor) -> None:
+    """Tensor_attributes::validate, plus an explicit data-type check."""
+    label = f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"
+    if not t.dim:
+        raise ValueError(f"tensor {label}: dims are not set")
+    if any(d <= 0 for d in t.dim):
+        raise ValueError(f"tensor {label}: dims must be positive, got {list(t.dim)}")
+    if len(t.stride) != len(t.dim):
+        raise ValueError(f"tensor {label}: stride {list(t.stride)} and dims {list(t.dim)} differ in rank")
+    if t.is_virtual and t.is_pass_by_value:
+        raise ValueError(f"tensor {label}: cannot be both virtual and pass-by-value")
+    if t.is_compile_time_constant and (t.is_virtual or not t.is_pass_by_value):
+        raise ValueError(f"tensor {label}: a compile-time constant must be pass-by-value and not virtual")
+    if t.data_type is data_type.NOT_SET:
+        raise ValueError(f"tensor {label}: data type is not set (set_data_type, or give the graph an io_data_type)")
+
+
+def as_float(default: float):
+    """A Param converter: None -> ``default``, else float()."""
+    def convert(v: Any) -> float:
+        return default if v is None else float(v)
+    return convert
+
+
+def optional_float(v: Any) -> Optional[float]:
+    return None if v is None else float(v)

@@ -1,0 +1,173 @@
+"""Attention masks: the diagonal band mask (``node_lowering.md`` §13), SDPA's causal and sliding-window masks.
+
+``diagonal_band_mask(input, left_bound=None, right_bound=None, ...)`` keeps ``input[..., i, j]`` (row i, column j
+of the last two axes) where the column lies in the band around the diagonal and writes ``fill_value`` elsewhere:
+
+* ``right_bound`` R keeps ``j <= i + shift + R`` (R = 0 is the causal mask);
+* ``left_bound`` L keeps ``j > i + shift - L`` (a sliding window of L columns);
+* ``shift`` is 0 for ``diagonal_alignment.TOP_LEFT`` and ``s_kv - s_q`` for ``BOTTOM_RIGHT``.
+
+It is a composite: cuDNN >= 9.21 lowers it to one OPERATION_DIAGONAL_BAND_MASK descriptor ("unified"); the
+decompose pass otherwise expands it, as the frontend does, into GEN_INDEX / ADD / CMP / BINARY_SELECT pointwise
+nodes with virtual intermediates ("composite"). ``implementation`` (AUTO / COMPOSITE / UNIFIED) chooses. This is
+a cudnn_py extension of the classic surface (the official frontend keeps the op internal to SDPA).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Dict, Optional
+
+from ...enums import attention_implementation, data_type, diagonal_alignment
+from ...errors import shape_error
+from ..node import Node
+from ..spec import OpSpec, Output, Param, Port, register
+from .common import InferenceContext, fill_data_types, require_dims
+
+UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
+# The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
+UNIFIED_MIN_VERSION = 92100
+
+
+def infer(node: Node, ctx: InferenceContext) -> None:
+    op = "diagonal_band_mask"
+    x, y = node.inputs["X"], node.outputs["Y"]
+    require_dims(op, node, x)
+    if len(x.dim) < 2:
+        raise shape_error(op, node.name, x, f"needs rank >= 2 (rows and columns last), got dims {list(x.dim)}")
+    if not y.dim:
+        y._infer_set("dim", list(x.dim))
+    elif list(y.dim) != list(x.dim):
+        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from the input's {list(x.dim)}")
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+    fill_data_types(node, ctx, x)
+
+
+def _bound(v: Any) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise TypeError(f"a bound must be an int, got {v!r}")
+    b = operator.index(v)
+    if b < 0:
+        raise ValueError(f"a bound must be >= 0, got {b}")
+    return b
+
+
+def _member(enum_cls: Any):
+    def convert(v: Any) -> Any:
+        if not isinstance(v, enum_cls):
+            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
+        return v
+    return convert
+
+
+def _finish(params: Dict[str, Any]) -> None:
+    if params["left_bound"] is None and params["right_bound"] is None:
+        raise ValueError("diagonal_band_mask(): give left_bound, right_bound or both")
+    if params["left_bound"] == 0:
+        raise ValueError("diagonal_band_mask(): left_bound 0 masks every element; use left_bound >= 1")
+
+
+def shift_of(node: Node) -> int:
+    """The column shift of the band's diagonal: 0 (TOP_LEFT) or s_kv - s_q (BOTTOM_RIGHT)."""
+    if node.params["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT:
+        dims = node.inputs["X"].dim
+        return int(dims[-1]) - int(dims[-2])
+    return 0
+
+
+def use_unified(node: Node, available: Any) -> bool:
+    """The implementation the options and the running cuDNN choose (``available(feature, at_least)``)."""
+    impl = node.params["implementation"]
+    if impl is attention_implementation.UNIFIED:
+        return True
+    if impl is attention_implementation.COMPOSITE:
+        return False
+    return bool(available(UNIFIED_DESCRIPTOR, UNIFIED_MIN_VERSION))
+
+
+def expand(node: Node, rw: Any, options: Any) -> bool:
+    """Replace the mask by the unified op(s) or by the composite chain (node_lowering.md §13). Right bound first,
+    then left bound, as the frontend applies them; BOTTOM_RIGHT's shift is folded into the bounds (the shapes
+    are static)."""
+    x, y = node.inputs["X"], node.outputs["Y"]
+    shift = shift_of(node)
+    right, left, fill = node.params["right_bound"], node.params["left_bound"], float(node.params["fill_value"])
+    unified = use_unified(node, options.available)
+    current = x
+    if right is not None:
+        out = y if left is None else None
+        if unified:
+            current = rw.diagonal_band_mask_op(current, fill, shift + right if shift + right else None, "right",
+                                               out=out)
+        else:
+            current = _composite_right(rw, current, fill, shift + right, out)
+    if left is not None:
+        if unified:
+            rw.diagonal_band_mask_op(current, fill, float(left - shift), "left", out=y)
+        else:
+            _composite_left(rw, current, fill, float(left - shift), y)
+    return True
+
+
+def _indices(rw: Any, x: Any) -> tuple:
+    rank = len(x.dim)
+    i32 = data_type.INT32
+    return (rw.gen_index(x, rank - 2, compute_data_type=i32, out_data_type=i32),
+            rw.gen_index(x, rank - 1, compute_data_type=i32, out_data_type=i32))
+
+
+def _composite_right(rw: Any, x: Any, fill: float, bound: int, out: Any) -> Any:
+    """Keep j <= i + bound: row (+ bound) >= col."""
+    i32 = data_type.INT32
+    row, col = _indices(rw, x)
+    limit = row if bound == 0 else rw.add(row, bound, compute_data_type=i32, out_data_type=i32)
+    keep = rw.cmp_ge(limit, col, compute_data_type=i32, out_data_type=data_type.BOOLEAN)
+    return rw.binary_select(x, fill, keep, compute_data_type=data_type.FLOAT, out=out)
+
+
+def _composite_left(rw: Any, x: Any, fill: float, bound: float, out: Any) -> Any:
+    """Keep j + bound > i: col + bound > row (a FLOAT bound, as the frontend's)."""
+    f32 = data_type.FLOAT
+    row, col = _indices(rw, x)
+    start = rw.add(col, bound, compute_data_type=f32, out_data_type=f32)
+    keep = rw.cmp_gt(start, row, compute_data_type=f32, out_data_type=data_type.BOOLEAN)
+    return rw.binary_select(x, fill, keep, compute_data_type=f32, out=out)
+
+
+def _side(v: Any) -> str:
+    if v not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {v!r}")
+    return v
+
+
+# One OPERATION_DIAGONAL_BAND_MASK: the unified form, one bound per op. BOUND is the left bound (FLOAT scalar,
+# keeps j + L > i, comparison CMP_GT) or the right bound's shift (INT32 scalar, absent for 0: keeps i + R >= j,
+# comparison CMP_GE); B is the fill value.
+DIAGONAL_BAND_MASK_OP = OpSpec(
+    method="diagonal_band_mask_op", kind="diagonal_band_mask_op", public=False,
+    inputs=(Port("X", "input"), Port("B", "fill"), Port("BOUND", "bound", optional=True)),
+    outputs=(Output("Y"),), infer=infer, params=(Param("side", convert=_side),),
+    order=("input", "fill", "bound", "side", "name", "compute_data_type"),
+    requires=(UNIFIED_DESCRIPTOR,), min_version=UNIFIED_MIN_VERSION,
+    doc="The unified diagonal band mask: one OPERATION_DIAGONAL_BAND_MASK descriptor (internal).",
+)
+
+
+DIAGONAL_BAND_MASK = OpSpec(
+    method="diagonal_band_mask", kind="diagonal_band_mask",
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+    params=(Param("left_bound", None, convert=_bound),
+            Param("right_bound", None, convert=_bound),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=_member(diagonal_alignment)),
+            Param("fill_value", -math.inf, convert=float),
+            Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation))),
+    order=("input", "left_bound", "right_bound", "diagonal_alignment", "fill_value", "implementation", "name",
+           "compute_data_type"),
+    finish=_finish, expand=expand,
+    requires=(),  # always expanded: the ops it expands to carry the gates
+    doc=__doc__ or "",
+)
+register(DIAGONAL_BAND_MASK, DIAGONAL_BAND_MASK_OP)

@@ -1,0 +1,50 @@
+"""Reduction (``node_lowering.md`` §3): Y = reduce(X) over the axes where Y's dim is 1."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...enums import reduction_mode
+from ...errors import NotImplementedOptionError, shape_error
+from .. import layout
+from ..node import Node
+from ..spec import OpSpec, Output, Param, Port, register
+from .common import InferenceContext, fill_data_types, require_dims
+
+
+def infer(node: Node, ctx: InferenceContext) -> None:
+    op = "reduction"
+    x, y = node.inputs["X"], node.outputs["Y"]
+    require_dims(op, node, x)
+    if not y.dim:
+        y._infer_set("dim", list(x.dim))  # frontend behaviour: no reduction unless the user sets Y's dims
+    elif len(y.dim) != len(x.dim) or any(yd not in (1, xd) for yd, xd in zip(y.dim, x.dim)):
+        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not a reduction of X {list(x.dim)} "
+                          "(same rank; each dim equal to X's or 1)")
+    if not y.stride:
+        y._infer_set("stride", layout.strides_from_order(y.dim, layout.nhwc_order(len(y.dim))))
+    fill_data_types(node, ctx, x)
+
+
+def _mode(v: Any) -> Any:
+    if not isinstance(v, reduction_mode) or v is reduction_mode.NOT_SET:
+        raise TypeError(f"needs a reduction_mode member, got {v!r}")
+    return v
+
+
+def _no_group_offset(v: Any) -> None:
+    if v is not None:
+        raise NotImplementedOptionError("reduction(group_offset=...) is not implemented yet")
+
+
+REDUCTION = OpSpec(
+    method="reduction", kind="reduction",
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+    params=(Param("mode", convert=_mode),
+            Param("is_deterministic", False, convert=bool, keyword_only=True),
+            Param("group_offset", None, convert=_no_group_offset, keyword_only=True)),
+    order=("input", "mode", "compute_data_type", "name"), varargs=True, out_dims=True,
+    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
+    doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
+        "Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).",
+)
+register(REDUCTION)

@@ -1,0 +1,123 @@
+"""Legalization: rewrite the program's layouts into ones cuDNN's engines accept, without changing what it computes.
+
+1. **Fused scalars** (by-value tensors carrying a value) take the rank R of the first non-scalar input of their
+   node (else its output), all dims and strides 1 (``node_lowering.md`` §0.3: the backend needs equal ranks). A
+   one-element by-value tensor the user described with a lower rank gets leading 1s.
+2. **Long pointwise vectors**: a pointwise-only graph whose tensors all have the same packed dims with a last
+   axis longer than 65535 is folded to ``[1, N / c, c]`` (c <= 1024 dividing the element count N). On cuDNN 9.19 /
+   H200 a 2**20-element add as ``[1, 1, N]`` fails at execute with EXECUTION_FAILED_CUDA_DRIVER while
+   ``[1, 1024, 1024]`` runs. Elementwise ops do not care how the elements are arranged, so the fold is exact.
+3. **Rank >= 3** for every tensor: leading unit dims (outer stride = the tensor's span). A rank-2 pointwise graph
+   finalized and ran on cuDNN 9.19 / H200 but wrote only the first row of its output; the frontend's graphs are
+   always >= 3-D. GEN_INDEX axes are shifted by the padding of their output.
+The user keeps the rank they chose: operands are checked against the user's dims at execute.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from .. import layout
+from ..node import Node
+from ..program import Program
+from ..tensor import Tensor
+
+MIN_RANK = 3
+LONG_AXIS = 65535  # the longest last axis seen to work for a pointwise graph (see 2. above)
+FOLD_COLUMNS = 1024
+
+
+def run(program: Program, options: Any) -> None:
+    _reshape_fused_scalars(program)
+    _fold_long_vectors(program)
+    _pad_ranks(program)
+
+
+# ---- 1. fused scalars -------------------------------------------------------------------------------------------
+def _reshape_fused_scalars(program: Program) -> None:
+    shaped: Dict[int, int] = {}  # uid -> rank it was given
+    for node in program.nodes:
+        scalars = [(p, t) for p, t in node.inputs.items() if t.is_fused_scalar]
+        short = [t for t in node.inputs.values()
+                 if t.is_pass_by_value and not t.is_fused_scalar and layout.numel(t.dim) == 1]
+        if not scalars and not short:
+            continue
+        others = [t for t in node.inputs.values() if not t.is_pass_by_value and t.dim]
+        others += [t for t in node.outputs.values() if t.dim]
+        rank = len(others[0].dim) if others else 1
+        inputs = dict(node.inputs)
+        for port, t in scalars:
+            if shaped.get(t.uid, rank) != rank:  # shared with a node of another rank: this node gets its own copy
+                t = program.add_tensor(t.copy())
+                inputs[port] = t
+                program.log.append(f"legalize: scalar {t.name!r} copied as uid {t.uid} for node {node.name!r}")
+            t._raw_set("dim", [1] * rank)
+            t._raw_set("stride", [1] * rank)
+            shaped[t.uid] = rank
+        node.inputs = inputs
+        for t in short:
+            if len(t.dim) < rank:
+                pad = rank - len(t.dim)
+                t._raw_set("dim", [1] * pad + list(t.dim))
+                t._raw_set("stride", [1] * pad + list(t.stride))
+
+
+# ---- 2. long pointwise vectors ------------------------------------------------------------------------------------
+def _fold_long_vectors(program: Program) -> None:
+    if not program.nodes or any(n.op != "pointwise" or n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX"
+                                for n in program.nodes):
+        return
+    tensors = _distinct(program.nodes)
+    data = [t for t in tensors if not t.is_pass_by_value]
+    dims = list(data[0].dim) if data else []
+    if not dims or dims[-1] <= LONG_AXIS:
+        return
+    packed = layout.row_major_strides(dims)
+    if any(list(t.dim) != dims or list(t.stride) != packed for t in data):
+        return
+    n = layout.numel(dims)
+    cols = next((c for c in range(FOLD_COLUMNS, 1, -1) if n % c == 0), 1)
+    if cols == 1:
+        return  # nothing divides it: left as is (execute reports what cuDNN says)
+    folded = [1, n // cols, cols]
+    for t in data:
+        t._raw_set("dim", list(folded))
+        t._raw_set("stride", layout.row_major_strides(folded))
+    for t in tensors:
+        if t.is_pass_by_value:
+            t._raw_set("dim", [1, 1, 1])
+            t._raw_set("stride", [1, 1, 1])
+    program.log.append(f"legalize: pointwise graph of {dims} folded to {folded}")
+
+
+# ---- 3. rank >= 3 -----------------------------------------------------------------------------------------------
+def padded(dims: List[int], strides: List[int], rank: int = MIN_RANK) -> Tuple[List[int], List[int]]:
+    pad = max(0, rank - len(dims))
+    outer = max([int(d) * int(s) for d, s in zip(dims, strides)] or [1])
+    return [1] * pad + [int(d) for d in dims], [outer] * pad + [int(s) for s in strides]
+
+
+def _pad_ranks(program: Program) -> None:
+    pads: Dict[int, int] = {}
+    for t in _distinct(program.nodes):
+        pad = max(0, MIN_RANK - len(t.dim))
+        pads[t.uid] = pad
+        if pad:
+            dims, strides = padded(list(t.dim), list(t.stride))
+            t._raw_set("dim", dims)
+            t._raw_set("stride", strides)
+    for node in program.nodes:
+        if node.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
+            shift = pads.get(node.outputs["OUT_0"].uid, 0)
+            if shift:
+                node.params["axis"] = int(node.params["axis"]) + shift
+    if any(pads.values()):
+        program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {MIN_RANK}")
+
+
+def _distinct(nodes: List[Node]) -> List[Tensor]:
+    seen: Dict[int, Tensor] = {}
+    for n in nodes:
+        for t in n.tensors():
+            seen.setdefault(id(t), t)
+    return list(seen.values())
+

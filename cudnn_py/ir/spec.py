@@ -1,0 +1,192 @@
+"""One declarative spec per op.
+
+An :class:`OpSpec` says everything the layers above need to know about an op, once:
+
+* the classic surface: method name, positional order (and the 1.23 order where it differed), keyword names and
+  defaults, whether the surface shows it as ``(*args, name=, compute_data_type=, **kwargs)``;
+* its ports: tensor arguments (required or optional) and outputs (and when an output exists);
+* its attributes (:class:`Param`: default, the ``node.params`` key, a converter that validates);
+* shape and data-type inference (``infer``);
+* the catalog features its lowering needs (``requires``: attribute / descriptor / enum names whose ``since`` is
+  the minimum cuDNN version, checked against the running library);
+* for a composite, ``expand``: the decomposition into primitive IR nodes (run by the decompose pass).
+
+The builder methods of ``pygraph`` are generated from the specs (:mod:`.builders`), with the real signatures.
+Lowering (``cudnn_py.lowering``) and the float64 reference engine (``cudnn_py.engines.reference``) register one
+function per ``kind`` beside the spec's family; a test checks that every spec has both.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+REQUIRED: Any = inspect.Parameter.empty  # a Param or Port without a default
+
+
+@dataclass(frozen=True)
+class Port:
+    """A tensor argument: the IR port it lands in and the classic keyword name."""
+
+    port: str  # IR port name, e.g. "A", "IN_0", "X"
+    arg: str  # classic keyword name, e.g. "A", "input"
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Param:
+    """A non-tensor argument and the node param it lands in."""
+
+    arg: str  # classic keyword name, e.g. "negative_slope"
+    default: Any = REQUIRED
+    key: str = ""  # node.params key; "" = arg
+    convert: Optional[Callable[[Any], Any]] = None  # normalise and validate (raise TypeError / ValueError)
+    keyword_only: bool = False  # not part of the positional order (an extra keyword of the classic surface)
+
+    @property
+    def param(self) -> str:
+        return self.key or self.arg
+
+
+@dataclass(frozen=True)
+class Output:
+    port: str
+    when: Optional[Callable[[Mapping[str, Any]], bool]] = None  # params -> does the output exist
+
+    def exists(self, params: Mapping[str, Any]) -> bool:
+        return self.when is None or bool(self.when(params))
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    method: str  # the classic pygraph method name
+    kind: str  # the IR node kind; lowering and the reference engine dispatch on it (a family may share one)
+    inputs: Tuple[Port, ...]
+    outputs: Tuple[Output, ...]
+    infer: Callable[..., None]  # infer(node, ctx): fill output dims/strides/dtypes, raise shape errors
+    params: Tuple[Param, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # params every node of this spec carries (e.g. mode)
+    order: Tuple[str, ...] = ()  # classic positional order: tensor args, params, "name", "compute_data_type"
+    legacy_order: Optional[Tuple[str, ...]] = None  # the 1.23 order, used when a positional call needs it
+    varargs: bool = False  # the classic surface shows (*args, name="", compute_data_type=None, **kwargs)
+    out_dims: bool = False  # accepts out_dims= (the first output's dims)
+    requires: Tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
+    min_version: int = 0  # a stricter minimum than the catalog's (a version with a known problem), or 0
+    public: bool = True  # False: an internal op that decompositions emit; no pygraph method
+    finish: Optional[Callable[[Dict[str, Any]], None]] = None  # cross-parameter defaults / checks, in place
+    expand: Optional[Callable[..., bool]] = None  # composite: expand(node, rewriter, options) -> decomposed?
+    returns_list: bool = False  # the method returns a list (None for absent outputs) even for one output
+    doc: str = ""
+
+    # ---- the classic call ------------------------------------------------------------------------------------------
+    @property
+    def tensor_args(self) -> Tuple[str, ...]:
+        return tuple(p.arg for p in self.inputs)
+
+    def signature(self) -> inspect.Signature:
+        """The signature the classic surface shows (what ``inspect.signature(pygraph.<method>)`` returns)."""
+        P = inspect.Parameter
+        params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+        if self.varargs:
+            params += [P("args", P.VAR_POSITIONAL), P("name", P.KEYWORD_ONLY, default=""),
+                       P("compute_data_type", P.KEYWORD_ONLY, default=None)]
+            if self.out_dims:
+                params.append(P("out_dims", P.KEYWORD_ONLY, default=None))
+            params.append(P("kwargs", P.VAR_KEYWORD))
+            return inspect.Signature(params)
+        defaults = self._defaults()
+        for arg in self.order:
+            params.append(P(arg, P.POSITIONAL_OR_KEYWORD, default=defaults.get(arg, REQUIRED)))
+        for p in self.params:
+            if p.keyword_only:
+                params.append(P(p.arg, P.KEYWORD_ONLY, default=p.default))
+        if self.out_dims:
+            params.append(P("out_dims", P.KEYWORD_ONLY, default=None))
+        return inspect.Signature(params)
+
+    def _defaults(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"name": "", "compute_data_type": None}
+        d.update({p.arg: None for p in self.inputs if p.optional})
+        d.update({p.arg: p.default for p in self.params if p.default is not REQUIRED})
+        return d
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+        """Map a call onto {argument: value} (defaults filled in). Accepts the current order and, where it
+        differed, the classic 1.23 positional order. Unknown keywords and missing arguments raise TypeError."""
+        values = self._bind(self.order, args, kwargs)
+        if self.legacy_order is not None and len(args) > len(self.inputs) and self._looks_legacy(values):
+            values = self._bind(self.legacy_order, args, kwargs)
+        missing = [p.arg for p in self.inputs if not p.optional and values.get(p.arg) is None]
+        missing += [p.arg for p in self.params if p.default is REQUIRED and values.get(p.arg) is None]
+        if missing:
+            raise TypeError(f"{self.method}() missing required arguments {missing}")
+        return values
+
+    def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+        if len(args) > len(order):
+            raise TypeError(f"{self.method}() takes at most {len(order)} positional arguments "
+                            f"({', '.join(order)}), got {len(args)}")
+        known = set(order) | {p.arg for p in self.params} | {"name", "compute_data_type"}
+        if self.out_dims:
+            known.add("out_dims")
+        values = self._defaults()
+        values.update(zip(order, args))
+        for key, value in kwargs.items():
+            if key not in known:
+                raise TypeError(f"{self.method}() got an unexpected keyword argument {key!r}; it takes "
+                                f"{', '.join(sorted(known))}")
+            if key in order[: len(args)]:
+                raise TypeError(f"{self.method}() got multiple values for argument {key!r}")
+            values[key] = value
+        return values
+
+    def _looks_legacy(self, values: Mapping[str, Any]) -> bool:
+        """A positional call in the 1.23 order puts a data type where 1.32 has a scalar attribute, or a
+        non-string where 1.32 has the name."""
+        name = values.get("name", "")
+        attrs = [values.get(p.arg) for p in self.params]
+        return not isinstance(name, str) or any(_is_dtype_like(v) for v in attrs)
+
+    def node_params(self, values: Mapping[str, Any]) -> Dict[str, Any]:
+        """The node params for bound call values: fixed params, then each Param converted."""
+        params: Dict[str, Any] = dict(self.fixed)
+        for p in self.params:
+            value = values.get(p.arg, p.default)
+            if p.convert is not None:
+                try:
+                    value = p.convert(value)
+                except (TypeError, ValueError) as e:
+                    raise type(e)(f"{self.method}(): argument {p.arg!r}: {e}") from None
+            params[p.param] = value
+        if self.finish is not None:
+            self.finish(params)
+        return params
+
+    def output_ports(self, params: Mapping[str, Any]) -> Tuple[Optional[str], ...]:
+        """Each declared output's port, or None where it does not exist for these params."""
+        return tuple(o.port if o.exists(params) else None for o in self.outputs)
+
+
+def _is_dtype_like(v: Any) -> bool:
+    from ..enums import data_type
+
+    return isinstance(v, data_type) or type(v).__module__.startswith("torch")
+
+
+# ---- the registry ---------------------------------------------------------------------------------------------------
+SPECS: Dict[str, OpSpec] = {}  # method name -> spec, in registration order
+
+
+def register(*specs: OpSpec) -> None:
+    for spec in specs:
+        if spec.method in SPECS:
+            raise ValueError(f"op spec {spec.method!r} is registered twice")
+        SPECS[spec.method] = spec
+
+
+def specs_of_kind(kind: str) -> list[OpSpec]:
+    return [s for s in SPECS.values() if s.kind == kind]
+
+
+def kinds() -> list[str]:
+    return list(dict.fromkeys(s.kind for s in SPECS.values()))

@@ -1,0 +1,21 @@
+"""Which function lowers which IR node kind: ``@lowers("matmul")`` on a family module's function registers it.
+
+A lowering is ``fn(node, tensors) -> list[Descriptor]``: the finalized operation descriptor(s) of that node, in
+execution order; ``tensors(t)`` gives the (shared, finalized) tensor descriptor of IR tensor ``t``. Before a
+lowering runs, the catalog features its spec ``requires`` are checked against the running cuDNN.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+Lowering = Callable[[Any, Any], List[Any]]
+LOWERINGS: Dict[str, Lowering] = {}
+
+
+def lowers(kind: str) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        if kind in LOWERINGS:
+            raise ValueError(f"node kind {kind!r} has two lowerings")
+        LOWERINGS[kind] = fn
+        return fn
+    return register

@@ -1,0 +1,410 @@
+"""The planning session: everything on the cuDNN side of one graph, with an explicit phase.
+
+    BUILT -> VALIDATED -> OPERATION_GRAPH -> ENGINE_CONFIGS -> PLANS -> EXECUTABLE
+
+* VALIDATED: the user's graph passed IR inference, the IR passes made the program that is lowered, and every
+  tensor / operation descriptor and the operation graph finalized - without a handle when the graph has none, so
+  on cuDNN >= 9.8 this needs no GPU (deviceless validation).
+* OPERATION_GRAPH: the operation graph finalized again with a handle (heuristics need to see the device).
+* ENGINE_CONFIGS: heuristics ran (or explicit (engine, knobs) configs were added); filters apply here.
+* PLANS: at least one execution plan finalized (where support is really decided and kernels compile).
+* EXECUTABLE: a default plan is selected and operands can be bound and executed.
+
+Each method states the phase it needs; a call made too early raises :class:`~cudnn_py.errors.PhaseError`
+naming it (``pygraph`` advances the cheap phases itself, as the classic API does). The session owns its
+descriptors, configs, plans and executor.
+
+Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
+- configs from several heuristics modes are deduplicated (the frontend builds duplicate plans);
+- ``build_plans(ALL)`` makes the *best-ranked* plan that built the default one (the frontend picks the last);
+- ``deselect_engines(["eng1"])`` bars engine 1 only, not eng10..eng19 (the frontend matches substrings);
+- a variant-pack descriptor is cached per pointer set instead of being rebuilt on every execute.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+from .. import enums
+from ..backend import Descriptor, versions
+from ..backend.enums import enum_class
+from ..backend.handle import default_handle
+from ..errors import (CudaUnavailableError, CudnnError, NotImplementedOptionError, PhaseError,
+                      cudnnGraphNotSupportedError)
+from ..interop import data_ptr
+from ..ir.passes import PassOptions, prepare
+from ..ir.program import Program
+from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
+from . import heuristics
+from .engine_config import EngineConfig
+from .execute import Executor
+from .plan import ExecutionPlan
+
+
+class Phase(enum.IntEnum):
+    BUILT = 0
+    VALIDATED = 1
+    OPERATION_GRAPH = 2
+    ENGINE_CONFIGS = 3
+    PLANS = 4
+    EXECUTABLE = 5
+
+
+# what to call to reach each phase (for the PhaseError message)
+_HOW = {Phase.VALIDATED: "validate()", Phase.OPERATION_GRAPH: "build_operation_graph()",
+        Phase.ENGINE_CONFIGS: "create_execution_plans()", Phase.PLANS: "build_plans()",
+        Phase.EXECUTABLE: "build_plans()"}
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """The graph-level options the cuDNN side uses."""
+
+    handle: Any = None  # the graph's handle (classic pygraph(handle=)); None: this thread's default handle
+    sm_count: Optional[int] = None  # ENGINEHEUR_SM_COUNT_TARGET
+    dynamic_shapes: bool = False  # OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED
+
+
+class PlanningSession:
+    def __init__(self, graph: Any, options: SessionOptions, on_default_plan_change: Callable[[], None] = lambda: None):
+        self.graph = graph  # the user's (validated) IR graph
+        self.options = options
+        self.phase = Phase.BUILT
+        self.program: Optional[Program] = None
+        self.lowered: Optional[LoweredGraph] = None
+        self.executor: Optional[Executor] = None
+        self.configs: List[EngineConfig] = []
+        self.plans: Dict[int, ExecutionPlan] = {}
+        self.failures: Dict[int, str] = {}  # config index -> why its plan did not build
+        self.barred: Dict[int, str] = {}  # config index -> why a filter bars it
+        self.candidate: Optional[int] = None  # the default plan
+        self.heuristics_report: List[tuple] = []
+        self._on_default_plan_change = on_default_plan_change
+
+    # ---- phase bookkeeping --------------------------------------------------------------------------------------------
+    def _need(self, phase: Phase, method: str) -> None:
+        if self.phase < phase:
+            raise PhaseError(f"{method}() needs the {phase.name} phase, and the graph is at {self.phase.name}: "
+                             f"call {_HOW[phase]} first")
+
+    def _advance(self, phase: Phase) -> None:
+        self.phase = max(self.phase, phase)
+
+    # ---- VALIDATED: passes and deviceless lowering --------------------------------------------------------------------
+    def validate(self) -> None:
+        """Run the IR passes and lower every tensor and operation, finalizing the operation graph with the graph's
+        handle if it has one, else without (no device needed on cuDNN >= 9.8)."""
+        if self.phase >= Phase.VALIDATED:
+            return
+        if not self.graph.is_validated:
+            raise PhaseError("validate the IR first (pygraph.validate())")
+        self.program = prepare(self.graph, PassOptions(available=versions_available))
+        handle = self.options.handle
+        self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
+                                     self.options.dynamic_shapes)
+        self.executor = self._make_executor(self.program, self.lowered)
+        self._advance(Phase.VALIDATED)
+
+    def _alignments(self) -> Dict[int, int]:
+        """The byte alignment of data bound at build time (framework arrays given to op builders)."""
+        out = {}
+        for uid, obj in self.graph._data_bindings.items():
+            try:
+                out[uid] = pointer_alignment(data_ptr(obj))
+            except TypeError:
+                pass
+        return out
+
+    def _make_executor(self, program: Program, lowered: LoweredGraph) -> Executor:
+        # operands are checked against the user's tensors (the dims the caller sees), not the legalized copies;
+        # scalars a pass added exist only in the program
+        checked = {}
+        for uid, t in lowered.tensors.ir_by_uid.items():
+            if t.is_virtual or t.is_compile_time_constant:
+                continue
+            checked[uid] = program.user_tensor(uid) or t
+        executor = Executor(list(checked), checked)
+        executor.bind(self.graph._data_bindings)
+        return executor
+
+    # ---- OPERATION_GRAPH --------------------------------------------------------------------------------------------
+    def planning_handle(self) -> Optional[int]:
+        """The graph's handle, else this thread's default handle; None when there is no usable GPU."""
+        if self.options.handle is not None:
+            return int(self.options.handle)
+        try:
+            return int(default_handle())
+        except CudaUnavailableError:
+            return None
+
+    def build_operation_graph(self) -> None:
+        """Make sure the operation graph carries a handle, which heuristics need to see the device."""
+        self._need(Phase.VALIDATED, "build_operation_graph")
+        assert self.lowered is not None
+        handle = self.planning_handle()
+        if handle is not None and self.lowered.handle is None:
+            finalize_operation_graph(self.lowered, handle)
+        self._advance(Phase.OPERATION_GRAPH)
+
+    @property
+    def operation_graph(self) -> Descriptor:
+        self._need(Phase.OPERATION_GRAPH, "operation_graph")
+        assert self.lowered is not None and self.lowered.operation_graph is not None
+        return self.lowered.operation_graph
+
+    def get_engine_count(self) -> int:
+        self._need(Phase.OPERATION_GRAPH, "get_engine_count")
+        assert self.lowered is not None
+        return self.lowered.engine_count()
+
+    def get_knobs_for_engine(self, engine_id: int) -> list:
+        self._need(Phase.OPERATION_GRAPH, "get_knobs_for_engine")
+        engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
+        engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", self.operation_graph)
+        engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_id))
+        engine.finalize()
+        out = []
+        for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
+            out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
+                            int(info.get("CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE")),
+                            int(info.get("CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE")),
+                            int(info.get("CUDNN_ATTR_KNOB_INFO_STRIDE"))))
+        return out
+
+    # ---- ENGINE_CONFIGS ---------------------------------------------------------------------------------------------
+    def create_execution_plans(self, modes: List[Any]) -> None:
+        """Query heuristics for each mode (classic heur_mode members), in order; configs are deduplicated."""
+        self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
+        assert self.lowered is not None
+        names = [enums.to_backend_heur_mode(m) for m in modes]
+        res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        self.heuristics_report.extend(res.per_mode)
+        self.configs.extend(res.configs)
+        if not self.configs:
+            from ..backend.api import get_last_error_string
+
+            report = "; ".join(f"{m}: {r}" for m, r in res.per_mode)
+            if self.lowered.handle is None:
+                report += " (no GPU/handle: cuDNN heuristics need a device to rank engines)"
+            raise cudnnGraphNotSupportedError(f"No valid engine configs for graph {self.graph.name!r}: {report}. "
+                                              f"{get_last_error_string()}")
+        self._advance(Phase.ENGINE_CONFIGS)
+
+    def create_execution_plan(self, engine_id: int, knobs: Optional[dict] = None) -> None:
+        """Add a config for an explicit engine id and knob choices (no heuristics)."""
+        count = self.get_engine_count()
+        if not 0 <= int(engine_id) < count:
+            raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
+        backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
+        self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        self._advance(Phase.ENGINE_CONFIGS)
+
+    def _bar(self, method: str, predicate: Callable[[EngineConfig], bool], why: str) -> None:
+        self._need(Phase.ENGINE_CONFIGS, method)
+        for i, c in enumerate(self.configs):
+            if i not in self.barred and predicate(c):
+                self.barred[i] = why
+
+    def deselect_engines(self, names: list) -> None:
+        names = list(names)
+        self._bar("deselect_engines", lambda c: any(c.name == n or c.name.startswith(n + "_") for n in names),
+                  "deselected by name")
+
+    def select_numeric_notes(self, notes: list) -> None:
+        want = {_note_name(n) for n in notes}
+        self._bar("select_numeric_notes", lambda c: not want <= {n.name for n in c.numerical_notes},
+                  "lacks a selected numerical note")
+
+    def deselect_numeric_notes(self, notes: list) -> None:
+        bad = {_note_name(n) for n in notes}
+        self._bar("deselect_numeric_notes", lambda c: bool(bad & {n.name for n in c.numerical_notes}),
+                  "has a deselected numerical note")
+
+    def select_behavior_notes(self, notes: list) -> None:
+        want = {_note_name(n) for n in notes}
+        self._bar("select_behavior_notes", lambda c: not want <= {n.name for n in c.behavior_notes},
+                  "lacks a selected behavior note")
+
+    def deselect_behavior_notes(self, notes: list) -> None:
+        bad = {_note_name(n) for n in notes}
+        self._bar("deselect_behavior_notes", lambda c: bool(bad & {n.name for n in c.behavior_notes}),
+                  "has a deselected behavior note")
+
+    def deselect_workspace_greater_than(self, limit: int) -> None:
+        self._bar("deselect_workspace_greater_than", lambda c: c.workspace > int(limit),
+                  f"needs more than {limit} bytes of workspace")
+
+    def check_support(self) -> None:
+        self._need(Phase.ENGINE_CONFIGS, "check_support")
+        if any(i not in self.barred for i in range(len(self.configs))):
+            return
+        raise cudnnGraphNotSupportedError(
+            "No execution plans support the graph: every engine config was filtered out ("
+            + "; ".join(f"{self.configs[i].name}: {w}" for i, w in self.barred.items()) + ")")
+
+    def get_execution_plan_count(self) -> int:
+        return len(self.configs)
+
+    def _index(self, index: int) -> int:
+        if not 0 <= int(index) < len(self.configs):
+            raise IndexError(f"plan index {index} out of range: this graph has {len(self.configs)} engine config(s)")
+        return int(index)
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        self._need(Phase.ENGINE_CONFIGS, "get_plan_name_at_index")
+        return self.configs[self._index(index)].name
+
+    def get_engine_and_knobs_at_index(self, index: int) -> tuple:
+        """(engine id, {knob_type: value}) of config ``index``; knobs the classic enum cannot name keep their
+        backend member."""
+        self._need(Phase.ENGINE_CONFIGS, "get_engine_and_knobs_at_index")
+        c = self.configs[self._index(index)]
+        knob_enum = enum_class("cudnnBackendKnobType_t")
+        return c.engine_index, {_classic_knob(knob_enum(t)): v for t, v in c.knobs}
+
+    def plan_entries(self) -> List[Dict[str, Any]]:
+        """One dict per engine config: index, name, engine id, knobs, the heuristics mode it came from, workspace,
+        and whether its plan built, failed (with the backend's reason) or was filtered out (and why)."""
+        out = []
+        for i, c in enumerate(self.configs):
+            out.append({"index": i, "name": c.name, "engine_id": c.engine_index, "knobs": dict(c.knobs),
+                        "source": c.source, "workspace": c.workspace, "built": i in self.plans,
+                        "failure": self.failures.get(i), "barred": self.barred.get(i), "default": i == self.candidate})
+        return out
+
+    def get_behavior_notes_for_plan_at_index(self, index: int) -> list:
+        self._need(Phase.ENGINE_CONFIGS, "get_behavior_notes_for_plan_at_index")
+        return _classic_behavior(self.configs[self._index(index)].behavior_notes)
+
+    def get_numerical_notes_for_plan_at_index(self, index: int) -> list:
+        self._need(Phase.ENGINE_CONFIGS, "get_numerical_notes_for_plan_at_index")
+        return list(self.configs[self._index(index)].numerical_notes)
+
+    # ---- PLANS ------------------------------------------------------------------------------------------------------
+    def build_plan_at_index(self, index: int) -> None:
+        self._need(Phase.ENGINE_CONFIGS, "build_plan_at_index")
+        i = self._index(index)
+        if i in self.plans:
+            return
+        if i in self.barred:
+            raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
+        try:
+            self.plans[i] = ExecutionPlan.build(self.configs[i])
+        except CudnnError as e:
+            self.failures[i] = str(e)
+            raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
+        self._advance(Phase.PLANS)
+        if self.candidate is None:
+            self._set_candidate(i)
+
+    def build_plans(self, build_all: bool = False) -> None:
+        """Build the best-ranked plan that builds (``build_all``: every plan), and make the best one the default."""
+        self._need(Phase.ENGINE_CONFIGS, "build_plans")
+        for i in range(len(self.configs)):
+            if i in self.barred or i in self.failures:
+                continue
+            try:
+                self.build_plan_at_index(i)
+            except cudnnGraphNotSupportedError:  # recorded in self.failures; the summary below says why
+                continue
+            if not build_all:
+                break
+        if not self.plans:
+            why = "; ".join(f"{self.configs[i].name}: {self.failures.get(i) or self.barred.get(i)}"
+                            for i in range(len(self.configs)))
+            raise cudnnGraphNotSupportedError(f"No execution plans support the graph: {why}")
+        self._set_candidate(min(self.plans))
+
+    def _set_candidate(self, index: int) -> None:
+        if index != self.candidate:
+            self.candidate = index
+            self._on_default_plan_change()  # a bound execute targets the old plan
+        self._advance(Phase.EXECUTABLE)
+
+    def plan(self, index: Optional[int] = None) -> ExecutionPlan:
+        """The default plan, or the built plan ``index``."""
+        if index is None:
+            self._need(Phase.EXECUTABLE, "execute")
+            assert self.candidate is not None
+            return self.plans[self.candidate]
+        self._need(Phase.ENGINE_CONFIGS, "execute_plan_at_index")
+        i = self._index(index)
+        if i not in self.plans:
+            raise RuntimeError(f"Plan index {i} did not build" + (f": {self.failures[i]}" if i in self.failures else
+                                                                   " (call build_plan_at_index first)"))
+        return self.plans[i]
+
+    def get_workspace_size(self) -> int:
+        return self.plan().workspace
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        return self.plan(index).workspace
+
+    def get_behavior_notes(self) -> list:
+        return _classic_behavior(self.plan().config.behavior_notes)
+
+    # ---- EXECUTABLE -------------------------------------------------------------------------------------------------
+    def fast_path(self) -> Callable[..., None]:
+        """``execute`` for the default plan with every indirection bound (``Executor.fast``)."""
+        assert self.executor is not None
+        return self.executor.fast(self.plan())
+
+    def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
+        assert self.executor is not None
+        self.executor.execute(self.plan(), variant_pack, workspace, handle)
+
+    def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None) -> None:
+        assert self.executor is not None
+        self.executor.execute(self.plan(index), variant_pack, workspace, handle)
+
+    # ---- not implemented yet: refused, never ignored ----------------------------------------------------------------
+    @staticmethod
+    def not_implemented(what: str) -> NotImplementedOptionError:
+        return NotImplementedOptionError(f"{what} is not implemented yet in cudnn_py")
+
+
+def versions_available(feature: str, at_least: int = 0) -> bool:
+    """The passes' view of the running cuDNN: has it ``feature`` (and is it at least ``at_least``)?"""
+    return versions.available(feature) and versions.runtime_version() >= at_least
+
+
+class Knob:
+    """An engine knob's range, as the classic ``cudnn.knob`` exposes it."""
+
+    __slots__ = ("type", "max_value", "min_value", "stride")
+
+    def __init__(self, type: Any, max_value: int, min_value: int, stride: int):
+        self.type, self.max_value, self.min_value, self.stride = type, max_value, min_value, stride
+
+    def __repr__(self) -> str:
+        return f"knob(type={self.type}, min={self.min_value}, max={self.max_value}, stride={self.stride})"
+
+
+def _note_name(note: Any) -> str:
+    """Backend C name of a classic numerical/behavior note (or of a backend member / C name)."""
+    if isinstance(note, str):
+        return note
+    if isinstance(note, enums.numerical_note):
+        return enums.to_backend_numerical_note(note)
+    if isinstance(note, enums.behavior_note):
+        return enums.to_backend_behavior_note(note)
+    return note.name
+
+
+def _knob_value(knob: Any) -> int:
+    """Backend knob type value of a classic knob_type, a backend member or an int."""
+    if isinstance(knob, enums.knob_type):
+        return int(enum_class("cudnnBackendKnobType_t")[enums.to_backend_knob_type(knob)])
+    return int(knob)
+
+
+def _classic_behavior(notes: list) -> list:
+    return [enums.behavior_note_from_backend(n.name) for n in notes]
+
+
+def _classic_knob(backend_member: Any) -> Any:
+    try:
+        return enums.knob_type_from_backend(backend_member.name)
+    except (KeyError, ValueError):  # a knob the classic enum cannot name (SWAP_AB, TMA knobs): the backend member
+        return backend_member
