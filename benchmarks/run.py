@@ -18,9 +18,9 @@ import statistics
 import sys
 import time
 
+import cudnn  # the official frontend, first: cudnn_py reuses the libcudnn it loaded
 import torch
 
-import cudnn  # the official frontend, first: cudnn_py reuses the libcudnn it loaded
 import cudnn_py
 
 dev = torch.device("cuda")

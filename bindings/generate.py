@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Generate ``cudnn_py/_generated/`` from the installed cuDNN headers.
+"""Generate ``cudnn_py/_generated/`` from the pinned cuDNN headers (``bindings/headers/<version>/``).
 
-    python bindings/generate.py [--include DIR] [--out DIR] [--check]
+    python bindings/generate.py [--include DIR] [--out DIR] [--check] [--report]
+    python bindings/generate.py --pin [--include DIR]    # copy new headers into bindings/headers/<version>/
+
+The input headers are, first found: ``--include DIR``, ``$CUDNN_INCLUDE_DIR``, else the newest pinned set under
+``bindings/headers/`` (whose ``SHA256SUMS`` is verified first: a pinned header that was edited stops generation).
+The installed cuDNN wheel is not read (except by ``--pin``), so the output does not depend on the machine.
 
 Layers for the backend attribute catalog (later layers win, and each attribute records where its type came from):
 
@@ -17,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import importlib.util
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -51,18 +59,150 @@ class GenerateError(Exception):
 # Locating the headers
 # --------------------------------------------------------------------------------------------------------------------
 
-def find_include_dir() -> Path:
-    env = os.environ.get("CUDNN_INCLUDE_DIR")
-    if env:
-        return Path(env)
-    spec = importlib.util.find_spec("nvidia.cudnn")
+PINNED_ROOT = HERE / "headers"  # bindings/headers/<MAJOR.MINOR.PATCH>/{cudnn*.h, SHA256SUMS}
+SHA256SUMS = "SHA256SUMS"
+_VERSION_DIR_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_VERSION_DEFINE_RE = {k: re.compile(rf"^\s*#\s*define\s+CUDNN_{k}\s+(\d+)\s*$", re.M)
+                      for k in ("MAJOR", "MINOR", "PATCHLEVEL")}
+
+
+def pinned_versions(root: Path = PINNED_ROOT) -> List[Path]:
+    """The pinned header sets under ``root`` (directories named MAJOR.MINOR.PATCH), oldest first."""
+    if not root.is_dir():
+        return []
+    dirs = [d for d in root.iterdir() if d.is_dir() and _VERSION_DIR_RE.match(d.name)]
+    return sorted(dirs, key=lambda d: tuple(int(x) for x in _VERSION_DIR_RE.match(d.name).groups()))
+
+
+def is_pinned(include_dir: Path, root: Path = PINNED_ROOT) -> bool:
+    return Path(include_dir).resolve().parent == root.resolve()
+
+
+def header_version(include_dir: Path) -> str:
+    """MAJOR.MINOR.PATCH from ``cudnn_version.h`` in ``include_dir``."""
+    path = Path(include_dir) / "cudnn_version.h"
+    if not path.is_file():
+        raise GenerateError(f"{path}: missing")
+    text = path.read_text(encoding="utf-8")
+    parts = []
+    for k, rx in _VERSION_DEFINE_RE.items():
+        m = rx.search(text)
+        if m is None:
+            raise GenerateError(f"{path}: no #define CUDNN_{k}")
+        parts.append(m.group(1))
+    return ".".join(parts)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_sha256sums(include_dir: Path) -> Dict[str, str]:
+    """{file name: sha256 hex} from ``include_dir/SHA256SUMS`` (``sha256sum`` format: "<hex>  <name>")."""
+    path = Path(include_dir) / SHA256SUMS
+    if not path.is_file():
+        raise GenerateError(f"{path}: missing (every pinned header set lists its files' sha256 there)")
+    sums: Dict[str, str] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.match(r"^([0-9a-f]{64}) [ *]([^/\\]+)$", line)
+        if m is None or m.group(2) in sums:
+            raise GenerateError(f"{path}:{n}: not a '<sha256>  <file name>' line (or a repeated name): {line!r}")
+        sums[m.group(2)] = m.group(1)
+    return sums
+
+
+def verify_pinned(include_dir: Path) -> None:
+    """Check a pinned header set: the files are exactly those listed in SHA256SUMS, each with its listed sha256,
+    the set holds every header the parser reads, and the directory is named after the headers' version."""
+    include_dir = Path(include_dir)
+    sums = read_sha256sums(include_dir)
+    how = ("the pinned headers must stay byte-identical to the cuDNN release they were copied from: restore them "
+           "(`git checkout -- bindings/headers`) or move the pin to a new release (bindings/headers/README.md)")
+    present = {p.name for p in include_dir.iterdir() if p.name != SHA256SUMS}
+    unlisted = sorted(present - set(sums))
+    if unlisted:
+        raise GenerateError(f"{include_dir}: files not listed in {SHA256SUMS}: {', '.join(unlisted)}; {how}")
+    for name, want in sums.items():
+        path = include_dir / name
+        if not path.is_file():
+            raise GenerateError(f"{path}: listed in {SHA256SUMS} but missing; {how}")
+        got = sha256_of(path)
+        if got != want:
+            raise GenerateError(f"{path}: sha256 {got} does not match {SHA256SUMS} ({want}): the pinned header "
+                                f"was modified; {how}")
+    try:
+        needed = header_parser.header_files(include_dir)
+    except header_parser.HeaderParseError as exc:
+        raise GenerateError(f"{include_dir}: incomplete pinned header set: {exc}") from exc
+    missing = sorted(set(needed) - set(sums))
+    if missing:
+        raise GenerateError(f"{include_dir}: headers read by the parser but not in {SHA256SUMS}: {missing}")
+    version = header_version(include_dir)
+    if version != include_dir.name:
+        raise GenerateError(f"{include_dir}: the headers are cuDNN {version}; the directory must be named {version}")
+
+
+def pinned_include_dir(root: Path = PINNED_ROOT, verify: bool = True) -> Path:
+    """The newest pinned header set, verified against its SHA256SUMS."""
+    versions = pinned_versions(root)
+    if not versions:
+        raise GenerateError(f"no pinned cuDNN headers under {root} (expected {root}/<MAJOR.MINOR.PATCH>/): "
+                            "pin a set with `python bindings/generate.py --pin`, or pass --include DIR")
+    if verify:
+        verify_pinned(versions[-1])
+    return versions[-1]
+
+
+def installed_include_dir() -> Path:
+    """The include directory of the installed nvidia-cudnn-cu12/cu13 wheel (only ``--pin`` reads it)."""
+    try:
+        spec = importlib.util.find_spec("nvidia.cudnn")
+    except ModuleNotFoundError:  # no nvidia.* namespace package installed
+        spec = None
     if spec is not None:
         for loc in list(spec.submodule_search_locations or []):
             cand = Path(loc) / "include"
             if (cand / "cudnn.h").is_file():
                 return cand
-    raise GenerateError("cannot find the cuDNN headers: install the nvidia-cudnn-cu12/cu13 wheel, "
-                        "set CUDNN_INCLUDE_DIR, or pass --include DIR")
+    raise GenerateError("cannot find the headers of an installed nvidia-cudnn-cu12/cu13 wheel: install one "
+                        "or pass --include DIR")
+
+
+def find_include_dir() -> Path:
+    """$CUDNN_INCLUDE_DIR if set, else the newest pinned header set (verified)."""
+    env = os.environ.get("CUDNN_INCLUDE_DIR")
+    if env:
+        return Path(env)
+    return pinned_include_dir()
+
+
+def resolve_include_dir(explicit: Optional[Path]) -> Path:
+    """``--include DIR`` if given, else :func:`find_include_dir`; a pinned set named explicitly is verified too."""
+    include_dir = Path(explicit) if explicit else find_include_dir()
+    if is_pinned(include_dir):
+        verify_pinned(include_dir)
+    return include_dir
+
+
+def pin_headers(src: Path, root: Path = PINNED_ROOT) -> Path:
+    """Copy the headers the parser reads from ``src`` into ``root/<version>/`` (byte for byte) + SHA256SUMS."""
+    src = Path(src)
+    try:
+        names = header_parser.header_files(src)
+    except header_parser.HeaderParseError as exc:
+        raise GenerateError(f"{src}: {exc}") from exc
+    dest = root / header_version(src)
+    if dest.exists():
+        raise GenerateError(f"{dest} already exists; remove it first to re-pin the same version")
+    dest.mkdir(parents=True)
+    for name in names:
+        shutil.copyfile(src / name, dest / name)
+    lines = [f"{sha256_of(dest / name)}  {name}\n" for name in sorted(names)]
+    (dest / SHA256SUMS).write_text("".join(lines), encoding="utf-8", newline="\n")
+    verify_pinned(dest)
+    return dest
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -308,27 +448,39 @@ def check(files: Dict[str, str], out_dir: Path) -> List[str]:
         if not path.is_file():
             problems.append(f"{path}: missing")
             continue
-        old = path.read_text(encoding="utf-8")
-        if old != content:
+        raw = path.read_bytes()
+        if raw != content.encode("utf-8"):  # bytes, so that line-ending or encoding changes count too
+            old = raw.decode("utf-8", errors="replace")
             diff = list(difflib.unified_diff(old.splitlines(), content.splitlines(), f"committed/{name}",
                                              f"regenerated/{name}", lineterm="", n=0))
             changed = sum(1 for ln in diff if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
-            problems.append(f"{path}: {changed} changed lines\n" + "\n".join(diff[:40]))
+            if changed:
+                problems.append(f"{path}: {changed} changed lines\n" + "\n".join(diff[:40]))
+            else:
+                problems.append(f"{path}: same lines, different bytes (line endings or encoding)")
     return problems
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--include", type=Path, help="cuDNN include dir (default: the installed nvidia.cudnn wheel, "
-                                                  "or $CUDNN_INCLUDE_DIR)")
+    ap.add_argument("--include", type=Path, help="cuDNN include dir (default: $CUDNN_INCLUDE_DIR, else the newest "
+                                                  f"pinned set under {PINNED_ROOT}, SHA256SUMS verified)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
     ap.add_argument("--probe-results", type=Path, default=PROBE_RESULTS)
     ap.add_argument("--overrides", type=Path, default=OVERRIDES)
     ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
     ap.add_argument("--report", action="store_true", help="print the attribute coverage report")
+    ap.add_argument("--pin", action="store_true",
+                    help=f"copy the headers the generator reads from --include DIR (default: the installed "
+                         f"nvidia-cudnn wheel) into {PINNED_ROOT}/<version>/ with a SHA256SUMS, and exit")
     args = ap.parse_args(argv)
     try:
-        include_dir = args.include or find_include_dir()
+        if args.pin:
+            dest = pin_headers(args.include or installed_include_dir())
+            print(f"generate.py: pinned {len(read_sha256sums(dest))} headers in {dest}; next: "
+                  "python bindings/generate.py --report (see bindings/headers/README.md)")
+            return 0
+        include_dir = resolve_include_dir(args.include)
         files = render(include_dir, args.probe_results, args.overrides)
     except (GenerateError, header_parser.HeaderParseError, attribute_docs.SchemaError) as exc:
         print(f"generate.py: error: {exc}", file=sys.stderr)

@@ -79,7 +79,10 @@ class Lib:
         except Exception:  # noqa: BLE001 - fall back to the wheel's library with local prototypes
             import importlib.util
 
-            spec = importlib.util.find_spec("nvidia.cudnn")
+            try:
+                spec = importlib.util.find_spec("nvidia.cudnn")
+            except ModuleNotFoundError:  # no nvidia.* package at all: re-raise the loader's error below
+                spec = None
             for loc in list(spec.submodule_search_locations or []) if spec else []:
                 p = Path(loc) / "lib" / "libcudnn.so.9"
                 if p.is_file():

@@ -5,8 +5,15 @@ Importing needs no GPU, no torch and not even libcudnn: the library is loaded by
 """
 __version__ = "0.1.0"
 
-from .backend import (backend_version, backend_version_string, create_handle, destroy_handle,  # noqa: F401
-                      get_last_error_string, get_stream, set_stream)
-from .enums import *  # noqa: F401,F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
+from .backend import (  # noqa: F401
+                      backend_version,
+                      backend_version_string,
+                      create_handle,
+                      destroy_handle,
+                      get_last_error_string,
+                      get_stream,
+                      set_stream,
+)
+from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
 from .errors import cudnnGraphNotSupportedError  # noqa: F401
 from .graph import pygraph, tensor  # noqa: F401

@@ -34,7 +34,7 @@ def _gpu_lines() -> list[str]:
         return [f"GPU: unknown (cuda-bindings not installed: {e})"]
     try:
         (err,) = driver.cuInit(0)
-    except Exception as e:  # noqa: BLE001 - no libcuda.so.1 at all
+    except Exception as e:
         return [f"GPU: none (no CUDA driver: {e})"]
     if int(err) != 0:
         return [f"GPU: none (cuInit: {err!r})"]
@@ -61,11 +61,11 @@ def info(out=sys.stdout) -> int:
     p(f"cudnn_py {__version__} ({os.path.dirname(os.path.abspath(__file__))})")
     p(f"Python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
     warnings: list[str] = []
+    lib: loader.LoadedLibrary | None = None
     try:
         lib = loader.load_library()
-    except Exception as e:  # noqa: BLE001 - report, do not crash: info must work on broken installs
+    except Exception as e:
         p(f"libcudnn: NOT LOADED\n{e}")
-        lib = None
     else:
         from ._generated import HEADER_VERSION_STRING
 
@@ -80,7 +80,7 @@ def info(out=sys.stdout) -> int:
                 try:
                     ld = pathfinder.load_nvidia_dynamic_lib(dep)
                     p(f"{dep}: {ld.abs_path} (found via {ld.found_via})")
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     p(f"{dep}: not found ({type(e).__name__}: {str(e).splitlines()[0]})")
         except ImportError:
             p("cublasLt/nvrtc: unknown (cuda-pathfinder not installed)")

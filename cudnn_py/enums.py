@@ -12,7 +12,7 @@ binding layer that reads `cudnn_graph.h`.
 from __future__ import annotations
 
 import enum
-from typing import Any, Dict, Optional, Type, TypeVar
+from typing import Any, TypeVar
 
 from . import dtypes
 
@@ -49,8 +49,8 @@ class _ClassicEnum(enum.Enum):
         return getattr, (type(self), self.name)
 
 
-def _make(name: str, members: list) -> Type[_ClassicEnum]:
-    cls = _ClassicEnum(name, [(m, i) for i, m in enumerate(members)], module=__name__)
+def _make(name: str, members: list) -> Any:  # Any: members are made at run time, mypy cannot see them
+    cls: Any = _ClassicEnum(name, [(m, i) for i, m in enumerate(members)], module=__name__)  # type: ignore[call-arg]
     cls.__qualname__ = name
     return cls
 
@@ -91,7 +91,7 @@ cuda_graph_retention = _make("cuda_graph_retention", ["PER_GRAPH", "NONE"])
 
 # ---- backend C names --------------------------------------------------------------------------------------------
 # One prefix per enum; members listed in `_NO_BACKEND` have no backend counterpart (they map to None).
-_PREFIX: Dict[type, str] = {
+_PREFIX: dict[type, str] = {
     data_type: "CUDNN_DATA_",
     tensor_reordering: "CUDNN_TENSOR_REORDERING_",
     reshape_mode: "CUDNN_RESHAPE_",
@@ -115,7 +115,7 @@ _NO_BACKEND = {
 E = TypeVar("E", bound=_ClassicEnum)
 
 
-def backend_name(member: _ClassicEnum) -> Optional[str]:
+def backend_name(member: _ClassicEnum) -> str | None:
     """C enumerator name for a classic member ("CUDNN_DATA_HALF"), or None when the backend has none."""
     prefix = _PREFIX.get(type(member))
     if prefix is None or member in _NO_BACKEND:
@@ -123,7 +123,7 @@ def backend_name(member: _ClassicEnum) -> Optional[str]:
     return prefix + member.name
 
 
-def from_backend_name(enum_cls: Type[E], cname: str) -> E:
+def from_backend_name(enum_cls: type[E], cname: str) -> E:
     """Inverse of `backend_name`; raises ValueError for a name this enum does not cover."""
     prefix = _PREFIX.get(enum_cls, "")
     if prefix and cname.startswith(prefix):
@@ -133,7 +133,7 @@ def from_backend_name(enum_cls: Type[E], cname: str) -> E:
     raise ValueError(f"{cname!r} is not a backend name of {enum_cls.__name__}")
 
 
-def _require(member: Any, enum_cls: type, what: str) -> str:
+def _require(member: Any, enum_cls: Any, what: str) -> str:
     if not isinstance(member, enum_cls):
         raise TypeError(f"{what} must be a {enum_cls.__name__} member, got {member!r}")
     name = backend_name(member)
@@ -167,15 +167,15 @@ def to_backend_knob_type(kt: Any) -> str:
     return _require(kt, knob_type, "knob type")
 
 
-def numerical_note_from_backend(cname: str) -> "numerical_note":
+def numerical_note_from_backend(cname: str) -> Any:
     return from_backend_name(numerical_note, cname)
 
 
-def behavior_note_from_backend(cname: str) -> "behavior_note":
+def behavior_note_from_backend(cname: str) -> Any:
     return from_backend_name(behavior_note, cname)
 
 
-def knob_type_from_backend(cname: str) -> "knob_type":
+def knob_type_from_backend(cname: str) -> Any:
     """Backend knob names the classic enum lacks (deprecated ones) come back as NOT_SET, like the frontend."""
     try:
         return from_backend_name(knob_type, cname)
@@ -184,7 +184,7 @@ def knob_type_from_backend(cname: str) -> "knob_type":
 
 
 # ---- dtype conversion from frameworks (the catalog in dtypes.py) -----------------------------------------------
-def from_any_dtype(x: Any) -> "data_type":
+def from_any_dtype(x: Any) -> Any:
     """Convert a classic data_type, a torch dtype, a numpy dtype/scalar type, a dtype name, or a DLPack
     (code, bits) pair to `data_type`. None -> NOT_SET. Anything else raises TypeError."""
     if isinstance(x, data_type):

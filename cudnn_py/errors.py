@@ -12,13 +12,13 @@ The classic module maps failures onto three Python types (``python_api.md`` §1.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from ._generated.enums import ENUMS
 from ._generated.status import STATUS_TEXT
 
 
-class cudnnGraphNotSupportedError(Exception):  # noqa: N801 - the classic name
+class cudnnGraphNotSupportedError(Exception):
     """No engine or execution plan supports the graph (a subclass of Exception only, like the pybind original)."""
 
 
@@ -37,7 +37,7 @@ class FeatureVersionError(cudnnGraphNotSupportedError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _status_names() -> dict[int, str]:
     names: dict[int, str] = {}
     members = ENUMS["cudnnStatus_t"]

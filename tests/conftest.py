@@ -14,12 +14,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.support.libcuda_stub import ensure_driver  # noqa: E402
+from tests.support.libcuda_stub import ensure_driver
 
 DRIVER = ensure_driver()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_available() -> bool:
     if DRIVER != "real":
         return False
@@ -31,7 +31,7 @@ def gpu_available() -> bool:
             return False
         err, n = driver.cuDeviceGetCount()
         return int(err) == 0 and n > 0
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

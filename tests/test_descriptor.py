@@ -9,10 +9,8 @@ import json
 import pytest
 
 import cudnn_py
-
 from cudnn_py import backend
-from cudnn_py.backend import Descriptor, DescriptorError, UnsupportedAttributeError, tracing
-from cudnn_py.backend import enums
+from cudnn_py.backend import Descriptor, DescriptorError, UnsupportedAttributeError, enums, tracing
 from cudnn_py.errors import BadParamError, CudnnError, NotSupportedError
 
 

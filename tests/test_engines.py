@@ -3,13 +3,20 @@ engine's results on numpy arrays (checked against independent numpy formulas and
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
 
-from cudnn_py.engines import (BACKEND_HEURISTIC_ENGINE_ID, PYTHON_ENGINE_ID_BASE, BaseEngine, CompiledPlan,
-                              ExecutionContext, PlanConfig, Router, is_python_engine)
+from cudnn_py.engines import (
+    BACKEND_HEURISTIC_ENGINE_ID,
+    PYTHON_ENGINE_ID_BASE,
+    BaseEngine,
+    CompiledPlan,
+    ExecutionContext,
+    PlanConfig,
+    Router,
+    is_python_engine,
+)
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.enums import behavior_note, data_type, heur_mode, reduction_mode
 from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph
@@ -53,7 +60,7 @@ def small_graph(*engines, **kw):
     return g, x, y
 
 
-# ---- ids and registration -------------------------------------------------------------------------------------------------
+# ---- ids and registration --------------------------------------------------------------------------------------------
 def test_engine_id_regions():
     assert is_python_engine(PYTHON_ENGINE_ID_BASE) and not is_python_engine(PYTHON_ENGINE_ID_BASE - 1)
     assert not is_python_engine(BACKEND_HEURISTIC_ENGINE_ID) and not is_python_engine(True)
@@ -74,7 +81,7 @@ def test_register_backend_rules():
         g.set_router(Router())
 
 
-# ---- routing --------------------------------------------------------------------------------------------------------------
+# ---- routing ---------------------------------------------------------------------------------------------------------
 def test_default_router_ranks_python_engines_first():
     no, yes = ToyEngine(PYTHON_ENGINE_ID_BASE + 1, supports=False), ToyEngine(PYTHON_ENGINE_ID_BASE + 2, n_plans=2)
     g, _, _ = small_graph(no, yes)
@@ -137,7 +144,7 @@ def test_python_graph_is_not_lowered():
     assert g.get_execution_plan_count() == 0
 
 
-# ---- reference engine: pointwise ---------------------------------------------------------------------------------------
+# ---- reference engine: pointwise -------------------------------------------------------------------------------------
 def run(method, *arrays, out_dtype=np.float64, **attrs):
     g = pygraph(io_data_type=D, backends=[ReferenceEngine()])
     ts = [g.tensor(list(a.shape), name=f"in{i}") for i, a in enumerate(arrays)]
@@ -229,7 +236,7 @@ def test_backward_matches_finite_differences(method):
     np.testing.assert_allclose(run(method, dy, x, **attrs), expected, rtol=1e-6, atol=1e-8)
 
 
-# ---- reference engine: matmul and reduction -----------------------------------------------------------------------------
+# ---- reference engine: matmul and reduction --------------------------------------------------------------------------
 def test_matmul_batch_broadcast_and_chain():
     A, B, bias = rand(3, 1, 4, 5), rand(2, 5, 6), rand(6)
     g = pygraph(io_data_type=D, backends=[ReferenceEngine()])
@@ -266,7 +273,7 @@ def test_reduction_modes(mode):
     np.testing.assert_allclose(Y, REDUCE[mode](X, (1, 2)), rtol=1e-12)
 
 
-# ---- reference engine: buffers and binding --------------------------------------------------------------------------------
+# ---- reference engine: buffers and binding ---------------------------------------------------------------------------
 def test_output_dtypes_are_cast_on_write():
     a, b = rand(8), rand(8)
     half = run("mul", a, b, out_dtype=np.float16)
@@ -319,7 +326,7 @@ def test_reference_engine_refuses_unknown_ops():
         ReferenceEngine().check_support(g)
 
 
-# ---- GPU: the reference engine on CUDA tensors agrees with cuDNN ------------------------------------------------------------
+# ---- GPU: the reference engine on CUDA tensors agrees with cuDNN -----------------------------------------------------
 def _cuda_cases(torch):
     """(builder(graph, *inputs) -> (graph inputs, output), torch inputs, output shape, output dtype)."""
     def mm_bias_gelu(g, a, b, bias):

@@ -6,17 +6,23 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import sys
-import types
 
 import numpy as np
 import pytest
 
 from cudnn_py import enums
-from cudnn_py.enums import (behavior_note, build_plan_policy, data_type, heur_mode, knob_type, numerical_note,
-                            reduction_mode, scalar_type, tensor_reordering)
 from cudnn_py.engines import Router
 from cudnn_py.engines.reference import ReferenceEngine
+from cudnn_py.enums import (
+    behavior_note,
+    data_type,
+    heur_mode,
+    knob_type,
+    numerical_note,
+    reduction_mode,
+    scalar_type,
+    tensor_reordering,
+)
 from cudnn_py.errors import NotImplementedOptionError, PhaseError
 from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph, tensor
 from cudnn_py.ir.ops.pointwise import DBL_MAX, FLT_MAX
@@ -301,7 +307,7 @@ def test_scalars_and_arrays_as_op_arguments():
     assert g.nodes[-1].inputs["IN_1"].data_type is H and one.dim == [2, 3, 4]
 
 
-# ---- inference ---------------------------------------------------------------------------------------------------------
+# ---- inference -------------------------------------------------------------------------------------------------------
 def test_pointwise_broadcast_and_strides():
     g = pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
     a = g.tensor([4, 1, 3], [3, 3, 1], name="a")
@@ -400,7 +406,7 @@ def test_virtual_input_must_be_produced():
         g.validate()
 
 
-# ---- freeze --------------------------------------------------------------------------------------------------------------
+# ---- freeze ----------------------------------------------------------------------------------------------------------
 def planned_graph():
     g, a, b = mm_graph()
     g.register_backend(ReferenceEngine())  # plans without a GPU
@@ -436,7 +442,7 @@ def test_freeze_after_planning():
         g.create_execution_plans()
 
 
-# ---- inspection ----------------------------------------------------------------------------------------------------------
+# ---- inspection ------------------------------------------------------------------------------------------------------
 def test_inspect_repr_inputs_outputs_key():
     g, a, b = mm_graph()
     c = g.matmul(a, b, name="mm")
@@ -570,7 +576,7 @@ def test_every_classic_method_works_or_is_absent():
 
 
 def test_python_engine_receives_resolved_keys_and_bound_data():
-    from cudnn_py.engines import BaseEngine, CompiledPlan, PYTHON_ENGINE_ID_BASE
+    from cudnn_py.engines import PYTHON_ENGINE_ID_BASE, BaseEngine, CompiledPlan
 
     seen = []
 

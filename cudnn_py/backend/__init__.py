@@ -3,9 +3,21 @@
 Everything here maps 1:1 onto the cuDNN backend C API; the graph IR and planning are built on top of it. The
 exceptions live in :mod:`cudnn_py.errors` and are re-exported here for convenience.
 """
-from ..errors import (BadParamError, CudaUnavailableError, CudnnError, CudnnLibraryNotFoundError, CudnnVersionError,
-                      DescriptorError, ExecutionFailedError, FeatureVersionError, InternalError, NotInitializedError,
-                      NotSupportedError, UnsupportedAttributeError, status_name)
+from ..errors import (
+    BadParamError,
+    CudaUnavailableError,
+    CudnnError,
+    CudnnLibraryNotFoundError,
+    CudnnVersionError,
+    DescriptorError,
+    ExecutionFailedError,
+    FeatureVersionError,
+    InternalError,
+    NotInitializedError,
+    NotSupportedError,
+    UnsupportedAttributeError,
+    status_name,
+)
 from .api import error_for, get_last_error_string
 from .descriptor import Descriptor, attribute_spec
 from .enums import CEnum, enum_class, member

@@ -17,12 +17,12 @@ import itertools
 import time
 import weakref
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
-from . import trace
 from ..errors import DescriptorError, UnsupportedAttributeError
+from . import trace
 from .api import error_for, lib
 from .enums import CEnum, coerce, enum_class
 from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
@@ -32,7 +32,7 @@ _ids = itertools.count(1)
 _ATTR_BY_VALUE = {spec.value: spec for spec in ATTRIBUTES.values()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def type_value(type_name: str) -> int:
     return int(enum_class("cudnnBackendAttributeType_t")[type_name])
 
@@ -61,7 +61,7 @@ def descriptor_kind(kind: Any) -> CEnum:
         raise DescriptorError(f"unknown descriptor kind {kind!r}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kind_by_name(name: str) -> CEnum:
     try:
         return coerce("cudnnBackendDescriptorType_t", name)
@@ -102,7 +102,9 @@ class Descriptor:
                                 ptr=trace.hexptr(out.value))
         if status != 0:
             raise error_for(status, "cudnnBackendCreateDescriptor", kind=self.kind.name)
-        self._ptr = out.value
+        if not out.value:
+            raise DescriptorError(f"cudnnBackendCreateDescriptor({self.kind.name}) succeeded but returned NULL")
+        self._ptr: int = out.value
         self._finalizer = weakref.finalize(self, _destroy_ptr, self._ptr, self.kind.name, self.id)
         self._finalizer.atexit = False
         _live[self._ptr] = self
@@ -126,7 +128,7 @@ class Descriptor:
         self._finalizer()
         self._keepalive.clear()
 
-    def __enter__(self) -> "Descriptor":
+    def __enter__(self) -> Descriptor:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -136,19 +138,21 @@ class Descriptor:
     # ----------------------------------------------------------------------------------------------- set
     def _check_attribute(self, spec: AttributeSpec) -> None:
         if spec.owner != self.kind.name:
-            raise DescriptorError(f"{spec.name} belongs to {spec.owner}, not to {self.kind.name} (descriptor #{self.id})")
+            raise DescriptorError(
+                f"{spec.name} belongs to {spec.owner}, not to {self.kind.name} (descriptor #{self.id})")
         rv = runtime_version()
         if spec.since > rv:
             raise UnsupportedAttributeError(spec.name, spec.since, rv)
 
-    def set(self, attr: Any, value: Any, type: str | None = None) -> "Descriptor":
+    def set(self, attr: Any, value: Any, type: str | None = None) -> Descriptor:
         """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first)."""
         spec = attribute_spec(attr)
         self._check_attribute(spec)
         if not spec.settable:
             raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
         if self.finalized:
-            raise DescriptorError(f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
+            raise DescriptorError(
+                f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
         type_name = _pick_type(spec, type)
         values = _as_list(value, type_name)
         n = len(values)
@@ -188,7 +192,8 @@ class Descriptor:
                     )
                 if not d.finalized:
                     raise DescriptorError(
-                        f"{spec.name} element {i} (descriptor #{d.id}, {d.kind.name}) is not finalized; finalize it first"
+                        f"{spec.name} element {i} (descriptor #{d.id}, {d.kind.name}) is not finalized; "
+                        "finalize it first"
                     )
             return (ct * n)(*[d.ptr for d in values]), list(values)
         if type_name == "CUDNN_TYPE_CHAR":
@@ -210,7 +215,7 @@ class Descriptor:
             raise DescriptorError(f"{spec.name}: cannot convert {values!r} to {type_name}: {ex}") from None
 
     # ----------------------------------------------------------------------------------------------- finalize
-    def finalize(self) -> "Descriptor":
+    def finalize(self) -> Descriptor:
         if self.finalized:
             raise DescriptorError(f"descriptor #{self.id} ({self.kind.name}) is already finalized")
         t0 = time.perf_counter()
@@ -225,7 +230,7 @@ class Descriptor:
 
     # ----------------------------------------------------------------------------------------------- get
     def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None,
-            into: "list[Descriptor] | None" = None) -> Any:
+            into: list[Descriptor] | None = None) -> Any:
         """Read an attribute. Arrays come back as lists (descriptor arrays as new owned Descriptors of ``kind``,
         default: the catalog's element kind); scalars as one value. ``count`` caps how many elements to read.
         ``into``: descriptors to copy a descriptor array into (reused, e.g. across many configs), instead of
@@ -272,7 +277,7 @@ class Descriptor:
             raise error_for(status, "cudnnBackendGetAttribute", kind=self.kind.name, attribute=spec.name,
                             detail=f"requested {n} element(s) of {type_name}")
 
-    def _get_into(self, spec: AttributeSpec, into: "list[Descriptor]") -> "list[Descriptor]":
+    def _get_into(self, spec: AttributeSpec, into: list[Descriptor]) -> list[Descriptor]:
         arr = (ctypes.c_void_p * max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
         self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
@@ -283,7 +288,8 @@ class Descriptor:
     def _get_descriptors(self, spec: AttributeSpec, kind: Any, count: int | None, scalar: bool) -> Any:
         if kind is None:
             if not spec.element_kinds:
-                raise DescriptorError(f"{spec.name}: pass kind= (the catalog does not say which descriptor kind it holds)")
+                raise DescriptorError(
+                    f"{spec.name}: pass kind= (the catalog does not say which descriptor kind it holds)")
             kind = spec.element_kinds[0]
         n = 1 if scalar else (count if count is not None else self._count(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR"))
         created = [Descriptor(kind) for _ in range(n)]
@@ -397,7 +403,7 @@ def _trace_values(array: Any, type_name: str, n: int) -> Any:
     return [array[i] for i in range(n)]
 
 
-_live: "weakref.WeakValueDictionary[int, Descriptor]" = weakref.WeakValueDictionary()
+_live: weakref.WeakValueDictionary[int, Descriptor] = weakref.WeakValueDictionary()
 
 
 def _desc_id_by_ptr(ptr: int | None) -> int | None:

@@ -8,7 +8,8 @@ Access: ``enum_class("cudnnDataType_t")`` or attribute access on this module (``
 from __future__ import annotations
 
 import enum
-from functools import lru_cache
+from functools import cache
+from typing import Any
 
 from .._generated.enums import ENUMS
 
@@ -33,22 +34,24 @@ class CEnum(enum.IntEnum):
         return _since(type(self).__name__).get(self.name, 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _since(enum_name: str) -> dict[str, int]:
     return {name: since for name, _v, since, _d in ENUMS[enum_name]}
 
 
-@lru_cache(maxsize=None)
+@cache
 def enum_class(enum_name: str) -> type[CEnum]:
     """The enum class for a C enum typedef name (aliases with duplicate values resolve to the first member)."""
     try:
         members = ENUMS[enum_name]
     except KeyError:
         raise KeyError(f"no cuDNN enum named {enum_name!r}") from None
-    return CEnum(enum_name, [(name, value) for name, value, _s, _d in members], module=__name__)
+    cls: Any = CEnum(enum_name, [(name, value) for name, value, _s, _d in members],  # type: ignore[call-arg,arg-type]
+                     module=__name__)
+    return cls
 
 
-@lru_cache(maxsize=None)
+@cache
 def _member_index() -> dict[str, tuple[str, int]]:
     index: dict[str, tuple[str, int]] = {}
     for enum_name, members in ENUMS.items():

@@ -10,10 +10,9 @@ import ctypes
 import threading
 import time
 
-from . import trace
-from .api import lib
 from ..errors import CudaUnavailableError
-from .api import error_for
+from . import trace
+from .api import error_for, lib
 
 
 class Handle(int):
@@ -22,7 +21,7 @@ class Handle(int):
 
     device: int
 
-    def __new__(cls, ptr: int, device: int) -> "Handle":
+    def __new__(cls, ptr: int, device: int) -> Handle:
         h = super().__new__(cls, ptr)
         h.device = device
         return h
@@ -50,7 +49,7 @@ def ensure_context(device: int | None = None) -> int:
         return device or 0
     try:
         (err,) = driver.cuInit(0)
-    except Exception as e:  # noqa: BLE001 - cuda.bindings raises when libcuda.so.1 itself is missing
+    except Exception as e:
         raise CudaUnavailableError(f"no usable CUDA driver: {e}") from e
     if int(err) != 0:
         raise CudaUnavailableError(f"cuInit failed with {err!r}: no usable NVIDIA GPU/driver on this machine")
@@ -75,7 +74,7 @@ def create_handle(device: int | None = None) -> Handle:
         trace.active.record("cudnnCreate", status, t0, ptr=trace.hexptr(out.value))
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
-    return Handle(out.value, dev)
+    return Handle(int(out.value or 0), dev)
 
 
 def destroy_handle(handle: int) -> None:

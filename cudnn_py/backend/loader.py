@@ -107,7 +107,7 @@ def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]]]:
     else:
         try:
             ld = pathfinder.load_nvidia_dynamic_lib("cudnn")
-        except Exception as e:  # noqa: BLE001 - pathfinder's own error text lists its search; keep it
+        except Exception as e:
             attempts.append(("cuda.pathfinder", f"{type(e).__name__}: {e}"))
         else:
             if ld.abs_path:
@@ -118,7 +118,8 @@ def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]]]:
                 attempts.append(("cuda.pathfinder", "loaded but reported no path"))
     scanned = _candidates_on_sys_path()
     if not scanned:
-        attempts.append(("sys.path scan", f"no nvidia/cudnn/lib/{SONAME} under any of {len(sys.path)} sys.path entries"))
+        attempts.append(("sys.path scan",
+                         f"no nvidia/cudnn/lib/{SONAME} under any of {len(sys.path)} sys.path entries"))
     for p in scanned:
         cdll = _try_cdll(p, attempts, "sys.path scan")
         if cdll is not None:
@@ -159,7 +160,8 @@ def load_library() -> LoadedLibrary:
         status = int(cdll.cudnnGraphVersionCheck())
         if status != 0:
             raise CudnnVersionError(
-                f"cudnnGraphVersionCheck() on {path} returned {status_name(status)}: the cuDNN sub-libraries next to it "
+                f"cudnnGraphVersionCheck() on {path} returned {status_name(status)}: the cuDNN sub-libraries next to "
+                "it "
                 "come from different cuDNN versions (mixed wheels or a stale LD_LIBRARY_PATH copy)"
             )
         _loaded = info

@@ -11,9 +11,9 @@ import ctypes
 import json
 import sys
 
+from ..errors import status_name
 from .api import get_last_error_string, lib
 from .enums import enum_class
-from ..errors import status_name
 from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
 
 
@@ -49,7 +49,7 @@ def replay(path: str, out=sys.stdout) -> int:
         if fn == "cudnnBackendCreateDescriptor":
             p = ctypes.c_void_p()
             status = cdll.cudnnBackendCreateDescriptor(int(kinds[r["kind"]]), ctypes.byref(p))
-            ptrs[r["desc"]] = p.value
+            ptrs[r["desc"]] = p.value or 0
         elif fn == "cudnnBackendSetAttribute":
             arr = _array(r["type"], r.get("values", []), ptrs)
             status = cdll.cudnnBackendSetAttribute(ptrs[r["desc"]], int(attrs[r["attr"]]), int(types[r["type"]]),

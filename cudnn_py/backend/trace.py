@@ -18,9 +18,10 @@ import json
 import os
 import threading
 import time
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
-active: "Tracer | None" = None
+active: Tracer | None = None
 
 
 class Tracer:
@@ -66,7 +67,7 @@ class Tracer:
             self._stream.close()
 
 
-def start(target: "str | os.PathLike | IO[str]") -> Tracer:
+def start(target: str | os.PathLike | IO[str]) -> Tracer:
     """Start tracing to a path (appended) or an open text stream, for the whole process; returns the tracer."""
     global active
     if isinstance(target, (str, os.PathLike)):
@@ -87,7 +88,7 @@ def stop() -> None:
 
 
 @contextlib.contextmanager
-def tracing(target: "str | os.PathLike | IO[str]") -> Iterator[Tracer]:
+def tracing(target: str | os.PathLike | IO[str]) -> Iterator[Tracer]:
     """Trace every backend call made inside the block (all threads) to ``target``."""
     global active
     previous = active

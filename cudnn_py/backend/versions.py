@@ -5,7 +5,7 @@ tables came from; a gate that fails raises :class:`~cudnn_py.errors.FeatureVersi
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE
 from .._generated.enums import ENUMS
@@ -25,7 +25,7 @@ def runtime_version() -> int:
     return _runtime_version
 
 
-@lru_cache(maxsize=None)
+@cache
 def _enum_member_since() -> dict[str, int]:
     out: dict[str, int] = {}
     for members in ENUMS.values():

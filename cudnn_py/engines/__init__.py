@@ -1,7 +1,12 @@
 """Execution engines beside cuDNN: the engine contract, the id regions, the Router, and the reference engine."""
 from .base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
-from .engine_ids import (BACKEND_HEURISTIC_ENGINE_ID, PYTHON_ENGINE_ID_BASE, REFERENCE_ENGINE_ID,
-                         is_backend_sentinel, is_python_engine)
+from .engine_ids import (
+    BACKEND_HEURISTIC_ENGINE_ID,
+    PYTHON_ENGINE_ID_BASE,
+    REFERENCE_ENGINE_ID,
+    is_backend_sentinel,
+    is_python_engine,
+)
 from .router import Router, default_router
 
 __all__ = [

@@ -11,8 +11,9 @@ The graph is frozen from step 1 on, so an engine may cache anything it derives f
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from ..errors import cudnnGraphNotSupportedError
 from .engine_ids import BACKEND_HEURISTIC_ENGINE_ID
@@ -41,10 +42,10 @@ class ExecutionContext:
     never ask, and the query is a library call. None means "the engine picks", e.g. torch's current stream."""
 
     def __init__(self, handle: Any = None, stream: Any = None, workspace: Any = None,
-                 override_uids: Optional[Sequence[int]] = None,
-                 override_shapes: Optional[Sequence[Sequence[int]]] = None,
-                 override_strides: Optional[Sequence[Sequence[int]]] = None,
-                 stream_resolver: Optional[Callable[[], Any]] = None) -> None:
+                 override_uids: Sequence[int] | None = None,
+                 override_shapes: Sequence[Sequence[int]] | None = None,
+                 override_strides: Sequence[Sequence[int]] | None = None,
+                 stream_resolver: Callable[[], Any] | None = None) -> None:
         self.handle = handle
         self.workspace = workspace
         self.override_uids = override_uids
@@ -72,7 +73,7 @@ class CompiledPlan(abc.ABC):
     behavior_notes: Sequence[Any] = ()
 
     @abc.abstractmethod
-    def execute(self, graph: Any, buffers: Dict[int, Any], ctx: ExecutionContext) -> None:
+    def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         """Run the graph. `buffers` maps uid -> caller data (framework tensors, arrays, host scalars)."""
 
     def get_workspace_size(self) -> int:
@@ -89,7 +90,7 @@ class BaseEngine(abc.ABC):
     def check_support(self, graph: Any) -> None:
         """Raise cudnnGraphNotSupportedError (with the reason) if this engine cannot run the graph."""
 
-    def plan_configs(self, graph: Any) -> List[PlanConfig]:
+    def plan_configs(self, graph: Any) -> list[PlanConfig]:
         return [PlanConfig(self.engine_id, self.name or type(self).__name__)]
 
     @abc.abstractmethod

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def _flag(x: np.ndarray) -> np.ndarray:
 
 
 # mode -> f(params, *inputs) over float64 arrays; inputs are IN_0, IN_1, IN_2 in order
-_POINTWISE: Dict[str, Callable[..., np.ndarray]] = {
+_POINTWISE: dict[str, Any] = {  # mode -> f(params, *inputs)
     "ADD": lambda p, a, b: a + b,
     "MUL": lambda p, a, b: a * b,
     "SUB": lambda p, a, b: a - b,
@@ -127,7 +128,7 @@ _POINTWISE: Dict[str, Callable[..., np.ndarray]] = {
 }
 _PREFIX = "CUDNN_POINTWISE_"
 
-_REDUCE: Dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
+_REDUCE: dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
     reduction_mode.ADD: lambda x, ax: np.sum(x, axis=ax, keepdims=True),
     reduction_mode.MUL: lambda x, ax: np.prod(x, axis=ax, keepdims=True),
     reduction_mode.MIN: lambda x, ax: np.min(x, axis=ax, keepdims=True),
@@ -142,10 +143,10 @@ _REDUCE: Dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
 
 Read = Callable[[Any], np.ndarray]  # IR tensor -> its float64 value
 # kind -> (run(node, read) -> the output value, check(node) -> why it is unsupported or None)
-REFERENCES: Dict[str, tuple] = {}
+REFERENCES: dict[str, tuple] = {}
 
 
-def reference(kind: str, check: Optional[Callable[[Any], Optional[str]]] = None):
+def reference(kind: str, check: Callable[[Any], str | None] | None = None):
     def register(fn: Callable[[Any, Read], np.ndarray]):
         if kind in REFERENCES:
             raise ValueError(f"node kind {kind!r} has two reference functions")
@@ -154,7 +155,7 @@ def reference(kind: str, check: Optional[Callable[[Any], Optional[str]]] = None)
     return register
 
 
-def _unsupported_pointwise(node: Any) -> Optional[str]:
+def _unsupported_pointwise(node: Any) -> str | None:
     mode = node.params.get("mode", "")
     if not mode.startswith(_PREFIX) or mode[len(_PREFIX):] not in _POINTWISE:
         return f"pointwise mode {mode}"
@@ -254,8 +255,8 @@ class ReferencePlan(CompiledPlan):
         self._nodes = nodes  # the graph is frozen: this snapshot stays valid
         self._outputs = graph.get_outputs()
 
-    def execute(self, graph: Any, buffers: Dict[int, Any], ctx: ExecutionContext) -> None:
-        values: Dict[int, np.ndarray] = {}
+    def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
+        values: dict[int, np.ndarray] = {}
 
         def read(t: Any) -> np.ndarray:
             if t.uid not in values:
@@ -335,7 +336,8 @@ def _write(dst: Any, result: np.ndarray, t: Any) -> None:
     if kind == "torch":
         torch = sys.modules["torch"]
         src = torch.from_numpy(np.array(result, copy=True)).to(device=dst.device, dtype=dst.dtype)
-        view = dst if tuple(dst.shape) == result.shape or dst.dim() != 1 else dst.as_strided(tuple(t.dim), tuple(t.stride))
+        flat = dst.dim() == 1 and tuple(dst.shape) != result.shape
+        view = dst.as_strided(tuple(t.dim), tuple(t.stride)) if flat else dst
         view.copy_(src.reshape(view.shape))
         return
     if kind == "cupy":

@@ -7,8 +7,9 @@ who registers an engine wants it used), then the backend delegating entry. A cus
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, List, Sequence
+from typing import Any
 
 from ..errors import cudnnGraphNotSupportedError
 from .base import BACKEND_PLAN, BaseEngine, PlanConfig
@@ -21,8 +22,8 @@ class Router:
     include_backend: bool = True  # False: python engines only (no cuDNN fallback)
     backend_first: bool = False  # True: cuDNN ranks above every python engine
 
-    def plan(self, graph: Any, engines: Sequence[BaseEngine]) -> List[PlanConfig]:
-        python_plans: List[PlanConfig] = []
+    def plan(self, graph: Any, engines: Sequence[BaseEngine]) -> list[PlanConfig]:
+        python_plans: list[PlanConfig] = []
         for engine in engines:
             try:
                 engine.check_support(graph)
@@ -37,7 +38,7 @@ class Router:
 default_router = Router()
 
 
-def route(router: Any, graph: Any, engines: Sequence[BaseEngine]) -> List[PlanConfig]:
+def route(router: Any, graph: Any, engines: Sequence[BaseEngine]) -> list[PlanConfig]:
     """Call a router object or a bare callable."""
     plan = getattr(router, "plan", None)
     return list(plan(graph, engines) if plan is not None else router(graph, engines))

@@ -13,7 +13,8 @@ cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOpt
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
@@ -33,7 +34,7 @@ def _refuse_unimplemented(**given: Any) -> None:
             raise NotImplementedOptionError(f"pygraph({name}=...) is not implemented yet in cudnn_py")
 
 
-class pygraph(Graph):  # noqa: N801 - the classic name
+class pygraph(Graph):
     def __init__(
         self,
         name: str = "test_graph",
@@ -50,7 +51,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         cuda_graph_retention: Any = None,
         *,
         is_cuda_graph_replay_expected: bool = False,
-        backends: Optional[Sequence[BaseEngine]] = None,
+        backends: Sequence[BaseEngine] | None = None,
         router: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -67,22 +68,22 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self._sm_count = sm_count
         self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled)
         # routing
-        self._engines: List[BaseEngine] = []
+        self._engines: list[BaseEngine] = []
         self._router = router
-        self._plans: List[PlanConfig] = []
+        self._plans: list[PlanConfig] = []
         self._planning_done = False
         self._plan_index = 0
-        self._heuristics: List[Any] = list(DEFAULT_HEURISTICS)
-        self._compiled: Dict[int, CompiledPlan] = {}  # routed plan index -> built python plan
+        self._heuristics: list[Any] = list(DEFAULT_HEURISTICS)
+        self._compiled: dict[int, CompiledPlan] = {}  # routed plan index -> built python plan
         self._is_built = False
         # the cuDNN side
-        self._session: Optional[PlanningSession] = None
+        self._session: PlanningSession | None = None
         self._fast_execute: Any = None  # the default cuDNN plan's bound execute, once execute has run it
         self._observers.append(self._drop_session)
         for engine in backends or ():
             self.register_backend(engine)
 
-    # ---- graph-level attributes ---------------------------------------------------------------------------------------
+    # ---- graph-level attributes --------------------------------------------------------------------------------------
     handle = property(lambda self: self._handle)
     sm_count = property(lambda self: self._sm_count)
     is_dynamic_shape_enabled = property(lambda self: self._is_dynamic_shape_enabled)
@@ -94,7 +95,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
     def get_cuda_graph_retention(self) -> Any:
         return None  # cuda_graph_retention is refused at construction until CUDA graphs are implemented
 
-    # ---- the cuDNN session ----------------------------------------------------------------------------------------------
+    # ---- the cuDNN session -------------------------------------------------------------------------------------------
     def _drop_session(self) -> None:
         self._session = None
         self._fast_execute = None
@@ -127,8 +128,8 @@ class pygraph(Graph):  # noqa: N801 - the classic name
             s.create_execution_plans(list(self._heuristics))
         return s
 
-    # ---- engines and routing --------------------------------------------------------------------------------------------
-    def register_backend(self, engine: BaseEngine) -> "pygraph":
+    # ---- engines and routing -----------------------------------------------------------------------------------------
+    def register_backend(self, engine: BaseEngine) -> pygraph:
         """Add a python engine as a candidate; it joins the plan list at create_execution_plans() if it
         accepts the graph."""
         eid = getattr(engine, "engine_id", None)
@@ -142,30 +143,30 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self._drop_session()  # a python-engine graph is lowered only if the cuDNN plan is used
         return self
 
-    def set_router(self, router: Any) -> "pygraph":
+    def set_router(self, router: Any) -> pygraph:
         if self._planning_done:
             raise RuntimeError("cannot set a router after create_execution_plans(); build a new graph")
         self._router = router
         return self
 
     @property
-    def backends(self) -> List[BaseEngine]:
+    def backends(self) -> list[BaseEngine]:
         return list(self._engines)
 
     @property
-    def plans(self) -> List[PlanConfig]:
+    def plans(self) -> list[PlanConfig]:
         """The routed plan list (python engines and at most one cuDNN entry); select with select_plan()."""
         return list(self._plans)
 
     @property
-    def selected_engine(self) -> Optional[BaseEngine]:
+    def selected_engine(self) -> BaseEngine | None:
         """The python engine of the selected plan, or None for the cuDNN plan / before planning."""
         if not self._plans:
             return None
         eid = self._plans[self._plan_index].engine_id
         return next((e for e in self._engines if e.engine_id == eid), None)
 
-    def select_plan(self, index: int) -> "pygraph":
+    def select_plan(self, index: int) -> pygraph:
         self._require_planned("select_plan")
         if not 0 <= index < len(self._plans):
             raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
@@ -174,7 +175,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self.drop_fast_path()
         return self
 
-    def _check_routed(self, plans: List[PlanConfig]) -> None:
+    def _check_routed(self, plans: list[PlanConfig]) -> None:
         """A custom router must not smuggle in unregistered engines or several cuDNN entries."""
         if not plans:
             raise cudnnGraphNotSupportedError("no engine supports the graph (the router returned no plans)")
@@ -243,7 +244,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         else:
             self._at(Phase.ENGINE_CONFIGS).check_support()
 
-    def build_plans(self, *args: Any, ctx: Optional[ExecutionContext] = None, **kwargs: Any) -> None:
+    def build_plans(self, *args: Any, ctx: ExecutionContext | None = None, **kwargs: Any) -> None:
         """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
         build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan)."""
         self._require_planned("build_plans")
@@ -258,7 +259,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
             self._at(Phase.ENGINE_CONFIGS).build_plans(build_all=policy is build_plan_policy.ALL)
         self._is_built = True
 
-    def build(self, heuristics: Any = None, ctx: Optional[ExecutionContext] = None) -> None:
+    def build(self, heuristics: Any = None, ctx: ExecutionContext | None = None) -> None:
         """build(modes) runs the whole pipeline; build() with no modes is the classic overload that only
         validates and builds the operation graph."""
         self.build_operation_graph()
@@ -269,7 +270,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self.check_support()
         self.build_plans(ctx=ctx)
 
-    def _compile(self, ctx: Optional[ExecutionContext]) -> CompiledPlan:
+    def _compile(self, ctx: ExecutionContext | None) -> CompiledPlan:
         plan = self._compiled.get(self._plan_index)
         if plan is None:
             engine = self.selected_engine
@@ -278,7 +279,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
             self._compiled[self._plan_index] = plan
         return plan
 
-    # ---- classic plan queries (cuDNN plan index space) ----------------------------------------------------------------
+    # ---- classic plan queries (cuDNN plan index space) ---------------------------------------------------------------
     def get_execution_plan_count(self) -> int:
         if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
             return 0  # classic: nothing planned yet
@@ -332,7 +333,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self._require_planned("get_engine_and_knobs_at_index")
         return self._at(Phase.ENGINE_CONFIGS).get_engine_and_knobs_at_index(index)
 
-    def backend_plan_entries(self) -> List[Dict[str, Any]]:
+    def backend_plan_entries(self) -> list[dict[str, Any]]:
         """The cuDNN plans behind the cuDNN entry, one dict each (see PlanningSession.plan_entries); [] before
         create_execution_plans()."""
         if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
@@ -344,7 +345,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         self._require_planned(what)
         return self._at(Phase.ENGINE_CONFIGS)
 
-    def deselect_engines(self, engine_names: List[str]) -> None:
+    def deselect_engines(self, engine_names: list[str]) -> None:
         self._filters("deselect_engines").deselect_engines(list(engine_names))
 
     def select_numeric_notes(self, notes: list) -> None:
@@ -362,7 +363,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
     def deselect_workspace_greater_than(self, workspace_limit: int) -> None:
         self._filters("deselect_workspace_greater_than").deselect_workspace_greater_than(int(workspace_limit))
 
-    # ---- execution ----------------------------------------------------------------------------------------------------
+    # ---- execution ---------------------------------------------------------------------------------------------------
     def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
                 override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
         """Run the selected plan, building whatever is missing first. Keys: Tensor, uid or name (None keys are
@@ -417,7 +418,7 @@ class pygraph(Graph):  # noqa: N801 - the classic name
     def deserialize(self, *args: Any, **kwargs: Any) -> None:
         raise PlanningSession.not_implemented("deserialize()")
 
-    def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> Dict[int, Any]:
+    def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> dict[int, Any]:
         """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""
         buffers = dict(self._data_bindings)
         items: Iterable = zip(tensor_uids, tensor_dict) if tensor_uids is not None else dict(tensor_dict).items()
@@ -446,15 +447,15 @@ class pygraph(Graph):  # noqa: N801 - the classic name
         h = handle if handle is not None else self._handle
         return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
 
-    # ---- inspection ---------------------------------------------------------------------------------------------------
-    def inspect(self) -> Dict[str, Any]:
+    # ---- inspection --------------------------------------------------------------------------------------------------
+    def inspect(self) -> dict[str, Any]:
         doc = super().inspect()
         doc["plans"] = [{"engine_id": p.engine_id, "name": p.name} for p in self._plans]
         doc["selected_plan"] = self._plan_index if self._planning_done else None
         return doc
 
 
-def _heuristic_list(heuristics: Any) -> List[Any]:
+def _heuristic_list(heuristics: Any) -> list[Any]:
     if heuristics is None:
         return list(DEFAULT_HEURISTICS)
     modes = [heuristics] if isinstance(heuristics, heur_mode) else list(heuristics)

@@ -7,7 +7,8 @@ before name) is recognised and bound in its own order (``OpSpec.bind``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..enums import data_type, from_any_dtype, scalar_type
 from ..errors import NotImplementedOptionError
@@ -25,10 +26,19 @@ class BuilderMixin:
     """The construction half of the IR graph. It uses the graph's uid registry (_register, _check_mutable,
     _invalidate) and its _nodes / _data_bindings / _bound_ids."""
 
+    _nodes: list[Node]
+    _data_bindings: dict[int, Any]  # uid -> framework tensor given directly to an op
+    _bound_ids: dict[int, Tensor]  # id(framework object) -> its tensor
+
+    if TYPE_CHECKING:  # provided by Graph
+        def _register(self, t: Tensor, uid: int | None = None) -> Tensor: ...
+        def _check_mutable(self, what: str) -> None: ...
+        def _invalidate(self) -> None: ...
+
     # ---- tensor creation --------------------------------------------------------------------------------------------
-    def tensor(self, dim: Sequence[int], stride: Optional[Sequence[int]] = None, data_type: Any = None,
-               is_virtual: bool = False, is_pass_by_value: bool = False, ragged_offset: Optional[Tensor] = None,
-               reordering_type: Any = None, name: str = "", uid: Optional[int] = None,
+    def tensor(self, dim: Sequence[int], stride: Sequence[int] | None = None, data_type: Any = None,
+               is_virtual: bool = False, is_pass_by_value: bool = False, ragged_offset: Tensor | None = None,
+               reordering_type: Any = None, name: str = "", uid: int | None = None,
                ragged_offset_multiplier: int = 1, alignment_value: int = 1, **kwargs: Any) -> Tensor:
         """A graph input (or a user-declared virtual tensor). `stride` defaults to row-major; `uid` -1/None = auto.
         Extra keywords: alignment (byte alignment, default 16), vector_count, vector_dimension,
@@ -45,7 +55,8 @@ class BuilderMixin:
         dt = from_any_dtype(data_type)
         user = ["dim"] + (["stride"] if stride is not None else []) + (["data_type"] if dt is not _NOT_SET else [])
         dims = list(dim)
-        t = Tensor(_user=tuple(user), name=name, dim=dims, stride=stride if stride is not None else layout.row_major_strides(dims),
+        strides = stride if stride is not None else layout.row_major_strides(dims)
+        t = Tensor(_user=tuple(user), name=name, dim=dims, stride=strides,
                    data_type=dt, is_virtual=is_virtual, is_pass_by_value=is_pass_by_value,
                    ragged_offset=self._adopt(ragged_offset) if ragged_offset is not None else None,
                    reordering_type=reordering_type, ragged_offset_multiplier=ragged_offset_multiplier, **kwargs)
@@ -116,8 +127,8 @@ class BuilderMixin:
             return t
         raise TypeError(f"{label}: cannot use a {type(value).__name__} as a graph tensor")
 
-    # ---- op builders --------------------------------------------------------------------------------------------------
-    def _build_op(self, spec: OpSpec, args: tuple, kwargs: Dict[str, Any]) -> Union[Tensor, List[Optional[Tensor]]]:
+    # ---- op builders -------------------------------------------------------------------------------------------------
+    def _build_op(self, spec: OpSpec, args: tuple, kwargs: dict[str, Any]) -> Tensor | list[Tensor | None]:
         """Bind a classic call to ``spec``, add its node, return its output(s)."""
         values = spec.bind(args, kwargs)
         self._check_mutable(f"add a {spec.method} op")
@@ -131,7 +142,7 @@ class BuilderMixin:
         node.inputs = {p.port: self._as_input(values[p.arg], f"{node.name}::{p.port}")
                        for p in spec.inputs if values.get(p.arg) is not None}
         ports = spec.output_ports(params)
-        outs: List[Optional[Tensor]] = [
+        outs: list[Tensor | None] = [
             self._register(Tensor(name=f"{node.name}::{port}", is_virtual=True)) if port is not None else None
             for port in ports]
         node.outputs = {port: t for port, t in zip(ports, outs) if port is not None and t is not None}
@@ -163,7 +174,7 @@ def install_builders(cls: type) -> None:
             setattr(cls, spec.method, _make_builder(spec))
 
 
-# ---- helpers ----------------------------------------------------------------------------------------------------------
+# ---- helpers ---------------------------------------------------------------------------------------------------------
 def _is_scalar(value: Any) -> bool:
     if isinstance(value, (bool, int, float)):
         return True
@@ -206,9 +217,10 @@ def _on_cpu(obj: Any) -> bool:
     if callable(device):
         try:
             return int(device()[0]) == 1  # kDLCPU
-        except Exception:  # noqa: BLE001 - a broken producer: fall through to the other probes
+        except Exception:
             pass
     dev = getattr(obj, "device", None)
-    if getattr(dev, "type", None) is not None:
-        return dev.type == "cpu"
+    kind = getattr(dev, "type", None)
+    if kind is not None:
+        return bool(kind == "cpu")
     return type(obj).__module__ == "numpy"

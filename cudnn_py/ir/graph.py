@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..enums import data_type, from_any_dtype
 from ..errors import frozen_error
@@ -60,15 +61,15 @@ class Graph(BuilderMixin):
         self._context = GraphContext(io, inter if inter is not data_type.NOT_SET else io,
                                      comp if comp is not data_type.NOT_SET else io)
         self._name = name
-        self._nodes: List[Node] = []
-        self._tensors: List[Tensor] = []  # creation order
-        self._by_uid: Dict[int, Tensor] = {}
+        self._nodes: list[Node] = []
+        self._tensors: list[Tensor] = []  # creation order
+        self._by_uid: dict[int, Tensor] = {}
         self._next_uid = 1
-        self._data_bindings: Dict[int, Any] = {}  # uid -> framework tensor given directly to an op
-        self._bound_ids: Dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
+        self._data_bindings: dict[int, Any] = {}  # uid -> framework tensor given directly to an op
+        self._bound_ids: dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
         self._frozen = False
         self._is_validated = False
-        self._observers: List[Callable[[], None]] = []  # told when the IR changes (a stale lowering drops)
+        self._observers: list[Callable[[], None]] = []  # told when the IR changes (a stale lowering drops)
 
     name = property(lambda self: self._name)
     is_validated = property(lambda self: self._is_validated)
@@ -79,19 +80,19 @@ class Graph(BuilderMixin):
         return self._context
 
     @property
-    def nodes(self) -> List[Node]:
+    def nodes(self) -> list[Node]:
         """Nodes in creation order, which is topological (an op can only consume existing tensors)."""
         return list(self._nodes)
 
     @property
-    def tensors(self) -> Dict[Union[str, int], Tensor]:
+    def tensors(self) -> dict[str | int, Tensor]:
         """Tensors by name; a tensor whose name is empty or shared is keyed by its uid instead."""
-        counts: Dict[str, int] = {}
+        counts: dict[str, int] = {}
         for t in self._tensors:
             counts[t.name] = counts.get(t.name, 0) + 1
         return {(t.name if t.name and counts[t.name] == 1 else t.uid): t for t in self._tensors}
 
-    def all_tensors(self) -> List[Tensor]:
+    def all_tensors(self) -> list[Tensor]:
         return list(self._tensors)
 
     def inference_context(self) -> InferenceContext:
@@ -105,7 +106,7 @@ class Graph(BuilderMixin):
         self._next_uid += 1
         return self._next_uid - 1
 
-    def _register(self, t: Tensor, uid: Optional[int] = None) -> Tensor:
+    def _register(self, t: Tensor, uid: int | None = None) -> Tensor:
         t._attach(self)
         self._tensors.append(t)
         auto = self._alloc_uid()
@@ -168,8 +169,8 @@ class Graph(BuilderMixin):
         self._context._frozen = True
         self._frozen = True
 
-    # ---- lookup and inspection ----------------------------------------------------------------------------------------
-    def find_tensor(self, name_or_uid: Union[str, int, Tensor]) -> Optional[Tensor]:
+    # ---- lookup and inspection ---------------------------------------------------------------------------------------
+    def find_tensor(self, name_or_uid: str | int | Tensor) -> Tensor | None:
         """By uid (int), by name (str; ValueError when the name is shared), or a Tensor of this graph."""
         if isinstance(name_or_uid, Tensor):
             return name_or_uid if name_or_uid.owner is self else None
@@ -181,26 +182,26 @@ class Graph(BuilderMixin):
                              "look it up by uid or Tensor")
         return matches[0] if matches else None
 
-    def get_node(self, name: str) -> Optional[Node]:
+    def get_node(self, name: str) -> Node | None:
         matches = [n for n in self._nodes if n.name == name]
         if len(matches) > 1:
             raise ValueError(f"node name {name!r} is used by {len(matches)} nodes")
         return matches[0] if matches else None
 
-    def _produced(self) -> Dict[int, Node]:
+    def _produced(self) -> dict[int, Node]:
         return {t.uid: n for n in self._nodes for t in n.outputs.values()}
 
-    def get_inputs(self) -> List[Tensor]:
+    def get_inputs(self) -> list[Tensor]:
         """Non-virtual tensors the nodes read but no node writes (with their ragged-offset tensors)."""
         produced = self._produced()
-        seen: Dict[int, Tensor] = {}
+        seen: dict[int, Tensor] = {}
         for n in self._nodes:
             for t in n.tensors():
                 if t.uid not in produced and not t.is_virtual:
                     seen.setdefault(t.uid, t)
         return list(seen.values())
 
-    def get_outputs(self) -> List[Tensor]:
+    def get_outputs(self) -> list[Tensor]:
         return [t for n in self._nodes for t in n.outputs.values() if not t.is_virtual]
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
@@ -209,7 +210,7 @@ class Graph(BuilderMixin):
             raise ValueError(f"no tensor with uid {uid}")
         return t.copy()
 
-    def inspect(self) -> Dict[str, Any]:
+    def inspect(self) -> dict[str, Any]:
         return {
             "name": self._name,
             "context": self._context.to_dict(),
@@ -265,7 +266,7 @@ class Graph(BuilderMixin):
             else:
                 t._reset_inferred({"stride": layout.row_major_strides(t.dim), "dim": t.dim})
         ctx = self.inference_context()
-        writers: Dict[int, str] = {}
+        writers: dict[int, str] = {}
         for node in self._nodes:
             for t in node.inputs.values():
                 if t.is_virtual and t.uid not in writers:
@@ -275,6 +276,7 @@ class Graph(BuilderMixin):
                 if t.uid in writers:
                     raise ValueError(f"tensor {t.name!r} is written by nodes {writers[t.uid]!r} and {node.name!r}")
                 writers[t.uid] = node.name
+            assert node.spec is not None, f"node {node.name!r} has no op spec"
             node.spec.infer(node, ctx)
         for node in self._nodes:
             for t in node.tensors():

@@ -2,10 +2,10 @@
 NumPy-style broadcasting, shared by inference, the passes and the reference engine."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 
-def row_major_strides(dim: Sequence[int]) -> List[int]:
+def row_major_strides(dim: Sequence[int]) -> list[int]:
     strides, acc = [], 1
     for d in reversed(list(dim)):
         strides.append(acc)
@@ -13,7 +13,7 @@ def row_major_strides(dim: Sequence[int]) -> List[int]:
     return strides[::-1]
 
 
-def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> List[int]:
+def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> list[int]:
     """Dense strides where axis with the smallest order value is fastest (generate_stride)."""
     strides = [0] * len(dim)
     acc = 1
@@ -23,7 +23,7 @@ def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> List[int]:
     return strides
 
 
-def nhwc_order(rank: int) -> List[int]:
+def nhwc_order(rank: int) -> list[int]:
     """Channels-last: axis 1 fastest, then axes rank-1 .. 2, then axis 0 (generate_NHWC_stride_order)."""
     if rank < 3:
         return list(range(rank - 1, -1, -1))  # row-major for rank 1 and 2
@@ -35,7 +35,7 @@ def nhwc_order(rank: int) -> List[int]:
     return order
 
 
-def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> List[int]:
+def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> list[int]:
     """Rank input axes by ascending stride; extra output axes come after (generate_stride_order_preserving_format).
     Equal strides (size-1 axes) tie-break towards the later axis being faster, as row-major would; the C++ sort
     is unstable there, so any choice is valid."""
@@ -50,7 +50,7 @@ def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> List[int
     return order
 
 
-def broadcast(shapes: Sequence[Sequence[int]]) -> Optional[List[int]]:
+def broadcast(shapes: Sequence[Sequence[int]]) -> list[int] | None:
     """NumPy right-aligned broadcast; None when the shapes do not broadcast."""
     rank = max((len(s) for s in shapes), default=0)
     out = [1] * rank

@@ -11,8 +11,9 @@ After the graph freezes, the dicts become read-only views and attribute writes r
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..enums import data_type
 from ..errors import frozen_error
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 
 
 class Node:
-    def __init__(self, op: str, name: str, params: Dict[str, Any] | None = None,
-                 compute_data_type: Any = data_type.NOT_SET, spec: "Optional[OpSpec]" = None) -> None:
+    def __init__(self, op: str, name: str, params: dict[str, Any] | None = None,
+                 compute_data_type: Any = data_type.NOT_SET, spec: OpSpec | None = None) -> None:
         self._frozen = False
         self.op = op
         self.spec = spec
@@ -33,7 +34,7 @@ class Node:
         self.requested_compute_data_type = compute_data_type
         self.inputs: Mapping[str, Tensor] = {}
         self.outputs: Mapping[str, Tensor] = {}
-        self.params: Mapping[str, Any] = {**(params or {}), "compute_data_type": compute_data_type}
+        self.params: dict[str, Any] = {**(params or {}), "compute_data_type": compute_data_type}
         # the params as built, before inference resolved defaults into `params` (what graph.key() hashes)
         self.built_params: Mapping[str, Any] = MappingProxyType(dict(self.params))
 
@@ -58,7 +59,7 @@ class Node:
                 yield t.ragged_offset
             yield t
 
-    def clone(self, inputs: Mapping[str, Tensor], outputs: Mapping[str, Tensor]) -> "Node":
+    def clone(self, inputs: Mapping[str, Tensor], outputs: Mapping[str, Tensor]) -> Node:
         """A mutable copy of this node over other tensors (the passes rewrite copies, never the user's graph)."""
         twin = Node(self.op, self.name, dict(self.params), self.requested_compute_data_type, self.spec)
         twin.params["compute_data_type"] = self.params.get("compute_data_type", data_type.NOT_SET)

@@ -10,7 +10,8 @@ signatures, and runs each new node's inference at once (so every intermediate ha
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from ..enums import data_type, from_any_dtype
 from .node import Node
@@ -20,19 +21,19 @@ from .tensor import Tensor
 
 
 class Program:
-    def __init__(self, source: Any, nodes: List[Node], tensors: Dict[int, Tensor], context: InferenceContext,
+    def __init__(self, source: Any, nodes: list[Node], tensors: dict[int, Tensor], context: InferenceContext,
                  uids: Iterator[int]) -> None:
         self.source = source  # the user's graph
         self.nodes = nodes
         self.tensors = tensors  # uid -> tensor, every tensor of the program
         self.context = context
-        self.log: List[str] = []  # what the passes did, for explain / debugging
+        self.log: list[str] = []  # what the passes did, for explain / debugging
         self._uids = uids
 
     @classmethod
-    def from_graph(cls, graph: Any) -> "Program":
+    def from_graph(cls, graph: Any) -> Program:
         """Copy ``graph`` (already validated: dims, strides and types inferred)."""
-        twins: Dict[int, Tensor] = {}
+        twins: dict[int, Tensor] = {}
 
         def twin(t: Tensor) -> Tensor:
             c = twins.get(t.uid)
@@ -55,7 +56,7 @@ class Program:
         self.tensors[uid] = t
         return t
 
-    def user_tensor(self, uid: int) -> Optional[Tensor]:
+    def user_tensor(self, uid: int) -> Tensor | None:
         """The user's tensor behind a program uid (None for a tensor a pass added)."""
         return self.source.find_tensor(uid) if isinstance(uid, int) else None
 
@@ -79,7 +80,7 @@ class Rewriter:
     def __init__(self, program: Program, origin: Node) -> None:
         self.program = program
         self.origin = origin  # the composite node being expanded: new nodes are named after it
-        self.emitted: List[Node] = []
+        self.emitted: list[Node] = []
 
     def __getattr__(self, method: str) -> Any:
         spec = SPECS.get(method)
@@ -93,10 +94,10 @@ class Rewriter:
                    is_pass_by_value=True, pass_by_value=value)
         return self.program.add_tensor(t)
 
-    def emit(self, spec: OpSpec, args: tuple, kwargs: Dict[str, Any]) -> Any:
+    def emit(self, spec: OpSpec, args: tuple, kwargs: dict[str, Any]) -> Any:
         kwargs = dict(kwargs)
         out_type = from_any_dtype(kwargs.pop("out_data_type", None))
-        out: Optional[Tensor] = kwargs.pop("out", None)
+        out: Tensor | None = kwargs.pop("out", None)
         values = spec.bind(args, kwargs)
         params = spec.node_params(values)
         name = f"{self.origin.name}::{spec.method}_{len(self.emitted)}"

@@ -18,8 +18,9 @@ function per ``kind`` beside the spec's family; a test checks that every spec ha
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 REQUIRED: Any = inspect.Parameter.empty  # a Param or Port without a default
 
@@ -40,7 +41,7 @@ class Param:
     arg: str  # classic keyword name, e.g. "negative_slope"
     default: Any = REQUIRED
     key: str = ""  # node.params key; "" = arg
-    convert: Optional[Callable[[Any], Any]] = None  # normalise and validate (raise TypeError / ValueError)
+    convert: Callable[[Any], Any] | None = None  # normalise and validate (raise TypeError / ValueError)
     keyword_only: bool = False  # not part of the positional order (an extra keyword of the classic surface)
 
     @property
@@ -51,7 +52,7 @@ class Param:
 @dataclass(frozen=True)
 class Output:
     port: str
-    when: Optional[Callable[[Mapping[str, Any]], bool]] = None  # params -> does the output exist
+    when: Callable[[Mapping[str, Any]], bool] | None = None  # params -> does the output exist
 
     def exists(self, params: Mapping[str, Any]) -> bool:
         return self.when is None or bool(self.when(params))
@@ -61,26 +62,26 @@ class Output:
 class OpSpec:
     method: str  # the classic pygraph method name
     kind: str  # the IR node kind; lowering and the reference engine dispatch on it (a family may share one)
-    inputs: Tuple[Port, ...]
-    outputs: Tuple[Output, ...]
+    inputs: tuple[Port, ...]
+    outputs: tuple[Output, ...]
     infer: Callable[..., None]  # infer(node, ctx): fill output dims/strides/dtypes, raise shape errors
-    params: Tuple[Param, ...] = ()
+    params: tuple[Param, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=dict)  # params every node of this spec carries (e.g. mode)
-    order: Tuple[str, ...] = ()  # classic positional order: tensor args, params, "name", "compute_data_type"
-    legacy_order: Optional[Tuple[str, ...]] = None  # the 1.23 order, used when a positional call needs it
+    order: tuple[str, ...] = ()  # classic positional order: tensor args, params, "name", "compute_data_type"
+    legacy_order: tuple[str, ...] | None = None  # the 1.23 order, used when a positional call needs it
     varargs: bool = False  # the classic surface shows (*args, name="", compute_data_type=None, **kwargs)
     out_dims: bool = False  # accepts out_dims= (the first output's dims)
-    requires: Tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
+    requires: tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
     min_version: int = 0  # a stricter minimum than the catalog's (a version with a known problem), or 0
     public: bool = True  # False: an internal op that decompositions emit; no pygraph method
-    finish: Optional[Callable[[Dict[str, Any]], None]] = None  # cross-parameter defaults / checks, in place
-    expand: Optional[Callable[..., bool]] = None  # composite: expand(node, rewriter, options) -> decomposed?
+    finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place
+    expand: Callable[..., bool] | None = None  # composite: expand(node, rewriter, options) -> decomposed?
     returns_list: bool = False  # the method returns a list (None for absent outputs) even for one output
     doc: str = ""
 
     # ---- the classic call ------------------------------------------------------------------------------------------
     @property
-    def tensor_args(self) -> Tuple[str, ...]:
+    def tensor_args(self) -> tuple[str, ...]:
         return tuple(p.arg for p in self.inputs)
 
     def signature(self) -> inspect.Signature:
@@ -104,13 +105,13 @@ class OpSpec:
             params.append(P("out_dims", P.KEYWORD_ONLY, default=None))
         return inspect.Signature(params)
 
-    def _defaults(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {"name": "", "compute_data_type": None}
+    def _defaults(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": "", "compute_data_type": None}
         d.update({p.arg: None for p in self.inputs if p.optional})
         d.update({p.arg: p.default for p in self.params if p.default is not REQUIRED})
         return d
 
-    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Map a call onto {argument: value} (defaults filled in). Accepts the current order and, where it
         differed, the classic 1.23 positional order. Unknown keywords and missing arguments raise TypeError."""
         values = self._bind(self.order, args, kwargs)
@@ -122,7 +123,7 @@ class OpSpec:
             raise TypeError(f"{self.method}() missing required arguments {missing}")
         return values
 
-    def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if len(args) > len(order):
             raise TypeError(f"{self.method}() takes at most {len(order)} positional arguments "
                             f"({', '.join(order)}), got {len(args)}")
@@ -147,9 +148,9 @@ class OpSpec:
         attrs = [values.get(p.arg) for p in self.params]
         return not isinstance(name, str) or any(_is_dtype_like(v) for v in attrs)
 
-    def node_params(self, values: Mapping[str, Any]) -> Dict[str, Any]:
+    def node_params(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The node params for bound call values: fixed params, then each Param converted."""
-        params: Dict[str, Any] = dict(self.fixed)
+        params: dict[str, Any] = dict(self.fixed)
         for p in self.params:
             value = values.get(p.arg, p.default)
             if p.convert is not None:
@@ -162,7 +163,7 @@ class OpSpec:
             self.finish(params)
         return params
 
-    def output_ports(self, params: Mapping[str, Any]) -> Tuple[Optional[str], ...]:
+    def output_ports(self, params: Mapping[str, Any]) -> tuple[str | None, ...]:
         """Each declared output's port, or None where it does not exist for these params."""
         return tuple(o.port if o.exists(params) else None for o in self.outputs)
 
@@ -174,7 +175,7 @@ def _is_dtype_like(v: Any) -> bool:
 
 
 # ---- the registry ---------------------------------------------------------------------------------------------------
-SPECS: Dict[str, OpSpec] = {}  # method name -> spec, in registration order
+SPECS: dict[str, OpSpec] = {}  # method name -> spec, in registration order
 
 
 def register(*specs: OpSpec) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from typing import Any, List, Optional
+from typing import Any
 
 from ..enums import data_type, from_any_dtype, tensor_reordering
 from ..errors import frozen_error
@@ -41,7 +41,7 @@ _FIELDS = {
 INFERABLE = ("dim", "stride", "data_type")
 
 
-def _int_list(values: Any, what: str) -> List[int]:
+def _int_list(values: Any, what: str) -> list[int]:
     try:
         return [int(v) for v in values]
     except TypeError:
@@ -66,6 +66,27 @@ class Tensor:
     """A graph tensor. Created by pygraph.tensor()/tensor_like()/tensor_scalar() and by ops (outputs).
 
     `cudnn.tensor()` with no arguments makes a detached tensor, as the classic class allows."""
+
+    # the fields (see _FIELDS), written through __setattr__ / object.__setattr__
+    uid: int
+    name: str
+    dim: Any
+    stride: Any
+    data_type: Any
+    is_virtual: bool
+    is_pass_by_value: bool
+    pass_by_value: Any
+    is_compile_time_constant: bool
+    ragged_offset: Tensor | None
+    ragged_offset_multiplier: int
+    reordering_type: Any
+    alignment: int
+    vector_count: int
+    vector_dimension: int
+    uid_assigned: bool
+    _owner: Any
+    _frozen: bool
+    _user_fields: set
 
     def __init__(self, _user: tuple = (), **attrs: Any) -> None:
         # `_user` names the attributes the creator chose (kept through re-inference)
@@ -130,7 +151,7 @@ class Tensor:
         object.__setattr__(self, "stride", tuple(self.stride))
         object.__setattr__(self, "_frozen", True)
 
-    def copy(self) -> "Tensor":
+    def copy(self) -> Tensor:
         """A detached copy with the same attributes, uid included (classic query_tensor_attributes_of_uid)."""
         twin = Tensor(_user=tuple(self._user_fields), **{k: getattr(self, k) for k in _FIELDS})
         object.__setattr__(twin, "uid_assigned", self.uid_assigned)
@@ -151,55 +172,55 @@ class Tensor:
         return self.is_pass_by_value and self.pass_by_value is not None
 
     # ---- classic setters (return self so calls chain) -------------------------------------------------------------
-    def set_output(self, is_output: bool) -> "Tensor":
+    def set_output(self, is_output: bool) -> Tensor:
         self.is_virtual = not is_output
         return self
 
-    def set_is_virtual(self, is_virtual: bool) -> "Tensor":
+    def set_is_virtual(self, is_virtual: bool) -> Tensor:
         self.is_virtual = is_virtual
         return self
 
-    def set_data_type(self, dt: Any) -> "Tensor":
+    def set_data_type(self, dt: Any) -> Tensor:
         self.data_type = dt  # classic data_type, torch dtype or numpy dtype
         return self
 
-    def set_dim(self, dim: Any) -> "Tensor":
+    def set_dim(self, dim: Any) -> Tensor:
         self.dim = dim
         return self
 
-    def set_stride(self, stride: Any) -> "Tensor":
+    def set_stride(self, stride: Any) -> Tensor:
         self.stride = stride
         return self
 
-    def set_uid(self, uid: int) -> "Tensor":
+    def set_uid(self, uid: int) -> Tensor:
         self.uid = uid
         return self
 
-    def set_name(self, name: str) -> "Tensor":
+    def set_name(self, name: str) -> Tensor:
         self.name = str(name)
         return self
 
-    def set_is_pass_by_value(self, value: bool) -> "Tensor":
+    def set_is_pass_by_value(self, value: bool) -> Tensor:
         self.is_pass_by_value = value
         return self
 
-    def set_ragged_offset(self, offset: Optional["Tensor"]) -> "Tensor":
+    def set_ragged_offset(self, offset: Tensor | None) -> Tensor:
         self.ragged_offset = offset
         return self
 
-    def set_ragged_offset_multiplier(self, multiplier: int) -> "Tensor":
+    def set_ragged_offset_multiplier(self, multiplier: int) -> Tensor:
         self.ragged_offset_multiplier = int(multiplier)
         return self
 
-    def set_reordering_type(self, reordering: Any) -> "Tensor":
+    def set_reordering_type(self, reordering: Any) -> Tensor:
         self.reordering_type = reordering
         return self
 
-    def set_alignment(self, alignment: int) -> "Tensor":
+    def set_alignment(self, alignment: int) -> Tensor:
         self.alignment = int(alignment)
         return self
 
-    def set_vector_count_and_dimension(self, count: int, dimension: int) -> "Tensor":
+    def set_vector_count_and_dimension(self, count: int, dimension: int) -> Tensor:
         self.vector_count = int(count)
         self.vector_dimension = int(dimension)
         return self
@@ -211,10 +232,10 @@ class Tensor:
     def get_data_type(self) -> Any:
         return self.data_type
 
-    def get_dim(self) -> List[int]:
+    def get_dim(self) -> list[int]:
         return list(self.dim)
 
-    def get_stride(self) -> List[int]:
+    def get_stride(self) -> list[int]:
         return list(self.stride)
 
     def get_is_virtual(self) -> bool:
@@ -229,7 +250,7 @@ class Tensor:
     def get_uid(self) -> int:
         return self.uid
 
-    def get_ragged_offset(self) -> Optional["Tensor"]:
+    def get_ragged_offset(self) -> Tensor | None:
         return self.ragged_offset
 
     def get_ragged_offset_multiplier(self) -> int:

@@ -6,10 +6,11 @@ lowering runs, the catalog features its spec ``requires`` are checked against th
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
-Lowering = Callable[[Any, Any], List[Any]]
-LOWERINGS: Dict[str, Lowering] = {}
+Lowering = Callable[[Any, Any], list[Any]]
+LOWERINGS: dict[str, Lowering] = {}
 
 
 def lowers(kind: str) -> Callable[[Lowering], Lowering]:

@@ -22,7 +22,7 @@ def pointer_alignment(ptr: int, cap: int = 16) -> int:
     return a
 
 
-def lower_tensor(t: Any, alignment: int = 16, ragged: "Descriptor | None" = None) -> Descriptor:
+def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) -> Descriptor:
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     where = f"tensor {t.name!r} (uid {t.uid})"
     if not t.dim or not t.stride or len(t.dim) != len(t.stride):

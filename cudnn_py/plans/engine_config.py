@@ -8,7 +8,6 @@ from ..backend import Descriptor
 from ..backend.enums import enum_class
 from ..errors import CudnnError
 
-
 KNOB_READ = 8  # knob choices read per config at first; a config with more is read again with room for all
 
 
@@ -45,7 +44,8 @@ class EngineConfig:
 
     @functools.cached_property
     def numerical_notes(self) -> list:
-        notes = self.engine.get("CUDNN_ATTR_ENGINE_NUMERICAL_NOTE", count=len(enum_class("cudnnBackendNumericalNote_t")))
+        count = len(enum_class("cudnnBackendNumericalNote_t"))
+        notes = self.engine.get("CUDNN_ATTR_ENGINE_NUMERICAL_NOTE", count=count)
         return [n for n in notes if not n.name.endswith("TYPE_COUNT")]
 
     @functools.cached_property
@@ -62,7 +62,7 @@ class EngineConfig:
             return 0
 
     @classmethod
-    def from_descriptor(cls, cfg: Descriptor, source: str, knob_pool: "list[Descriptor] | None" = None) -> "EngineConfig":
+    def from_descriptor(cls, cfg: Descriptor, source: str, knob_pool: list[Descriptor] | None = None) -> EngineConfig:
         """Read a finalized config back. ``knob_pool``: KNOB_CHOICE descriptors to read the knob choices into,
         shared across configs (a count query returns 0 for KNOB_CHOICES, so the array must be there up front;
         the frontend creates one per knob type for every config)."""
@@ -77,7 +77,7 @@ class EngineConfig:
         return cls(cfg, engine, index, knobs, source)
 
     @classmethod
-    def explicit(cls, operation_graph: Descriptor, engine_index: int, knobs: dict[int, int]) -> "EngineConfig":
+    def explicit(cls, operation_graph: Descriptor, engine_index: int, knobs: dict[int, int]) -> EngineConfig:
         """Build a config for a given engine id and knob choices (no heuristics)."""
         engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
         engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", operation_graph)

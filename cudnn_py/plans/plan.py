@@ -26,7 +26,7 @@ class ExecutionPlan:
         return self.config.name
 
     @classmethod
-    def build(cls, config: EngineConfig) -> "ExecutionPlan":
+    def build(cls, config: EngineConfig) -> ExecutionPlan:
         plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
         plan.set("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG", config.cfg)
         plan.finalize()

@@ -23,15 +23,21 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
 from ..backend.enums import enum_class
 from ..backend.handle import default_handle
-from ..errors import (CudaUnavailableError, CudnnError, NotImplementedOptionError, PhaseError,
-                      cudnnGraphNotSupportedError)
+from ..errors import (
+    CudaUnavailableError,
+    CudnnError,
+    NotImplementedOptionError,
+    PhaseError,
+    cudnnGraphNotSupportedError,
+)
 from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
@@ -62,7 +68,7 @@ class SessionOptions:
     """The graph-level options the cuDNN side uses."""
 
     handle: Any = None  # the graph's handle (classic pygraph(handle=)); None: this thread's default handle
-    sm_count: Optional[int] = None  # ENGINEHEUR_SM_COUNT_TARGET
+    sm_count: int | None = None  # ENGINEHEUR_SM_COUNT_TARGET
     dynamic_shapes: bool = False  # OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED
 
 
@@ -71,18 +77,18 @@ class PlanningSession:
         self.graph = graph  # the user's (validated) IR graph
         self.options = options
         self.phase = Phase.BUILT
-        self.program: Optional[Program] = None
-        self.lowered: Optional[LoweredGraph] = None
-        self.executor: Optional[Executor] = None
-        self.configs: List[EngineConfig] = []
-        self.plans: Dict[int, ExecutionPlan] = {}
-        self.failures: Dict[int, str] = {}  # config index -> why its plan did not build
-        self.barred: Dict[int, str] = {}  # config index -> why a filter bars it
-        self.candidate: Optional[int] = None  # the default plan
-        self.heuristics_report: List[tuple] = []
+        self.program: Program | None = None
+        self.lowered: LoweredGraph | None = None
+        self.executor: Executor | None = None
+        self.configs: list[EngineConfig] = []
+        self.plans: dict[int, ExecutionPlan] = {}
+        self.failures: dict[int, str] = {}  # config index -> why its plan did not build
+        self.barred: dict[int, str] = {}  # config index -> why a filter bars it
+        self.candidate: int | None = None  # the default plan
+        self.heuristics_report: list[tuple] = []
         self._on_default_plan_change = on_default_plan_change
 
-    # ---- phase bookkeeping --------------------------------------------------------------------------------------------
+    # ---- phase bookkeeping -------------------------------------------------------------------------------------------
     def _need(self, phase: Phase, method: str) -> None:
         if self.phase < phase:
             raise PhaseError(f"{method}() needs the {phase.name} phase, and the graph is at {self.phase.name}: "
@@ -91,7 +97,7 @@ class PlanningSession:
     def _advance(self, phase: Phase) -> None:
         self.phase = max(self.phase, phase)
 
-    # ---- VALIDATED: passes and deviceless lowering --------------------------------------------------------------------
+    # ---- VALIDATED: passes and deviceless lowering -------------------------------------------------------------------
     def validate(self) -> None:
         """Run the IR passes and lower every tensor and operation, finalizing the operation graph with the graph's
         handle if it has one, else without (no device needed on cuDNN >= 9.8)."""
@@ -106,7 +112,7 @@ class PlanningSession:
         self.executor = self._make_executor(self.program, self.lowered)
         self._advance(Phase.VALIDATED)
 
-    def _alignments(self) -> Dict[int, int]:
+    def _alignments(self) -> dict[int, int]:
         """The byte alignment of data bound at build time (framework arrays given to op builders)."""
         out = {}
         for uid, obj in self.graph._data_bindings.items():
@@ -129,7 +135,7 @@ class PlanningSession:
         return executor
 
     # ---- OPERATION_GRAPH --------------------------------------------------------------------------------------------
-    def planning_handle(self) -> Optional[int]:
+    def planning_handle(self) -> int | None:
         """The graph's handle, else this thread's default handle; None when there is no usable GPU."""
         if self.options.handle is not None:
             return int(self.options.handle)
@@ -173,7 +179,7 @@ class PlanningSession:
         return out
 
     # ---- ENGINE_CONFIGS ---------------------------------------------------------------------------------------------
-    def create_execution_plans(self, modes: List[Any]) -> None:
+    def create_execution_plans(self, modes: list[Any]) -> None:
         """Query heuristics for each mode (classic heur_mode members), in order; configs are deduplicated."""
         self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
         assert self.lowered is not None
@@ -191,7 +197,7 @@ class PlanningSession:
                                               f"{get_last_error_string()}")
         self._advance(Phase.ENGINE_CONFIGS)
 
-    def create_execution_plan(self, engine_id: int, knobs: Optional[dict] = None) -> None:
+    def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
         """Add a config for an explicit engine id and knob choices (no heuristics)."""
         count = self.get_engine_count()
         if not 0 <= int(engine_id) < count:
@@ -263,7 +269,7 @@ class PlanningSession:
         knob_enum = enum_class("cudnnBackendKnobType_t")
         return c.engine_index, {_classic_knob(knob_enum(t)): v for t, v in c.knobs}
 
-    def plan_entries(self) -> List[Dict[str, Any]]:
+    def plan_entries(self) -> list[dict[str, Any]]:
         """One dict per engine config: index, name, engine id, knobs, the heuristics mode it came from, workspace,
         and whether its plan built, failed (with the backend's reason) or was filtered out (and why)."""
         out = []
@@ -322,7 +328,7 @@ class PlanningSession:
             self._on_default_plan_change()  # a bound execute targets the old plan
         self._advance(Phase.EXECUTABLE)
 
-    def plan(self, index: Optional[int] = None) -> ExecutionPlan:
+    def plan(self, index: int | None = None) -> ExecutionPlan:
         """The default plan, or the built plan ``index``."""
         if index is None:
             self._need(Phase.EXECUTABLE, "execute")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ...enums import data_type
 from ...errors import shape_error
@@ -20,7 +20,7 @@ class InferenceContext:
     compute_data_type: Any = data_type.NOT_SET
 
 
-def fill_data_types(node: Node, ctx: InferenceContext, first_input: Optional[Tensor]) -> None:
+def fill_data_types(node: Node, ctx: InferenceContext, first_input: Tensor | None) -> None:
     """fill_from_context: unset tensors get intermediate (virtual) or io (real); unset compute gets the graph's.
     Two IR fallbacks where the context leaves a gap (classic would fail later in the backend): an output takes
     its first input's type, and the compute type becomes FLOAT."""
@@ -64,5 +64,5 @@ def as_float(default: float):
     return convert
 
 
-def optional_float(v: Any) -> Optional[float]:
+def optional_float(v: Any) -> float | None:
     return None if v is None else float(v)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ...enums import attention_implementation, data_type, diagonal_alignment
 from ...errors import shape_error
@@ -44,7 +44,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     fill_data_types(node, ctx, x)
 
 
-def _bound(v: Any) -> Optional[int]:
+def _bound(v: Any) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool):
@@ -63,7 +63,7 @@ def _member(enum_cls: Any):
     return convert
 
 
-def _finish(params: Dict[str, Any]) -> None:
+def _finish(params: dict[str, Any]) -> None:
     if params["left_bound"] is None and params["right_bound"] is None:
         raise ValueError("diagonal_band_mask(): give left_bound, right_bound or both")
     if params["left_bound"] == 0:
@@ -95,43 +95,37 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     x, y = node.inputs["X"], node.outputs["Y"]
     shift = shift_of(node)
     right, left, fill = node.params["right_bound"], node.params["left_bound"], float(node.params["fill_value"])
-    unified = use_unified(node, options.available)
+    if use_unified(node, options.available):
+        current = x
+        if right is not None:
+            bound = shift + right
+            current = rw.diagonal_band_mask_op(current, fill, bound if bound else None, "right",
+                                               out=y if left is None else None)
+        if left is not None:
+            rw.diagonal_band_mask_op(current, fill, float(left - shift), "left", out=y)
+        return True
+    rank, i32 = len(x.dim), data_type.INT32
+    row = rw.gen_index(x, rank - 2, compute_data_type=i32, out_data_type=i32)
+    col = rw.gen_index(x, rank - 1, compute_data_type=i32, out_data_type=i32)
     current = x
     if right is not None:
-        out = y if left is None else None
-        if unified:
-            current = rw.diagonal_band_mask_op(current, fill, shift + right if shift + right else None, "right",
-                                               out=out)
-        else:
-            current = _composite_right(rw, current, fill, shift + right, out)
+        current = _composite_right(rw, current, row, col, fill, shift + right, y if left is None else None)
     if left is not None:
-        if unified:
-            rw.diagonal_band_mask_op(current, fill, float(left - shift), "left", out=y)
-        else:
-            _composite_left(rw, current, fill, float(left - shift), y)
+        _composite_left(rw, current, row, col, fill, float(left - shift), y)
     return True
 
 
-def _indices(rw: Any, x: Any) -> tuple:
-    rank = len(x.dim)
-    i32 = data_type.INT32
-    return (rw.gen_index(x, rank - 2, compute_data_type=i32, out_data_type=i32),
-            rw.gen_index(x, rank - 1, compute_data_type=i32, out_data_type=i32))
-
-
-def _composite_right(rw: Any, x: Any, fill: float, bound: int, out: Any) -> Any:
+def _composite_right(rw: Any, x: Any, row: Any, col: Any, fill: float, bound: int, out: Any) -> Any:
     """Keep j <= i + bound: row (+ bound) >= col."""
     i32 = data_type.INT32
-    row, col = _indices(rw, x)
     limit = row if bound == 0 else rw.add(row, bound, compute_data_type=i32, out_data_type=i32)
     keep = rw.cmp_ge(limit, col, compute_data_type=i32, out_data_type=data_type.BOOLEAN)
     return rw.binary_select(x, fill, keep, compute_data_type=data_type.FLOAT, out=out)
 
 
-def _composite_left(rw: Any, x: Any, fill: float, bound: float, out: Any) -> Any:
+def _composite_left(rw: Any, x: Any, row: Any, col: Any, fill: float, bound: float, out: Any) -> Any:
     """Keep j + bound > i: col + bound > row (a FLOAT bound, as the frontend's)."""
     f32 = data_type.FLOAT
-    row, col = _indices(rw, x)
     start = rw.add(col, bound, compute_data_type=f32, out_data_type=f32)
     keep = rw.cmp_gt(start, row, compute_data_type=f32, out_data_type=data_type.BOOLEAN)
     return rw.binary_select(x, fill, keep, compute_data_type=f32, out=out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from ...enums import data_type
 from ...errors import shape_error
@@ -66,7 +66,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         node.params["relu_upper_clip"] = FLT_MAX if float_compute else DBL_MAX
 
 
-def _first_unbroadcastable(ins: List[Tensor]) -> Tensor:
+def _first_unbroadcastable(ins: list[Tensor]) -> Tensor:
     for i in range(1, len(ins)):
         if layout.broadcast([t.dim for t in ins[: i + 1]]) is None:
             return ins[i]
@@ -92,15 +92,15 @@ _SWISH = (Param("swish_beta", None, convert=as_float(1.0)),)
 _TAIL_1_32 = ("name", "compute_data_type")  # the 1.32 surface: name before compute_data_type
 _TAIL_1_23 = ("compute_data_type", "name")  # 1.23 (and every varargs method)
 # parameters the classic Python API cannot set, with the backend defaults (node_lowering.md §1.3)
-_MODE_FIXED: Dict[str, Dict[str, Any]] = {
+_MODE_FIXED: dict[str, dict[str, Any]] = {
     "ELU_FWD": {"elu_alpha": 1.0}, "ELU_BWD": {"elu_alpha": 1.0},
     "SOFTPLUS_FWD": {"softplus_beta": 1.0}, "SOFTPLUS_BWD": {"softplus_beta": 1.0},
 }
 
 
-def _spec(method: str, mode: str, args: Tuple[str, ...], params: Tuple[Param, ...] = (),
-          explicit_tail: Optional[Tuple[str, ...]] = None, legacy_tail: Optional[Tuple[str, ...]] = None,
-          fixed: Optional[Dict[str, Any]] = None) -> OpSpec:
+def _spec(method: str, mode: str, args: tuple[str, ...], params: tuple[Param, ...] = (),
+          explicit_tail: tuple[str, ...] | None = None, legacy_tail: tuple[str, ...] | None = None,
+          fixed: dict[str, Any] | None = None) -> OpSpec:
     """A pointwise method. Methods with scalar parameters have explicit (1.32) signatures in the reference
     surface and accept the 1.23 positional order too; the others are (*args, name=, compute_data_type=)."""
     explicit = explicit_tail is not None
@@ -130,7 +130,7 @@ _BACKWARD = {"tanh_backward": "TANH_BWD", "sigmoid_backward": "SIGMOID_BWD", "el
              "gelu_backward": "GELU_BWD", "softplus_backward": "SOFTPLUS_BWD",
              "gelu_approx_tanh_backward": "GELU_APPROX_TANH_BWD"}
 
-SPECS: List[OpSpec] = [_spec(m, mode, ("input",)) for m, mode in _UNARY.items()]
+SPECS: list[OpSpec] = [_spec(m, mode, ("input",)) for m, mode in _UNARY.items()]
 SPECS += [_spec(m, mode, ("a", "b")) for m, mode in _BINARY.items()]
 SPECS += [_spec(m, m.upper(), ("input0", "input1")) for m in ("max", "min", "mod", "pow")]
 SPECS += [_spec("bias", "ADD", ("input", "bias")), _spec("scale", "MUL", ("input", "scale"))]

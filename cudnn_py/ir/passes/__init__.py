@@ -12,8 +12,9 @@ The user's graph is never modified; ``Program.log`` records what each pass did.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..program import Program
 from . import decompose, legalize

@@ -3,7 +3,7 @@ the node order, by the primitive nodes its ``expand`` builds through a :class:`~
 Expansions may emit composites themselves; those are expanded in turn."""
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 from ..node import Node
 from ..program import Program, Rewriter
@@ -15,8 +15,8 @@ def run(program: Program, options: Any) -> None:
     program.nodes = _expand_all(program, program.nodes, options, 0)
 
 
-def _expand_all(program: Program, nodes: List[Node], options: Any, depth: int) -> List[Node]:
-    out: List[Node] = []
+def _expand_all(program: Program, nodes: list[Node], options: Any, depth: int) -> list[Node]:
+    out: list[Node] = []
     for node in nodes:
         spec = node.spec
         if spec is None or spec.expand is None:

@@ -14,7 +14,7 @@ The user keeps the rank they chose: operands are checked against the user's dims
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 from .. import layout
 from ..node import Node
@@ -34,7 +34,7 @@ def run(program: Program, options: Any) -> None:
 
 # ---- 1. fused scalars -------------------------------------------------------------------------------------------
 def _reshape_fused_scalars(program: Program) -> None:
-    shaped: Dict[int, int] = {}  # uid -> rank it was given
+    shaped: dict[int, int] = {}  # uid -> rank it was given
     for node in program.nodes:
         scalars = [(p, t) for p, t in node.inputs.items() if t.is_fused_scalar]
         short = [t for t in node.inputs.values()
@@ -90,14 +90,14 @@ def _fold_long_vectors(program: Program) -> None:
 
 
 # ---- 3. rank >= 3 -----------------------------------------------------------------------------------------------
-def padded(dims: List[int], strides: List[int], rank: int = MIN_RANK) -> Tuple[List[int], List[int]]:
+def padded(dims: list[int], strides: list[int], rank: int = MIN_RANK) -> tuple[list[int], list[int]]:
     pad = max(0, rank - len(dims))
     outer = max([int(d) * int(s) for d, s in zip(dims, strides)] or [1])
     return [1] * pad + [int(d) for d in dims], [outer] * pad + [int(s) for s in strides]
 
 
 def _pad_ranks(program: Program) -> None:
-    pads: Dict[int, int] = {}
+    pads: dict[int, int] = {}
     for t in _distinct(program.nodes):
         pad = max(0, MIN_RANK - len(t.dim))
         pads[t.uid] = pad
@@ -114,8 +114,8 @@ def _pad_ranks(program: Program) -> None:
         program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {MIN_RANK}")
 
 
-def _distinct(nodes: List[Node]) -> List[Tensor]:
-    seen: Dict[int, Tensor] = {}
+def _distinct(nodes: list[Node]) -> list[Tensor]:
+    seen: dict[int, Tensor] = {}
     for n in nodes:
         for t in n.tensors():
             seen.setdefault(id(t), t)

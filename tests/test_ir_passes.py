@@ -1,0 +1,153 @@
+"""The IR passes and the op-spec architecture on the CPU: every spec has a lowering and a float64 reference, the
+decompose pass (the diagonal band mask, composite and unified) against the definition, the legalize pass, and the
+user's graph left as built. Lowerings finalize against the real cuDNN (deviceless, with the test libcuda stub)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.backend import versions
+from cudnn_py.engines.reference import REFERENCES, ReferenceEngine
+from cudnn_py.ir.passes import PassOptions, prepare
+from cudnn_py.ir.spec import SPECS
+from cudnn_py.lowering import LOWERINGS
+
+H, F, D = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE
+AI, DA = cudnn.attention_implementation, cudnn.diagonal_alignment
+RNG = np.random.default_rng(7)
+NOTHING_NEW = PassOptions(available=lambda feature, at_least=0: False)
+
+
+def test_every_spec_has_a_lowering_or_an_expansion_and_a_reference():
+    for method, spec in SPECS.items():
+        assert spec.kind in LOWERINGS or spec.expand is not None, f"{method}: no lowering for kind {spec.kind!r}"
+        assert spec.kind in REFERENCES, f"{method}: no float64 reference for kind {spec.kind!r}"
+        for feature in spec.requires:
+            assert versions.since(feature) >= 90000, (method, feature)  # every gate is in the generated catalog
+        if spec.public:
+            assert callable(getattr(cudnn.pygraph, method)), method
+
+
+def band_graph(shape=(2, 3, 8, 12), **kw):
+    g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor(list(shape), name="x")
+    y = g.diagonal_band_mask(x, **kw).set_output(True)
+    return g, x, y
+
+
+def band_expected(x, right=None, left=None, bottom_right=False, fill=-np.inf):
+    """The mask from numpy's triangle helpers (independent of both the reference and the decomposition)."""
+    s_q, s_kv = x.shape[-2:]
+    shift = s_kv - s_q if bottom_right else 0
+    keep = np.ones((s_q, s_kv), bool)
+    if right is not None:
+        keep &= np.tril(np.ones((s_q, s_kv), bool), k=shift + right)
+    if left is not None:
+        keep &= np.triu(np.ones((s_q, s_kv), bool), k=shift - left + 1)
+    return np.where(keep, x, fill)
+
+
+BANDS = [dict(right_bound=0), dict(right_bound=2), dict(left_bound=3), dict(left_bound=4, right_bound=1),
+         dict(right_bound=0, diagonal_alignment=DA.BOTTOM_RIGHT), dict(left_bound=2, diagonal_alignment=DA.BOTTOM_RIGHT),
+         dict(right_bound=0, fill_value=-5.0)]
+
+
+@pytest.mark.parametrize("kw", BANDS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+@pytest.mark.parametrize("program", [False, True], ids=["definition", "decomposed"])
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.UNIFIED])
+def test_band_mask_reference_and_decompositions_agree_with_numpy(kw, program, impl):
+    for shape in ((2, 3, 8, 12), (1, 1, 12, 8)):  # s_kv > s_q and s_kv < s_q
+        g, x, y = band_graph(shape, implementation=impl, **kw)
+        g.register_backend(ReferenceEngine(program=program))
+        xs = RNG.standard_normal(shape)
+        out = np.full(shape, np.nan)
+        g.execute({x: xs, y: out})
+        expected = band_expected(xs, kw.get("right_bound"), kw.get("left_bound"),
+                                 kw.get("diagonal_alignment") is DA.BOTTOM_RIGHT, kw.get("fill_value", -np.inf))
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_decomposition_chooses_per_option_and_version():
+    g, x, y = band_graph(left_bound=4, right_bound=1)
+    g.validate_ir()
+    composite = prepare(g, NOTHING_NEW)
+    methods = [n.spec.method for n in composite.nodes]
+    assert methods == ["gen_index", "gen_index", "add", "cmp_ge", "binary_select", "add", "cmp_gt", "binary_select"]
+    assert any("decompose" in line for line in composite.log)
+    unified = prepare(g, PassOptions(available=lambda feature, at_least=0: True))
+    assert [n.spec.method for n in unified.nodes] == ["diagonal_band_mask_op"] * 2
+    # the composite's own output is written by the last node; every intermediate is virtual, with a fresh uid
+    user_uids = {t.uid for t in g.all_tensors()}
+    for p in (composite, unified):
+        assert p.nodes[-1].outputs["Y" if p is unified else "OUT_0"].uid == y.uid
+        added = [t for t in p.tensors.values() if t.uid not in user_uids]
+        assert added and all(t.is_virtual or t.is_pass_by_value for t in added)
+        assert len({t.uid for t in p.tensors.values()}) == len(p.tensors)
+    assert [n.spec.method for n in g.nodes] == ["diagonal_band_mask"]  # the user's graph is as built
+
+
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.UNIFIED, AI.AUTO])
+def test_band_mask_lowers_on_the_running_cudnn(impl):
+    g, x, y = band_graph(left_bound=4, right_bound=1, implementation=impl)
+    if impl is AI.UNIFIED and versions.runtime_version() < 92100:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"needs cuDNN 9\.21\.0"):
+            g.validate()
+        return
+    g.validate()
+    kinds = {d.kind.name for d in g.session.lowered.operations}
+    unified = impl is AI.UNIFIED or (impl is AI.AUTO and versions.runtime_version() >= 92100)
+    assert kinds == ({"CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"} if unified else
+                     {"CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR"})
+    assert g.session.lowered.operation_graph.finalized
+
+
+def test_unified_gate_names_the_version(monkeypatch):
+    monkeypatch.setattr(versions, "runtime_version", lambda: 91900)
+    g, x, y = band_graph(right_bound=0, implementation=AI.UNIFIED)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
+        g.validate()
+    assert "9.21.0" in str(e.value) and "9.19.0" in str(e.value) and "diagonal_band_mask_op" in str(e.value)
+    g2, _, _ = band_graph(right_bound=0)  # AUTO on an old cuDNN: composite
+    g2.validate_ir()
+    from cudnn_py.plans.session import versions_available
+
+    assert [n.op for n in prepare(g2, PassOptions(available=versions_available)).nodes][-1] == "pointwise"
+
+
+def test_band_mask_argument_checks():
+    g = cudnn.pygraph(io_data_type=H)
+    x = g.tensor([4, 4], name="x")
+    with pytest.raises(ValueError, match="left_bound, right_bound or both"):
+        g.diagonal_band_mask(x)
+    with pytest.raises(ValueError, match=">= 0"):
+        g.diagonal_band_mask(x, right_bound=-1)
+    with pytest.raises(TypeError, match="attention_implementation"):
+        g.diagonal_band_mask(x, right_bound=0, implementation="COMPOSITE")
+    g.diagonal_band_mask(g.tensor([4], name="v"), right_bound=0, name="m")
+    with pytest.raises(ValueError, match=r"diagonal_band_mask node 'm'.*rank >= 2"):
+        g.validate_ir()
+
+
+def test_legalize_pads_ranks_folds_long_vectors_and_keeps_the_user_graph():
+    g = cudnn.pygraph(io_data_type=F)
+    x = g.tensor([3, 40], name="x")
+    i = g.gen_index(x, axis=1).set_output(True).set_data_type(cudnn.data_type.INT32)
+    g.validate_ir()
+    p = prepare(g, NOTHING_NEW)
+    assert p.tensors[x.uid].dim == [1, 3, 40] and p.tensors[x.uid].stride == [120, 40, 1]
+    assert p.nodes[0].params["axis"] == 2 and g.nodes[0].params["axis"] == 1
+    assert list(x.dim) == [3, 40] and list(i.dim) == [3, 40]
+    n = 1 << 20
+    g2 = cudnn.pygraph(io_data_type=F)
+    a, b = g2.tensor([n], name="a"), g2.tensor([n], name="b")
+    c = g2.add(g2.mul(a, 2.0), b).set_output(True)
+    g2.validate_ir()
+    p2 = prepare(g2, NOTHING_NEW)
+    assert all(p2.tensors[t.uid].dim == [1, 1024, 1024] for t in (a, b, c))
+    assert any("folded" in line for line in p2.log)
+    g3 = cudnn.pygraph(io_data_type=F)  # a broadcast graph is not folded
+    a3 = g3.tensor([n], name="a")
+    g3.add(a3, g3.tensor([1], name="b")).set_output(True)
+    g3.validate_ir()
+    assert prepare(g3, NOTHING_NEW).tensors[a3.uid].dim == [1, 1, n]
