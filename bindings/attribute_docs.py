@@ -20,8 +20,8 @@ documented attribute (checked on every run and reported).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from header_parser import Enum, HeaderSet
 
@@ -43,9 +43,9 @@ class SchemaError(Exception):
 class Alternative:
     type: str  # CUDNN_TYPE_* (after type-name repair)
     count_text: str  # the count wording as written ("" when none)
-    min_count: Optional[int]  # None when the docs give no count
-    max_count: Optional[int]
-    kinds: Tuple[str, ...]  # descriptor kinds for BACKEND_DESCRIPTOR, from the spec or the prose
+    min_count: int | None  # None when the docs give no count
+    max_count: int | None
+    kinds: tuple[str, ...]  # descriptor kinds for BACKEND_DESCRIPTOR, from the spec or the prose
 
 
 @dataclass
@@ -56,9 +56,9 @@ class DocEntry:
     style: str  # "A" | "A0" | "B" | "C"
     spec: str  # the raw type spec ("" if none)
     body: str  # the prose (one line)
-    alternatives: List[Alternative] = field(default_factory=list)
+    alternatives: list[Alternative] = field(default_factory=list)
     read_only: bool = False
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 _SECTION_RE = re.compile(r"^(Supported attributes\b.*:|Attributes:)\s*$")
@@ -74,12 +74,12 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _join_bullets(lines: Sequence[str]) -> Tuple[List[str], List[str]]:
+def _join_bullets(lines: Sequence[str]) -> tuple[list[str], list[str]]:
     """Split an entry body into (prose lines, bullets). A bullet ``- text`` absorbs the following lines that are more
     indented than its dash and are not bullets themselves."""
-    prose: List[str] = []
-    bullets: List[str] = []
-    cur: Optional[List] = None  # [indent, text]
+    prose: list[str] = []
+    bullets: list[str] = []
+    cur: list | None = None  # [indent, text]
     for ln in lines:
         if not ln.strip():
             cur = None
@@ -105,17 +105,17 @@ class DocParser:
         self.attr_values = {m.name: m.value for m in self.attr_enum.members}
         self.type_names = [m.name for m in hs.enums[ATTR_TYPE_ENUM].members]
         self.desc_names = [m.name for m in hs.enums[DESC_TYPE_ENUM].members]
-        self.type_fixes: Dict[str, dict] = overrides.get("type_names", {})
-        self.name_fixes: Dict[str, dict] = overrides.get("doc_names", {})
-        self.count_macros: Dict[str, dict] = overrides.get("count_macros", {})
+        self.type_fixes: dict[str, dict] = overrides.get("type_names", {})
+        self.name_fixes: dict[str, dict] = overrides.get("doc_names", {})
+        self.count_macros: dict[str, dict] = overrides.get("count_macros", {})
         self.used_type_fixes: set = set()
         self.used_name_fixes: set = set()
         self.used_count_macros: set = set()
-        self.dropped: Dict[str, str] = {}  # doc name -> reason (names that map to no attribute)
-        self.irregularities: List[str] = []
+        self.dropped: dict[str, str] = {}  # doc name -> reason (names that map to no attribute)
+        self.irregularities: list[str] = []
 
     # ---- name / type repair ----------------------------------------------------------------------------------------
-    def resolve_name(self, doc_name: str, owner: str) -> Optional[str]:
+    def resolve_name(self, doc_name: str, owner: str) -> str | None:
         if doc_name in self.attr_values:
             return doc_name
         fix = self.name_fixes.get(doc_name)
@@ -150,8 +150,8 @@ class DocParser:
         self.irregularities.append(f"{where}: type {doc_type} read as {target} ({fix['reason']})")
         return target
 
-    def expand_kinds(self, text: str, where: str) -> Tuple[str, ...]:
-        kinds: List[str] = []
+    def expand_kinds(self, text: str, where: str) -> tuple[str, ...]:
+        kinds: list[str] = []
         for k in _KIND_RE.findall(text):
             if "*" in k:
                 pat = re.compile("^" + re.escape(k).replace(r"\*", r"[A-Z0-9_]+") + "$")
@@ -163,7 +163,7 @@ class DocParser:
                 kinds.append(k)
             else:
                 raise SchemaError(f"{where}: {k} is not a member of {DESC_TYPE_ENUM}")
-        out: List[str] = []
+        out: list[str] = []
         for k in kinds:
             if k not in out:
                 out.append(k)
@@ -180,7 +180,7 @@ class DocParser:
         self.used_count_macros.add(name)
         return self.hs.defines[alias["define"]]
 
-    def parse_count(self, text: str, where: str) -> Tuple[Optional[int], Optional[int]]:
+    def parse_count(self, text: str, where: str) -> tuple[int | None, int | None]:
         """Normalize the count wording to (min, max); (None, None) when there is no count."""
         t = " ".join(text.split())
         t = re.sub(r"\s+of\s+(descriptor\s+)?(type\s+)?CUDNN_BACKEND_\S+", "", t).strip().rstrip(".")
@@ -208,18 +208,18 @@ class DocParser:
         return int(term) if term.isdigit() else self.macro_value(term, where)
 
     # ---- spec ------------------------------------------------------------------------------------------------------
-    def parse_spec(self, spec: str, where: str) -> List[Alternative]:
+    def parse_spec(self, spec: str, where: str) -> list[Alternative]:
         """``TYPE[/TYPE| or TYPE][, count]`` (style A) or ``TYPE; count[ of ...][ or TYPE; count ...]`` (style B)."""
         spec = " ".join(spec.split()).rstrip(".")
         pieces = re.split(r"\s*(?:/|\bor\b)\s*(?=CUDNN_TYPE_)", spec)
-        raw: List[Tuple[str, str]] = []
+        raw: list[tuple[str, str]] = []
         for piece in pieces:
             m = re.match(r"(CUDNN_TYPE_\w+)\s*[;,]?\s*(.*)$", piece)
             if not m:
                 raise SchemaError(f"{where}: cannot read the type spec {spec!r}")
             raw.append((m.group(1), m.group(2).strip()))
         # a type without its own count shares the next one's ("DOUBLE/FLOAT, 1 element")
-        alts: List[Alternative] = []
+        alts: list[Alternative] = []
         for i, (tname, count_text) in enumerate(raw):
             if not count_text:
                 count_text = next((c for _, c in raw[i + 1:] if c), "")
@@ -229,8 +229,8 @@ class DocParser:
         return alts
 
     # ---- descriptor blocks -----------------------------------------------------------------------------------------
-    def parse_all(self) -> Dict[str, DocEntry]:
-        entries: Dict[str, DocEntry] = {}
+    def parse_all(self) -> dict[str, DocEntry]:
+        entries: dict[str, DocEntry] = {}
         for m in self.hs.enums[DESC_TYPE_ENUM].members:
             for e in self.parse_block(m.name, m.leading_doc):
                 if e.name in entries:
@@ -244,7 +244,7 @@ class DocParser:
             raise SchemaError(f"overrides.json type_names lists types the docs no longer use: {sorted(unused)}")
         return entries
 
-    def parse_block(self, owner: str, doc: str) -> List[DocEntry]:
+    def parse_block(self, owner: str, doc: str) -> list[DocEntry]:
         lines = doc.split("\n")
         start = next((i for i, ln in enumerate(lines) if _SECTION_RE.match(ln)), None)
         if start is None:
@@ -269,7 +269,7 @@ class DocParser:
                 break
         section = lines[start + 1:end]
         # group into entries: a style-A bullet line, or a run of consecutive style-B name lines, starts an entry
-        groups: List[Tuple[str, List[str], str, List[str]]] = []  # (style, names, spec, body lines)
+        groups: list[tuple[str, list[str], str, list[str]]] = []  # (style, names, spec, body lines)
         i = 0
         while i < len(section):
             ln = section[i]
@@ -288,7 +288,7 @@ class DocParser:
             elif ln.strip():
                 raise SchemaError(f"{owner}: unexpected text before the first attribute: {ln.strip()!r}")
             i += 1
-        out: List[DocEntry] = []
+        out: list[DocEntry] = []
         for style, names, spec, body_lines in groups:
             where = f"{owner} / {names[0]}"
             if style == "B":
@@ -302,7 +302,7 @@ class DocParser:
             else:
                 body = " ".join(s.strip() for s in body_lines if s.strip())
             alts = self.parse_spec(spec, where) if spec else []
-            notes: List[str] = []
+            notes: list[str] = []
             if style == "A0":
                 # the only typed A0 entry names its type in the prose ("Sets the CUDNN_TYPE_GENSTATS_MODE of ...")
                 m = re.match(r"Sets the (CUDNN_TYPE_\w+) of\b", body)
@@ -328,7 +328,7 @@ class DocParser:
         return out
 
 
-def suggest_name(doc_name: str, known: Dict[str, int]) -> Optional[str]:
+def suggest_name(doc_name: str, known: dict[str, int]) -> str | None:
     """A near-typo match: one token added/removed, or one token replaced by a token within edit distance 2."""
     toks = doc_name.split("_")
     cands = []
@@ -359,7 +359,7 @@ def _edit_distance(a: str, b: str) -> int:
 # Owner inference
 # --------------------------------------------------------------------------------------------------------------------
 
-def _owner_keys(desc: str) -> List[List[str]]:
+def _owner_keys(desc: str) -> list[list[str]]:
     key = desc[len("CUDNN_BACKEND_"):-len("_DESCRIPTOR")]
     variants = {key, key.replace("FORWARD", "FWD").replace("BACKWARD", "BWD"), key.replace("GEN_STATS", "GENSTATS")}
     return [v.split("_") for v in sorted(variants)]
@@ -400,11 +400,11 @@ class Attr:
     name: str
     value: int
     owner: str
-    types: Tuple[str, ...]
+    types: tuple[str, ...]
     min_count: int
-    max_count: Optional[int]
-    element_kinds: Tuple[str, ...]
-    get_type: Optional[str]
+    max_count: int | None
+    element_kinds: tuple[str, ...]
+    get_type: str | None
     readable: bool
     settable: bool
     since: int
@@ -415,15 +415,15 @@ class Attr:
 @dataclass
 class Catalog:
     total: int
-    attributes: Dict[str, Attr] = field(default_factory=dict)
-    untyped: Dict[str, str] = field(default_factory=dict)
-    provenance: Dict[str, List[str]] = field(default_factory=dict)  # attr -> notes on how each field was decided
-    irregularities: List[str] = field(default_factory=list)
-    disagreements: List[str] = field(default_factory=list)
-    doc_entries: Dict[str, DocEntry] = field(default_factory=dict)
+    attributes: dict[str, Attr] = field(default_factory=dict)
+    untyped: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, list[str]] = field(default_factory=dict)  # attr -> notes on how each field was decided
+    irregularities: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    doc_entries: dict[str, DocEntry] = field(default_factory=dict)
 
-    def source_counts(self) -> Dict[str, int]:
-        out: Dict[str, int] = {}
+    def source_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
         for a in self.attributes.values():
             out[a.source] = out.get(a.source, 0) + 1
         return out
@@ -445,8 +445,8 @@ _OVERRIDE_FIELDS = {"owner", "types", "min_count", "max_count", "element_kinds",
                     "reason", "untyped"}
 
 
-def _type_order(types: Sequence[str]) -> Tuple[str, ...]:
-    out: List[str] = []
+def _type_order(types: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
     for t in types:
         if t not in out:
             out.append(t)
@@ -467,7 +467,7 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
     for doc_name, reason in sorted(parser.dropped.items()):
         cat.irregularities.append(f"doc name {doc_name} ignored: {reason}")
 
-    attr_over: Dict[str, dict] = overrides.get("attributes", {})
+    attr_over: dict[str, dict] = overrides.get("attributes", {})
     for name, ov in attr_over.items():
         if name not in {m.name for m in attr_enum.members}:
             raise SchemaError(f"overrides.json attributes: {name} is not a member of {ATTR_NAME_ENUM}")
@@ -483,14 +483,14 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
             if k not in desc_names:
                 raise SchemaError(f"overrides.json attributes[{name}]: {k} is not a member of {DESC_TYPE_ENUM}")
 
-    probe_attrs: Dict[str, dict] = probe.get("attributes", {}) if probe else {}
+    probe_attrs: dict[str, dict] = probe.get("attributes", {}) if probe else {}
     for name in probe_attrs:
         if name not in {m.name for m in attr_enum.members}:
             cat.irregularities.append(f"probe_results.json has {name}, which these headers do not define")
 
     for m in attr_enum.members:
         name = m.name
-        prov: List[str] = []
+        prov: list[str] = []
         entry = entries.get(name)
         ov = attr_over.get(name, {})
         pr = probe_attrs.get(name)
@@ -511,10 +511,10 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
             prov.append("owner from overrides")
 
         # ---- header layer
-        types: List[str] = []
-        lo: Optional[int] = None
-        hi: Optional[int] = None
-        kinds: List[str] = []
+        types: list[str] = []
+        lo: int | None = None
+        hi: int | None = None
+        kinds: list[str] = []
         settable = True
         source = None
         if entry is not None:
@@ -617,7 +617,7 @@ def build_catalog(hs: HeaderSet, probe: dict, overrides: dict) -> Catalog:
     return cat
 
 
-def _untyped_reason(entry: Optional[DocEntry], pr: Optional[dict], enum_doc: str) -> str:
+def _untyped_reason(entry: DocEntry | None, pr: dict | None, enum_doc: str) -> str:
     import header_parser
 
     comment = header_parser._SINCE_RE.sub("", header_parser.one_line(enum_doc)).strip()
@@ -646,12 +646,12 @@ def _untyped_reason(entry: Optional[DocEntry], pr: Optional[dict], enum_doc: str
 # Helpers shared with probe_types.py
 # --------------------------------------------------------------------------------------------------------------------
 
-def attribute_owners(hs: HeaderSet, overrides: dict) -> Dict[str, Tuple[str, str]]:
+def attribute_owners(hs: HeaderSet, overrides: dict) -> dict[str, tuple[str, str]]:
     """attr -> (owner, how): "doc" (listed in that descriptor's docs), "inferred" (name prefix) or "override"."""
     entries = DocParser(hs, overrides).parse_all()
     desc_names = [m.name for m in hs.enums[DESC_TYPE_ENUM].members]
     attr_over = overrides.get("attributes", {})
-    out: Dict[str, Tuple[str, str]] = {}
+    out: dict[str, tuple[str, str]] = {}
     for m in hs.enums[ATTR_NAME_ENUM].members:
         if attr_over.get(m.name, {}).get("owner"):
             out[m.name] = (attr_over[m.name]["owner"], "override")
@@ -662,20 +662,20 @@ def attribute_owners(hs: HeaderSet, overrides: dict) -> Dict[str, Tuple[str, str
     return out
 
 
-def type_c_names(hs: HeaderSet) -> Dict[str, str]:
+def type_c_names(hs: HeaderSet) -> dict[str, str]:
     """CUDNN_TYPE_* -> the C type named in its header comment ("cudnnDataType_t value." -> "cudnnDataType_t");
     "" when the comment names no typedef (BOOLEAN, INT64, FLOAT, DOUBLE, VOID_PTR, INT32, CHAR)."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for m in hs.enums[ATTR_TYPE_ENUM].members:
         mm = re.match(r"\s*(cudnn\w+_t) value\b", m.doc)
         out[m.name] = mm.group(1) if mm else ""
     return out
 
 
-def documented_kinds(hs: HeaderSet, overrides: dict) -> Dict[str, List[str]]:
+def documented_kinds(hs: HeaderSet, overrides: dict) -> dict[str, list[str]]:
     """attr -> the descriptor kinds the docs (or overrides.json) give for its BACKEND_DESCRIPTOR value."""
     entries = DocParser(hs, overrides).parse_all()
-    out: Dict[str, List[str]] = {}
+    out: dict[str, list[str]] = {}
     for name, e in entries.items():
         kinds = [k for a in e.alternatives for k in a.kinds]
         if kinds:

@@ -31,7 +31,6 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -66,7 +65,7 @@ _VERSION_DEFINE_RE = {k: re.compile(rf"^\s*#\s*define\s+CUDNN_{k}\s+(\d+)\s*$", 
                       for k in ("MAJOR", "MINOR", "PATCHLEVEL")}
 
 
-def pinned_versions(root: Path = PINNED_ROOT) -> List[Path]:
+def pinned_versions(root: Path = PINNED_ROOT) -> list[Path]:
     """The pinned header sets under ``root`` (directories named MAJOR.MINOR.PATCH), oldest first."""
     if not root.is_dir():
         return []
@@ -97,12 +96,12 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def read_sha256sums(include_dir: Path) -> Dict[str, str]:
+def read_sha256sums(include_dir: Path) -> dict[str, str]:
     """{file name: sha256 hex} from ``include_dir/SHA256SUMS`` (``sha256sum`` format: "<hex>  <name>")."""
     path = Path(include_dir) / SHA256SUMS
     if not path.is_file():
         raise GenerateError(f"{path}: missing (every pinned header set lists its files' sha256 there)")
-    sums: Dict[str, str] = {}
+    sums: dict[str, str] = {}
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -178,7 +177,7 @@ def find_include_dir() -> Path:
     return pinned_include_dir()
 
 
-def resolve_include_dir(explicit: Optional[Path]) -> Path:
+def resolve_include_dir(explicit: Path | None) -> Path:
     """``--include DIR`` if given, else :func:`find_include_dir`; a pinned set named explicitly is verified too."""
     include_dir = Path(explicit) if explicit else find_include_dir()
     if is_pinned(include_dir):
@@ -365,7 +364,7 @@ def load_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def emit_attributes(hs: HeaderSet, catalog: "attribute_docs.Catalog") -> str:
+def emit_attributes(hs: HeaderSet, catalog: attribute_docs.Catalog) -> str:
     out = [banner(hs)]
     out.append('"""Backend attribute catalog: for each cudnnBackendAttributeName_t member, its owner descriptor and the\n')
     out.append("types/counts cudnnBackendSetAttribute accepts. Layers: header doc comments -> live probe\n")
@@ -418,7 +417,7 @@ def emit_attributes(hs: HeaderSet, catalog: "attribute_docs.Catalog") -> str:
 # Driver
 # --------------------------------------------------------------------------------------------------------------------
 
-def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: Path = OVERRIDES) -> Dict[str, str]:
+def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: Path = OVERRIDES) -> dict[str, str]:
     """Return {file name: content} for everything under cudnn_py/_generated/."""
     hs = header_parser.parse_headers(include_dir)
     for required in (ATTR_NAME_ENUM, ATTR_TYPE_ENUM, DESC_TYPE_ENUM, STATUS_ENUM):
@@ -434,15 +433,15 @@ def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: 
     }
 
 
-def write(files: Dict[str, str], out_dir: Path) -> None:
+def write(files: dict[str, str], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (out_dir / name).write_text(content, encoding="utf-8", newline="\n")
 
 
-def check(files: Dict[str, str], out_dir: Path) -> List[str]:
+def check(files: dict[str, str], out_dir: Path) -> list[str]:
     """Return a list of human-readable differences between ``files`` and what is in ``out_dir``."""
-    problems: List[str] = []
+    problems: list[str] = []
     for name, content in files.items():
         path = out_dir / name
         if not path.is_file():
@@ -461,7 +460,7 @@ def check(files: Dict[str, str], out_dir: Path) -> List[str]:
     return problems
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--include", type=Path, help="cuDNN include dir (default: $CUDNN_INCLUDE_DIR, else the newest "
                                                   f"pinned set under {PINNED_ROOT}, SHA256SUMS verified)")

@@ -20,7 +20,6 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 __all__ = [
     "HeaderParseError",
@@ -46,7 +45,7 @@ class HeaderParseError(Exception):
     """A construct in a header that the parser does not understand."""
 
 
-def parse_since(text: Optional[str]) -> Optional[int]:
+def parse_since(text: str | None) -> int | None:
     """``"... @since cuDNN 9.23.0 ..."`` -> 92300 (first tag), or None."""
     if not text:
         return None
@@ -56,7 +55,7 @@ def parse_since(text: Optional[str]) -> Optional[int]:
     return int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
 
 
-def _has_deprecated_tag(text: Optional[str]) -> bool:
+def _has_deprecated_tag(text: str | None) -> bool:
     return bool(text) and "@deprecated" in text
 
 
@@ -91,9 +90,9 @@ _TOKEN_RE = re.compile(
 )
 
 
-def tokenize(text: str, filename: str) -> List[Token]:
+def tokenize(text: str, filename: str) -> list[Token]:
     """Tokenize a header. Each preprocessor directive becomes one ``pp`` token (continuation lines joined)."""
-    tokens: List[Token] = []
+    tokens: list[Token] = []
     pos = 0
     line = 1
     at_line_start = True
@@ -171,7 +170,7 @@ def clean_doc(text: str) -> str:
     return "\n".join(out)
 
 
-def one_line(text: Optional[str]) -> str:
+def one_line(text: str | None) -> str:
     """Collapse a doc text onto one line."""
     return " ".join((text or "").split())
 
@@ -198,12 +197,12 @@ class NotAnInteger(Exception):
     pass
 
 
-def eval_int_expr(tokens: List[Token], names: Dict[str, int]) -> int:
+def eval_int_expr(tokens: list[Token], names: dict[str, int]) -> int:
     """Evaluate a C integer constant expression given as tokens; names resolve through ``names``.
 
     Casts of the form ``(typename)`` are dropped. Raises NotAnInteger for anything else (floats, strings, unknown
     names, function-like forms)."""
-    parts: List[str] = []
+    parts: list[str] = []
     toks = [t for t in tokens if t.kind not in ("comment", "doc", "tdoc")]
     i = 0
     while i < len(toks):
@@ -270,7 +269,7 @@ class EnumMember:
     value_kind: str  # "literal" | "expression" | "implicit"
     doc: str  # trailing /**< */ doc (cleaned), "" if none
     leading_doc: str  # leading /** */ doc block (cleaned), "" if none
-    since: Optional[int]  # own @since (None if the member has none)
+    since: int | None  # own @since (None if the member has none)
     deprecated: bool  # CUDNN_DEPRECATED_ENUM or @deprecated in its own docs
     line: int
 
@@ -281,9 +280,9 @@ class Enum:
     file: str
     line: int
     doc: str
-    since: Optional[int]
+    since: int | None
     deprecated: bool  # CUDNN_DEPRECATED after the typedef name, or @deprecated in the enum doc
-    members: List[EnumMember] = field(default_factory=list)
+    members: list[EnumMember] = field(default_factory=list)
 
     def effective_since(self) -> int:
         """The enum's own @since, else its first member's, else 90000."""
@@ -311,8 +310,8 @@ class Function:
     line: int
     doc: str
     ret: Param
-    params: List[Param]
-    since: Optional[int]
+    params: list[Param]
+    since: int | None
     deprecated: bool
 
 
@@ -322,21 +321,21 @@ class Typedef:
     kind: str  # "opaque_ptr" (struct X *), "void_ptr", "func_ptr", "struct" (struct body), "opaque_struct" (struct X X)
     file: str
     line: int
-    fields: List[Tuple[str, str]] = field(default_factory=list)  # for "struct": (type text, field name)
+    fields: list[tuple[str, str]] = field(default_factory=list)  # for "struct": (type text, field name)
 
 
 @dataclass
 class HeaderSet:
     include_dir: Path
-    files: List[str]  # header file names in include order
-    file_since: Dict[str, Optional[int]]
-    defines: Dict[str, int]  # integer-valued object-like macros, in header order
-    skipped_defines: Dict[str, str]  # macro name -> why it is not an integer constant
-    enums: Dict[str, Enum]
-    typedefs: Dict[str, Typedef]
-    functions: Dict[str, Function]
+    files: list[str]  # header file names in include order
+    file_since: dict[str, int | None]
+    defines: dict[str, int]  # integer-valued object-like macros, in header order
+    skipped_defines: dict[str, str]  # macro name -> why it is not an integer constant
+    enums: dict[str, Enum]
+    typedefs: dict[str, Typedef]
+    functions: dict[str, Function]
 
-    def enum_member_values(self) -> Dict[str, int]:
+    def enum_member_values(self) -> dict[str, int]:
         return {m.name: m.value for e in self.enums.values() for m in e.members}
 
 
@@ -347,9 +346,9 @@ class HeaderSet:
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
-def header_files(include_dir: Path, root: str = "cudnn.h") -> List[str]:
+def header_files(include_dir: Path, root: str = "cudnn.h") -> list[str]:
     """Headers reachable from ``root`` via ``#include "..."``, depth-first in include order (each once)."""
-    seen: List[str] = []
+    seen: list[str] = []
 
     def visit(name: str) -> None:
         if name in seen:
@@ -375,21 +374,21 @@ def header_files(include_dir: Path, root: str = "cudnn.h") -> List[str]:
 
 class _Parser:
     def __init__(self) -> None:
-        self.defines: Dict[str, int] = {}
-        self.skipped_defines: Dict[str, str] = {}
-        self.enums: Dict[str, Enum] = {}
-        self.typedefs: Dict[str, Typedef] = {}
-        self.functions: Dict[str, Function] = {}
-        self.names: Dict[str, int] = {}  # enum members + integer defines, for expression evaluation
-        self.file_since: Dict[str, Optional[int]] = {}
+        self.defines: dict[str, int] = {}
+        self.skipped_defines: dict[str, str] = {}
+        self.enums: dict[str, Enum] = {}
+        self.typedefs: dict[str, Typedef] = {}
+        self.functions: dict[str, Function] = {}
+        self.names: dict[str, int] = {}  # enum members + integer defines, for expression evaluation
+        self.file_since: dict[str, int | None] = {}
 
     # ---- driver ----------------------------------------------------------------------------------------------------
     def parse_file(self, name: str, text: str) -> None:
         tokens = tokenize(text, name)
         m = re.search(r"@file\s+\S+.*?\*/", text, re.S)
         self.file_since[name] = parse_since(m.group(0)) if m else None
-        stmt: List[Token] = []
-        pending_doc: Optional[Token] = None  # last /** */ block seen at top level before the current statement
+        stmt: list[Token] = []
+        pending_doc: Token | None = None  # last /** */ block seen at top level before the current statement
         depth = 0
         for tok in tokens:
             if tok.kind == "pp":
@@ -459,7 +458,7 @@ class _Parser:
         self.names[name] = value
 
     # ---- statements ------------------------------------------------------------------------------------------------
-    def _statement(self, stmt: List[Token], doc: Optional[Token]) -> None:
+    def _statement(self, stmt: list[Token], doc: Token | None) -> None:
         code = [t for t in stmt if t.kind not in ("comment", "doc", "tdoc")]
         if not code:
             return
@@ -478,7 +477,7 @@ class _Parser:
         raise HeaderParseError(f"{first.where()}: unrecognized top-level declaration: "
                                f"{' '.join(t.text for t in code)[:120]}")
 
-    def _typedef(self, code: List[Token], doc: Optional[Token]) -> None:
+    def _typedef(self, code: list[Token], doc: Token | None) -> None:
         where = code[0].where()
         words = [t.text for t in code[1:-1] if t.text not in ATTRIBUTE_MACROS]
         line = code[0].line
@@ -491,7 +490,7 @@ class _Parser:
                     raise HeaderParseError(f"{where}: struct typedef without a name")
                 body = words[words.index("{") + 1:close]
                 fields = []
-                cur: List[str] = []
+                cur: list[str] = []
                 for w in body:
                     if w == ";":
                         if cur:
@@ -518,7 +517,7 @@ class _Parser:
         raise HeaderParseError(f"{where}: unrecognized typedef: {' '.join(words)[:120]}")
 
     # ---- enums -----------------------------------------------------------------------------------------------------
-    def _enum(self, stmt: List[Token], doc: Optional[Token]) -> None:
+    def _enum(self, stmt: list[Token], doc: Token | None) -> None:
         start = stmt[0]
         try:
             lb = next(i for i, t in enumerate(stmt) if t.text == "{")
@@ -544,9 +543,9 @@ class _Parser:
         )
         # Split the body into members. Trailing docs attach to the member being built, or to the previous one
         # when the current one has no tokens yet (the usual `X = 1, /**< doc */`). Leading docs attach to the next.
-        raw: List[dict] = []
+        raw: list[dict] = []
         cur = {"tokens": [], "tdoc": [], "ldoc": None}
-        pending_leading: Optional[Token] = None
+        pending_leading: Token | None = None
         for tok in stmt[lb + 1:rb]:
             if tok.kind == "comment":
                 continue
@@ -622,7 +621,7 @@ class _Parser:
 
     # ---- functions -------------------------------------------------------------------------------------------------
     @staticmethod
-    def _decl(tokens: List[Token], where: str, need_name: bool) -> Param:
+    def _decl(tokens: list[Token], where: str, need_name: bool) -> Param:
         words = [t.text for t in tokens if t.text not in ATTRIBUTE_MACROS]
         c_decl = " ".join(words).replace(" *", " *").replace("* ", "*")
         is_const = "const" in words
@@ -646,7 +645,7 @@ class _Parser:
             base = "unsigned int"
         return Param(name, base, depth, is_const, c_decl)
 
-    def _function(self, code: List[Token], doc: Optional[Token]) -> None:
+    def _function(self, code: list[Token], doc: Token | None) -> None:
         where = code[0].where()
         words = [t.text for t in code]
         if words[-1] != ";":
@@ -662,9 +661,9 @@ class _Parser:
             raise HeaderParseError(f"{where}: cannot find the function name")
         name = head[-1].text
         ret = self._decl(head[:-1], where, need_name=False)
-        params: List[Param] = []
+        params: list[Param] = []
         inner = code[lp + 1:rp]
-        chunks: List[List[Token]] = [[]]
+        chunks: list[list[Token]] = [[]]
         d = 0
         for t in inner:
             if t.text in ("(", "["):

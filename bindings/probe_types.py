@@ -3,6 +3,9 @@
 
     python bindings/probe_types.py [--include DIR] [--out bindings/probe_results.json] [--jobs N] [--only ATTR ...]
 
+The attribute names and enum values come from the headers ``generate.py`` uses (default: the newest pinned set in
+``bindings/headers/``, see bindings/headers/README.md; ``--include DIR`` / ``$CUDNN_INCLUDE_DIR`` override it).
+
 For every member of ``cudnnBackendAttributeName_t``, on a fresh descriptor of its owner kind (documented owner, else
 inferred from the name prefix):
 
@@ -38,7 +41,6 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -76,7 +78,7 @@ class Lib:
             from cudnn_py.backend.loader import load_library
 
             cdll = load_library().cdll
-        except Exception:  # noqa: BLE001 - fall back to the wheel's library with local prototypes
+        except Exception:
             import importlib.util
 
             try:
@@ -103,8 +105,8 @@ class Lib:
         cdll.cudnnGetLastErrorString.restype = None
         cdll.cudnnGetVersion.restype = c.c_size_t
         self.cdll = cdll
-        self.values: Dict[str, int] = tables["values"]
-        self.type_first: Dict[str, int] = tables["type_first_value"]
+        self.values: dict[str, int] = tables["values"]
+        self.type_first: dict[str, int] = tables["type_first_value"]
         self.scratch = ctypes.create_string_buffer(4096)
         self.tensor = self._make_tensor()
 
@@ -285,7 +287,7 @@ class Lib:
 
     def fresh(self, owner: str, attr: str) -> ctypes.c_void_p:
         d = self.create(owner)
-        for pattr, ptyp, pval in PRECONDITIONS.get(attr, []):
+        for pattr, ptyp, _pval in PRECONDITIONS.get(attr, []):
             buf = self.value_buffer(ptyp, 1)
             st = self.set(d, pattr, ptyp, 1, buf)
             if st:
@@ -333,9 +335,9 @@ def worker_main() -> int:
 # Driver
 # --------------------------------------------------------------------------------------------------------------------
 
-def run_jobs(jobs: List[dict], tables: dict, timeout: float = 600.0) -> tuple[List[Optional[dict]], Optional[int]]:
+def run_jobs(jobs: list[dict], tables: dict, timeout: float = 600.0) -> tuple[list[dict | None], int | None]:
     """Run jobs in one worker at a time, resuming after crashes. Returns (results, library version)."""
-    results: List[Optional[dict]] = [None] * len(jobs)
+    results: list[dict | None] = [None] * len(jobs)
     version = None
     start = 0
     while start < len(jobs):
@@ -391,10 +393,10 @@ def classify(typ: str, res: dict) -> str:
     return "ambiguous"
 
 
-def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep: Dict[str, dict],
-            counts: Dict[str, dict]) -> dict:
+def analyse(attr: str, owner: str, owner_how: str, type_names: list[str], sweep: dict[str, dict],
+            counts: dict[str, dict]) -> dict:
     verdicts = {t: classify(t, sweep.get(t)) for t in type_names}
-    named: List[str] = []
+    named: list[str] = []
     for t in type_names:
         res = sweep.get(t) or {}
         msg = res.get("error", "")
@@ -413,7 +415,7 @@ def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep:
     if no_check:
         out["no_type_check"] = True
         method = "accepts every type (no type check)"
-        accepted_out: List[str] = []
+        accepted_out: list[str] = []
     else:
         accepted_out = accepted
         if accepted and named:
@@ -449,7 +451,7 @@ def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep:
         out["count"] = count_verdict(counts)
         out["count_raw"] = {k: [v.get("status"), (v.get("error") or "")[:200]] for k, v in sorted(counts.items())}
     # the raw responses, grouped: [status, last error, [types that got it]] ("*" = all the other types)
-    groups: Dict[tuple, List[str]] = {}
+    groups: dict[tuple, list[str]] = {}
     for t in type_names:
         r = sweep.get(t) or {}
         key = (r.get("status"), (r.get("error") or "")[:200] + (" (retried with NULL)" if r.get("retried_with_null")
@@ -461,7 +463,7 @@ def analyse(attr: str, owner: str, owner_how: str, type_names: List[str], sweep:
     return out
 
 
-def count_verdict(counts: Dict[str, dict]) -> dict:
+def count_verdict(counts: dict[str, dict]) -> dict:
     def ok(k):
         r = counts.get(k) or {}
         return r.get("status") in (STATUS_SUCCESS, STATUS_BAD_PARAM_DESCRIPTOR_TYPE)
@@ -480,7 +482,7 @@ def count_verdict(counts: Dict[str, dict]) -> dict:
     return {"min": None, "max": None, "note": "undetermined"}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--include", type=Path)
@@ -520,7 +522,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sweep_jobs = [{"attr": a, "owner": owners[a][0], "type": t, "kinds": kinds.get(a)} for a in attrs
                   for t in type_names]
     sweep_res = _parallel(sweep_jobs, tables, args.jobs)
-    sweeps: Dict[str, Dict[str, dict]] = {a: {} for a in attrs}
+    sweeps: dict[str, dict[str, dict]] = {a: {} for a in attrs}
     for job, res in zip(sweep_jobs, sweep_res):
         sweeps[job["attr"]][job["type"]] = res
     # pass 1b: a type whose plausible value crashed the process is retried with all-zero bytes (NULL pointers)
@@ -539,7 +541,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 count_jobs.append({"attr": a, "owner": owners[a][0], "type": acc[0], "count": n,
                                    "kinds": kinds.get(a)})
     count_res = _parallel(count_jobs, tables, args.jobs)
-    counts: Dict[str, Dict[str, dict]] = {a: {} for a in attrs}
+    counts: dict[str, dict[str, dict]] = {a: {} for a in attrs}
     for job, res in zip(count_jobs, count_res):
         counts[job["attr"]][str(job["count"])] = res
 
@@ -582,7 +584,7 @@ def dump_results(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parallel(jobs: List[dict], tables: dict, n: int) -> List[Optional[dict]]:
+def _parallel(jobs: list[dict], tables: dict, n: int) -> list[dict | None]:
     if not jobs:
         return []
     n = max(1, min(n, len(jobs)))

@@ -67,7 +67,7 @@ def _generated_header_version() -> str:
     return m.group(1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _render_pinned():
     """(include dir, {file name: content}) rendered from the newest pinned headers (SHA256SUMS verified)."""
     generate = _import_generate()

@@ -229,3 +229,27 @@ def test_validate_is_traced(tmp_path):
     recs = [json.loads(line) for line in buf.getvalue().splitlines()]
     finals = [r for r in recs if r["fn"] == "cudnnBackendFinalize"]
     assert finals[-1]["kind"] == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR" and finals[-1]["status"] == 0
+
+
+def test_tensor_options_reach_the_descriptor():
+    """Accepted tensor options are lowered, not stored and ignored: vector count/dimension, ragged offsets with
+    their multiplier (cuDNN >= 9.24), reordering, alignment."""
+    from cudnn_py.backend import versions
+    from cudnn_py.lowering import lower_tensor
+
+    g = graph(cudnn.data_type.INT8)
+    v = g.tensor(dim=[2, 8, 4, 4], stride=[128, 1, 32, 8], data_type=cudnn.data_type.INT8, name="v", vector_count=4,
+                 vector_dimension=1)
+    d = lower_tensor(v, 16)
+    assert d.get("CUDNN_ATTR_TENSOR_VECTOR_COUNT") == 4 and d.get("CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION") == 1
+    offsets = g.tensor(dim=[3, 1, 1, 1], stride=[1, 1, 1, 1], data_type=cudnn.data_type.INT32, name="off")
+    r = g.tensor(dim=[2, 4, 8, 16], data_type=H, name="r", ragged_offset=offsets, ragged_offset_multiplier=2)
+    if versions.runtime_version() >= versions.since("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER"):
+        d = lower_tensor(r, 16, lower_tensor(offsets, 16))
+        assert d.get("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER") == 2
+        assert d.attributes["CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC"]
+    else:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="ragged_offset_multiplier"):
+            lower_tensor(r, 16, lower_tensor(offsets, 16))
+    a = g.tensor(dim=[4, 4], data_type=H, name="a", alignment=8)
+    assert g.tensor_like(a).get_alignment() == 8
