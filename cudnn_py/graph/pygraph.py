@@ -407,16 +407,65 @@ class pygraph(Graph):
         self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
 
     def populate_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
-        raise PlanningSession.not_implemented("populate_cuda_graph()")
+        """Record the default cuDNN plan into the empty ``cudaGraph_t`` ``cuda_graph`` (``plans/cuda_graph.py``)."""
+        self._cuda_graph_session("populate_cuda_graph").populate_cuda_graph(
+            int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph)
 
     def update_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
-        raise PlanningSession.not_implemented("update_cuda_graph()")
+        """Point a graph made by populate_cuda_graph() at other buffers (re-instantiate it to launch the update)."""
+        self._cuda_graph_session("update_cuda_graph").update_cuda_graph(
+            int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph)
+
+    def _cuda_graph_session(self, what: str) -> PlanningSession:
+        self._require_planned(what)
+        if self.selected_engine is not None:
+            raise RuntimeError(f"{what}(): the selected plan runs on a python engine; only cuDNN plans record "
+                               "into CUDA graphs")
+        if not self._is_built:
+            raise PhaseError(f"call build_plans() before {what}()")
+        return self._at(Phase.EXECUTABLE)
+
+    def _graph_handle(self) -> int:
+        if self._handle is not None:
+            return int(self._handle)
+        from ..backend.handle import default_handle
+
+        return int(default_handle())
 
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
-        raise PlanningSession.not_implemented("serialize()")
+        """The built default cuDNN plan with everything needed to execute it again (``plans/serialize.py``): a
+        list of byte values, as the classic API returns, or ``bytes`` with ``as_bytes=True``."""
+        if not include_kernels:
+            raise NotImplementedOptionError("serialize(include_kernels=False) is not implemented yet in cudnn_py")
+        self._require_planned("serialize")
+        if self.selected_engine is not None:
+            raise RuntimeError(f"serialize(): the selected plan runs on the python engine {self.selected_engine!r}; "
+                               "only cuDNN plans serialize")
+        if not self._is_built:
+            raise PhaseError("call build_plans() before serialize()")
+        blob = self._at(Phase.EXECUTABLE).serialize(self.inspect())
+        return blob if as_bytes else list(blob)
 
     def deserialize(self, *args: Any, **kwargs: Any) -> None:
-        raise PlanningSession.not_implemented("deserialize()")
+        """Load a serialized plan into this (empty) graph, classic ``deserialize(blob)`` or ``(handle, blob)``; the
+        graph can execute at once, with operands keyed by uid or name."""
+        if kwargs or not 1 <= len(args) <= 2:
+            raise TypeError("deserialize() takes (blob) or (handle, blob)")
+        if self._nodes or self._planning_done:
+            raise RuntimeError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
+        handle = args[0] if len(args) == 2 else self._handle
+        if handle is None:
+            from ..backend.handle import default_handle
+
+            handle = default_handle()
+        self._handle = handle
+        session = PlanningSession.deserialized(
+            self, SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled), args[-1], int(handle),
+            self.drop_fast_path)
+        self._freeze()
+        self._session = session
+        self._is_validated = True
+        self._plans, self._planning_done, self._plan_index, self._is_built = [BACKEND_PLAN], True, 0, True
 
     def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> dict[int, Any]:
         """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""

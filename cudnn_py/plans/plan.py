@@ -35,6 +35,18 @@ class ExecutionPlan:
             raise RuntimeError(f"plan {config.name}: cuDNN reported a negative workspace size ({ws})")
         return cls(plan, config, ws)
 
+    @classmethod
+    def from_json(cls, text: str, handle: int) -> ExecutionPlan:
+        """Rebuild a plan from its JSON representation (``graph_flow.md`` §5.1: JSON_REPRESENTATION and HANDLE,
+        finalize); the engine config is read back from the plan."""
+        plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
+        plan.set("CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION", text)
+        plan.set("CUDNN_ATTR_EXECUTION_PLAN_HANDLE", int(handle))
+        plan.finalize()
+        cfg = plan.get("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG")
+        ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
+        return cls(plan, EngineConfig.from_descriptor(cfg, "deserialized"), ws)
+
     def to_json(self) -> str:
         """The plan's ``EXECUTION_PLAN_JSON_REPRESENTATION`` (serialisable, engine and knobs)."""
         return self.plan.get("CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION")

