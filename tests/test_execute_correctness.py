@@ -512,7 +512,8 @@ def test_int_pointers_without_handle_use_the_legacy_default_stream(handles):
 
 
 def test_nothing_imports_torch_or_cupy(handles):
-    assert "torch" not in sys.modules and "cupy" not in sys.modules  # nothing here installs them
+    if "torch" in sys.modules or "cupy" in sys.modules:
+        pytest.skip("torch or cupy is already imported in this process")
     ex, A, B, C = square_matmul()
     p = [new_address() for _ in range(3)]
     ex.execute(FakePlan(), {A: p[0], B: p[1], C: p[2]}, None, None)
@@ -703,3 +704,18 @@ def test_threads_hammering_one_graph_always_run_their_own_pointers(torch, handle
     assert errors == []
     assert sorted(len(v) for v in rec.by_thread.values()) == [iterations] * 4
     assert len(handles.created) == 4, "one default handle per thread"
+
+
+def test_the_graphs_handle_is_used_when_execute_gets_none(torch, handles):
+    """pygraph(handle=h) then execute(pack): classic runs on h (and h's stream), not on a default handle."""
+    ex, A, B, C = square_matmul()
+    ex.graph_handle = 0x55  # what BackendGraph sets from pygraph(handle=...)
+    plan = FakePlan(workspace=512)
+    handles.streams[0x55] = 0x8000
+    a, b, c = operands()
+    ex.execute(plan, {A: a, B: b, C: c}, None, None)
+    fast = ex.fast(plan)
+    fast({A: a, B: b, C: c}, None, None)
+    assert [call[0] for call in ex._backend_execute.calls] == [0x55, 0x55]
+    assert handles.created == [] and handles.set_calls == []
+    assert [r().alloc_stream for r in torch.allocations if r() is not None] == [0x8000]

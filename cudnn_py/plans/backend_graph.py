@@ -62,6 +62,7 @@ class BackendGraph:
         uids = [uid for uid, t in table.ir_by_uid.items()
                 if not t.is_virtual and not getattr(t, "is_compile_time_constant", False)]
         self.executor = Executor(uids, table.ir_by_uid)
+        self.executor.graph_handle = getattr(self.ir, "handle", None)  # execute's handle when none is given
         self.executor.bind(getattr(self.ir, "_data_bindings", {}))
 
     def _planning_handle(self) -> int | None:

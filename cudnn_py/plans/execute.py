@@ -10,8 +10,8 @@ compares that signature for every operand on every call, so a tensor with the po
 other strides, another dtype or another device is checked again, and rejected with a ValueError naming the
 tensor and what differs. Int pointers carry no metadata: they are the caller's responsibility.
 
-Streams. With a handle, execute runs on that handle's stream (set with ``set_stream``), as in the classic
-module. Without one, it runs on the *operands' framework's current stream*: torch's current stream of the
+Streams. With a handle — given to execute, else the one the graph was created with — execute runs on that
+handle's stream (set with ``set_stream``), as in the classic module. Without one, it runs on the *operands' framework's current stream*: torch's current stream of the
 operands' device for torch tensors, cupy's current stream for cupy arrays, else the legacy default stream (0)
 — only frameworks already in ``sys.modules`` are consulted, none is imported. That stream is bound to this
 thread's default handle for the operands' device with ``cudnnSetStream``, only when it changed since that
@@ -97,8 +97,9 @@ def _default_handle_on(placement: Any) -> _DefaultHandle:
     return state
 
 
-# A binding: what one (plan, workspace, pointers) executes with — (plan, workspace pointer, pointer list, VARIANT_PACK
-# descriptor, its pointer as a ctypes value). Immutable once published; the list is never mutated after.
+# A binding: what one (plan, workspace, pointers) executes with — (plan, workspace pointer, pointer list, the
+# VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
+# never mutated after. Holding the tuple keeps the descriptor alive.
 _NO_BINDING = (None, None, None, None, None)
 
 
@@ -144,6 +145,8 @@ class Executor:
         self._workspaces = WorkspaceCache()
         self._backend_execute = lib().cudnnBackendExecute
         self._last: tuple = _NO_BINDING
+        # the handle the graph was created with (pygraph(handle=...)): used when execute gets none, as classic does
+        self.graph_handle: Any = None
 
     # --------------------------------------------------------------------------------------------- binding
     def _slot(self, key: Any) -> int:
@@ -265,6 +268,8 @@ class Executor:
             placement = NO_FRAMEWORK
         stream = None
         if handle is None:
+            handle = self.graph_handle
+        if handle is None:
             state = _default_handle_on(placement)
             handle, stream = state.handle, state.stream
         ws_entry = None  # held until cuDNN returns: the buffer cannot be freed under this call
@@ -285,12 +290,12 @@ class Executor:
         if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
             binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
         if trace.active is None:
-            status = self._backend_execute(handle, plan.ptr, binding[4])
+            status = self._backend_execute(handle, plan.ptr, binding[3])
         else:
             t0 = time.perf_counter()
-            status = self._backend_execute(handle, plan.ptr, binding[4])
+            status = self._backend_execute(handle, plan.ptr, binding[3])
             trace.active.record("cudnnBackendExecute", status, t0, handle=trace.hexptr(int(handle)), plan=plan.id,
-                                variant_pack=hex(binding[4].value or 0), plan_name=plan.name)
+                                variant_pack=hex(binding[3].value or 0), plan_name=plan.name)
         if status != 0:
             raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                             detail=f"plan {plan.name}")
@@ -308,7 +313,7 @@ class Executor:
                 self._check_operands(variant_pack, ptrs)
             vp = self._variant_pack(ptrs, ws)
             # the pointer is converted to a ctypes value once: the hot call passes it as is
-            binding = (plan, ws, list(ptrs), vp, ctypes.c_void_p(vp.ptr))
+            binding = (plan, ws, list(ptrs), ctypes.c_void_p(vp.ptr), vp)
             with self._vp_lock:
                 self._vp_cache[key] = binding
                 while len(self._vp_cache) > VARIANT_PACK_CACHE_SIZE:
@@ -326,7 +331,7 @@ class Executor:
         slots, template, checked = self._fast_slots, self._template, self._checked
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
-        getters, bound_items = POINTER_GETTERS, self._bound_items
+        getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -360,6 +365,8 @@ class Executor:
                 placement = NO_FRAMEWORK
             stream = None
             if handle is None:
+                handle = graph_handle
+            if handle is None:
                 state = default_handles.get((get_ident(), placement.device))
                 if state is None:
                     return slow(variant_pack, workspace, handle)
@@ -387,7 +394,7 @@ class Executor:
             binding = executor._last  # read once; holding it keeps its variant pack alive
             if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
                 return slow(variant_pack, workspace, handle)
-            status = backend_execute(handle, plan_ptr, binding[4])
+            status = backend_execute(handle, plan_ptr, binding[3])
             if status != 0:
                 raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                                 detail=f"plan {plan.name}")
