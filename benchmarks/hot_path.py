@@ -66,6 +66,9 @@ def fake() -> dict:
         def stride(self):
             return self._stride
 
+        def get_device(self):
+            return 0
+
     T.__module__ = "torch"
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
     X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])

@@ -229,8 +229,10 @@ def _no_signature(obj: Any) -> None:
 
 
 def _torch_signature(t: Any) -> tuple:
-    # dtypes are singletons; torch.Size compares as a tuple; stride() is read once (it costs ~100 ns)
-    return (t.shape, t.stride(), t.dtype, t.device)
+    # dtypes are singletons; torch.Size compares as a tuple; get_device() is an int (-1 on the host), cheaper to
+    # read and compare than a torch.device. The execute hot path compares these four inline (see
+    # Executor.fast): keep the two in sync.
+    return (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 def _cupy_signature(a: Any) -> tuple:

@@ -93,6 +93,9 @@ class Tensor:
     def stride(self):
         return self._stride
 
+    def get_device(self) -> int:
+        return self.device.index if self.device.type == "cuda" else -1
+
     def numel(self) -> int:
         n = 1
         for d in self._shape:

@@ -38,8 +38,8 @@ from ..backend import Descriptor, trace
 from ..backend import handle as _handle_mod
 from ..backend.api import lib
 from ..backend.errors import error_for
-from ..interop import (KDL_CPU, NO_FRAMEWORK, POINTER_GETTERS, SIGNATURE_GETTERS, OperandInfo, data_ptr,
-                       operand_info, placement_of, pointer_getter, signature_getter)
+from ..interop import (KDL_CPU, NO_FRAMEWORK, POINTER_GETTERS, SIGNATURE_GETTERS, OperandInfo, _torch_signature,
+                       data_ptr, operand_info, placement_of, pointer_getter, signature_getter)
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
@@ -97,6 +97,8 @@ def _default_handle_on(placement: Any) -> _DefaultHandle:
     return state
 
 
+_UNCHECKED = (None, None, None, None, None, False)  # a slot's checked entry before any full check
+
 # A binding: what one (plan, workspace, pointers) executes with — (plan, workspace pointer, pointer list, the
 # VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
 # never mutated after. Holding the tuple keeps the descriptor alive.
@@ -137,9 +139,9 @@ class Executor:
         self._template = [0] * len(self._uids)
         for slot, value in self._fixed.items():
             self._template[slot] = ctypes.addressof(value)
-        # slot -> (class, pointer getter, signature getter, signature, placement) of the operand last fully checked
-        # there; one tuple, replaced whole. None: nothing checked yet (or a bare pointer).
-        self._checked: list[tuple | None] = [None] * len(self._uids)
+        # slot -> (class, pointer getter, signature getter, signature, placement, torch?) of the operand last fully
+        # checked there; one tuple, replaced whole (_UNCHECKED: nothing checked yet, or a bare pointer).
+        self._checked: list[tuple] = [_UNCHECKED] * len(self._uids)
         self._vp_cache: OrderedDict[tuple, tuple] = OrderedDict()
         self._vp_lock = threading.Lock()
         self._workspaces = WorkspaceCache()
@@ -192,26 +194,26 @@ class Executor:
             if cls is int:
                 ptrs[slot] = value
                 continue
-            seen = checked[slot]
-            if seen is None or seen[0] is not cls:
+            seen_cls, getter, signature, sig, where, _ = checked[slot]
+            if seen_cls is not cls:
                 ptrs[slot] = data_ptr(value)
                 same = False
                 continue
-            ptrs[slot] = seen[1](value)
-            if seen[2](value) != seen[3]:
+            ptrs[slot] = getter(value)
+            if signature(value) != sig:
                 same = False
             elif placement is None:
-                placement = seen[4]
+                placement = where
         for slot, value in self._bound_items:
             if ptrs[slot] != self._template[slot]:
                 continue  # the caller's pack rebinds this slot
-            seen = checked[slot]
-            if seen is None or seen[0] is not value.__class__ or seen[2](value) != seen[3]:
+            seen_cls, getter, signature, sig, where, _ = checked[slot]
+            if seen_cls is not value.__class__ or signature(value) != sig:
                 same = False
                 continue
-            ptrs[slot] = seen[1](value)
+            ptrs[slot] = getter(value)
             if placement is None:
-                placement = seen[4]
+                placement = where
         if 0 in ptrs:
             missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0]
             raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
@@ -256,7 +258,7 @@ class Executor:
         placement = placement_of(value, info)
         signature = SIGNATURE_GETTERS.get(cls) or signature_getter(cls)
         getter = POINTER_GETTERS.get(cls) or pointer_getter(cls)
-        self._checked[slot] = (cls, getter, signature, signature(value), placement)
+        self._checked[slot] = (cls, getter, signature, signature(value), placement, signature is _torch_signature)
         return placement
 
     # --------------------------------------------------------------------------------------------- execute
@@ -346,39 +348,51 @@ class Executor:
                 if cls is int:
                     ptrs[slot] = value
                     continue
-                seen = checked[slot]  # (class, pointer getter, signature getter, signature, placement)
-                if seen is None or seen[0] is not cls or seen[2](value) != seen[3]:
+                seen_cls, getter, signature, sig, where, is_torch = checked[slot]
+                if seen_cls is not cls:
                     return slow(variant_pack, workspace, handle)
-                ptrs[slot] = seen[1](value)
+                if is_torch:
+                    # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
+                    # most of what the re-check costs per operand
+                    shape, stride, dtype, device = sig
+                    if value.shape != shape or value.stride() != stride or value.dtype is not dtype \
+                            or value.get_device() != device:
+                        return slow(variant_pack, workspace, handle)
+                elif signature(value) != sig:
+                    return slow(variant_pack, workspace, handle)
+                ptrs[slot] = getter(value)
                 if placement is None:
-                    placement = seen[4]
-            for slot, value in bound_items:  # data bound at build time: the same checks (unless rebound above)
-                if ptrs[slot] != template[slot]:
-                    continue
-                seen = checked[slot]
-                if seen is None or seen[0] is not value.__class__ or seen[2](value) != seen[3]:
-                    return slow(variant_pack, workspace, handle)
-                ptrs[slot] = seen[1](value)
-                if placement is None:
-                    placement = seen[4]
-            if placement is None:
-                placement = NO_FRAMEWORK
-            stream = None
-            if handle is None:
-                handle = graph_handle
-            if handle is None:
-                state = default_handles.get((get_ident(), placement.device))
-                if state is None:
-                    return slow(variant_pack, workspace, handle)
-                stream = placement.current_stream()
-                if stream != state.stream:  # the slow path binds the new stream
-                    return slow(variant_pack, workspace, handle)
-                handle = state.handle
+                    placement = where
+            if bound_items:  # data bound at build time: the same checks (unless the pack rebinds the slot)
+                for slot, value in bound_items:
+                    if ptrs[slot] != template[slot]:
+                        continue
+                    seen_cls, getter, signature, sig, where, _ = checked[slot]
+                    if seen_cls is not value.__class__ or signature(value) != sig:
+                        return slow(variant_pack, workspace, handle)
+                    ptrs[slot] = getter(value)
+                    if placement is None:
+                        placement = where
+            stream, h = None, handle  # `handle` stays the caller's: the slow path gets what the caller gave
+            if h is None:
+                h = graph_handle
+                if h is None:
+                    if placement is None:
+                        placement = NO_FRAMEWORK
+                    state = default_handles.get((get_ident(), placement.device))
+                    if state is None:
+                        return slow(variant_pack, workspace, handle)
+                    stream = placement.current_stream()
+                    if stream != state.stream:  # the slow path binds the new stream
+                        return slow(variant_pack, workspace, handle)
+                    h = state.handle
             if workspace is None:
                 ws = 0
                 if plan_ws:
+                    if placement is None:
+                        placement = NO_FRAMEWORK
                     if stream is None:
-                        stream = _get_stream(handle)
+                        stream = _get_stream(h)
                     ws_entry = ws_buffers.get((placement.device, stream))  # held until cuDNN returns
                     if ws_entry is None or ws_entry[0] < plan_ws:
                         return slow(variant_pack, workspace, handle)
@@ -394,7 +408,7 @@ class Executor:
             binding = executor._last  # read once; holding it keeps its variant pack alive
             if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
                 return slow(variant_pack, workspace, handle)
-            status = backend_execute(handle, plan_ptr, binding[3])
+            status = backend_execute(h, plan_ptr, binding[3])
             if status != 0:
                 raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                                 detail=f"plan {plan.name}")
