@@ -88,6 +88,8 @@ def framework_dtype_name(x: Any) -> str | None:
         text = str(x)
     elif hasattr(x, "name") and hasattr(x, "itemsize"):  # numpy (and ml_dtypes) dtypes
         text = str(x.name)
+    elif str(x).startswith("torch."):  # objects that print like torch dtypes
+        text = str(x)
     else:
         return None
     return text.rsplit(".", 1)[-1]

@@ -127,6 +127,7 @@ class PlanningSession:
                 continue
             checked[uid] = program.user_tensor(uid) or t
         executor = Executor(list(checked), checked)
+        executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)
         self.bound_tensors = [checked[uid] for uid in sorted(checked)]
         return executor
@@ -387,6 +388,7 @@ class PlanningSession:
         s = cls(graph, options, on_default_plan_change)
         by_uid = {r.uid: r for r in records}
         s.executor = Executor(list(by_uid), by_uid)
+        s.executor.graph_handle = handle
         s.bound_tensors = records
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
         s.phase = Phase.EXECUTABLE

@@ -1,0 +1,152 @@
+"""Host time of the execute hot path (``Executor.fast``), for comparing two versions of cudnn_py.
+
+    PYTHONPATH=<checkout> python benchmarks/hot_path.py --fake     # CPU: fake torch tensors, no-op backend
+    PYTHONPATH=<checkout> python benchmarks/hot_path.py            # GPU: real torch tensors, real cuDNN plan
+
+``--fake`` needs no GPU: cuDNN's execute is replaced by a Python no-op, operands are instances of a tiny class
+whose module is ``torch`` (so they take the torch code path); its ``data_ptr``/``stride`` are Python methods, so
+absolute times are higher than with real torch, the difference between versions is what it shows. On a GPU it
+times a tiny pointwise add with torch tensors (handle and workspace given, as benchmarks/run.py does; and
+without handle/workspace), int pointers, and the raw ctypes ``cudnnBackendExecute`` floor, then the pieces of
+the per-operand check with real torch tensors. Prints one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.environ.get("CUDNN_PY_PATH", os.getcwd()))
+
+
+def per_call_us(fn, n=20000, rounds=7, sync=None) -> float:
+    for _ in range(500):
+        fn()
+    out = []
+    for _ in range(rounds):
+        if sync:
+            sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n * 1e6)
+    if sync:
+        sync()
+    return statistics.median(out)
+
+
+def fake() -> dict:
+    from tests.support.libcuda_stub import ensure_driver
+
+    ensure_driver()
+    import cudnn_py as cudnn
+
+    class Dev:
+        type, index = "cuda", 0
+
+        def __eq__(self, o):
+            return self is o
+
+        __hash__ = object.__hash__
+
+    dev = Dev()
+
+    class T:
+        dtype = type("float16", (), {"__str__": lambda s: "torch.float16"})()
+        device = dev
+
+        def __init__(self, ptr):
+            self._ptr, self.shape, self._stride = ptr, (1, 1, 8), (8, 8, 1)
+
+        def data_ptr(self):
+            return self._ptr
+
+        def stride(self):
+            return self._stride
+
+        def get_device(self):
+            return 0
+
+    T.__module__ = "torch"
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Z = g.add(X, Y)
+    Z.set_output(True)
+    g.validate()
+    ex = g.session.executor
+    ex._backend_execute = lambda h, p, v: 0
+
+    class Plan:
+        id, ptr, name, workspace = 1, 0x1000, "fake", 0
+
+    fast = ex.fast(Plan())
+    pack = {X: T(0x10000), Y: T(0x20000), Z: T(0x30000)}
+    ipack = {X: 0x10000, Y: 0x20000, Z: 0x30000}
+    fast(pack, 0, 0x77)
+    fast(ipack, 0, 0x77)
+    fast(pack, 0, 0x77)
+    return {"fake_torch_us": per_call_us(lambda: fast(pack, 0, 0x77)),
+            "fake_int_ptrs_us": per_call_us(lambda: fast(ipack, 0, 0x77)),
+            "noop_backend_us": per_call_us(lambda: ex._backend_execute(0x77, 0x1000, None))}
+
+
+def gpu() -> dict:
+    import torch
+
+    import cudnn_py as cudnn
+
+    dev = torch.device("cuda")
+    x = torch.randn(1, 1, 8, device=dev, dtype=torch.float16)
+    y = torch.randn(1, 1, 8, device=dev, dtype=torch.float16)
+    z = torch.full_like(x, float("nan"))
+    h = cudnn.create_handle()
+    cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=h)
+    X, Y = g.tensor_like(x), g.tensor_like(y)
+    Z = g.add(X, Y)
+    Z.set_output(True).set_data_type(cudnn.data_type.HALF)
+    g.build([cudnn.heur_mode.A])
+    ws = torch.empty(max(1, g.get_workspace_size()), device=dev, dtype=torch.uint8)
+    pack = {X: x, Y: y, Z: z}
+    upack = {X.get_uid(): x.data_ptr(), Y.get_uid(): y.data_ptr(), Z.get_uid(): z.data_ptr()}
+    g.execute(pack, ws, handle=h)
+    g.execute(pack, ws, handle=h)
+    ex = g.session.executor
+    raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
+    sync = torch.cuda.synchronize
+    out = {
+        "torch_handle_ws_us": per_call_us(lambda: g.execute(pack, ws, handle=h), sync=sync),
+        "torch_no_handle_no_ws_us": per_call_us(lambda: g.execute(pack), sync=sync),
+        "int_ptrs_us": per_call_us(lambda: g.execute(upack, ws.data_ptr(), handle=h), sync=sync),
+        "raw_ctypes_execute_us": per_call_us(lambda: raw(*args), sync=sync),
+    }
+    torch.cuda.synchronize()
+    out["correct"] = bool(torch.allclose(z, x + y))
+    # the pieces of the per-operand check, real torch tensor
+    pieces = {
+        "t.data_ptr()": lambda: x.data_ptr(), "t.shape": lambda: x.shape, "t.stride()": lambda: x.stride(),
+        "t.dtype": lambda: x.dtype, "t.device": lambda: x.device, "t.get_device()": lambda: x.get_device(),
+        "(shape, stride(), dtype, device)": lambda: (x.shape, x.stride(), x.dtype, x.device),
+        "torch._C._cuda_getCurrentRawStream(0)": lambda: torch._C._cuda_getCurrentRawStream(0),
+        "torch.cuda.current_stream().cuda_stream": lambda: torch.cuda.current_stream().cuda_stream,
+    }
+    try:
+        from cudnn_py.interop import signature_getter
+
+        sig = signature_getter(type(x))
+        ref = sig(x)
+        pieces["signature(t) != ref"] = lambda: sig(x) != ref
+    except ImportError:
+        pass
+    out["pieces_ns"] = {k: round(per_call_us(f, n=100000, rounds=5) * 1000, 1) for k, f in pieces.items()}
+    return out
+
+
+if __name__ == "__main__":
+    res = fake() if "--fake" in sys.argv else gpu()
+    res["version"] = os.environ.get("LABEL", "")
+    print(json.dumps(res))

@@ -1,0 +1,732 @@
+"""Execute-path correctness that needs no GPU: the cached path re-checks every operand, the stream follows the
+caller's framework, workspace=None is stream-ordered, and the variant-pack cache is safe under threads.
+
+torch and cupy are not installed here: small fakes stand in for them. A fake tensor class whose ``__module__`` is
+``torch`` goes through exactly the code real torch tensors take (cudnn_py recognises frameworks by module name),
+and a fake ``torch`` / ``cupy`` module in ``sys.modules`` provides the current stream and the allocator. The
+cuDNN execute call itself is replaced by a recorder: variant packs are real finalized descriptors (cuDNN
+finalizes them on the CPU), so the recorder can read back which pointers each call would have run with.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import types
+import weakref
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py import interop
+from cudnn_py.backend import descriptor as descriptor_mod
+from cudnn_py.plans import execute as execute_mod
+from cudnn_py.plans import workspace as workspace_mod
+
+H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+_addresses = itertools.count(1)
+
+
+def new_address() -> int:
+    return 0x7F0000000000 + next(_addresses) * 0x10000
+
+
+# ------------------------------------------------------------------------------------------------- fake torch
+class FakeDtype:
+    """torch dtypes are singletons printed as ``torch.<name>``."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+    __str__ = __repr__
+
+
+float16, bfloat16, float32, uint8 = (FakeDtype(n) for n in ("float16", "bfloat16", "float32", "uint8"))
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
+
+
+class FakeDevice:
+    def __init__(self, type: str, index: int | None = None):
+        self.type, self.index = type, index
+
+    def __eq__(self, other):
+        return isinstance(other, FakeDevice) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        return f"device(type={self.type!r}, index={self.index})"
+
+
+CUDA0 = FakeDevice("cuda", 0)
+
+
+def _row_major(shape):
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+class Tensor:
+    """The attributes cudnn_py reads from a torch.Tensor."""
+
+    def __init__(self, shape, stride=None, dtype=float16, device=CUDA0, ptr=None):
+        self._shape = tuple(shape)
+        self._stride = tuple(stride) if stride is not None else _row_major(self._shape)
+        self.dtype, self.device = dtype, device
+        self._ptr = new_address() if ptr is None else ptr
+        self.alloc_stream = None
+
+    shape = property(lambda self: self._shape)
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def stride(self):
+        return self._stride
+
+    def get_device(self) -> int:
+        return self.device.index if self.device.type == "cuda" else -1
+
+    def numel(self) -> int:
+        n = 1
+        for d in self._shape:
+            n *= d
+        return n
+
+    def element_size(self) -> int:
+        return _ITEMSIZE[self.dtype.name]
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.element_size()
+
+    def transpose(self, i: int, j: int) -> "Tensor":
+        shape, stride = list(self._shape), list(self._stride)
+        shape[i], shape[j] = shape[j], shape[i]
+        stride[i], stride[j] = stride[j], stride[i]
+        return Tensor(shape, stride, self.dtype, self.device, self._ptr)
+
+    def view(self, dtype) -> "Tensor":
+        return Tensor(self._shape, self._stride, dtype, self.device, self._ptr)
+
+    def reshape(self, *shape) -> "Tensor":
+        return Tensor(shape, None, self.dtype, self.device, self._ptr)
+
+    def cpu(self) -> "Tensor":
+        return Tensor(self._shape, self._stride, self.dtype, FakeDevice("cpu"), new_address())
+
+
+Tensor.__module__ = "torch"
+
+
+class FakeTorchStream:
+    def __init__(self, ptr: int, device: int = 0):
+        self.cuda_stream, self.device_index = ptr, device
+
+
+class FakeTorch(types.ModuleType):
+    """``sys.modules['torch']`` for these tests: per-device current streams, ``torch.cuda.stream``, ``empty``."""
+
+    def __init__(self):
+        super().__init__("torch")
+        self.Tensor, self.uint8 = Tensor, uint8
+        self.current = {}  # device -> raw current stream
+        self.allocations: list[weakref.ref] = []
+        self.raw_calls = 0
+        self.syncs: list = []
+        torch = self
+
+        def raw(device):
+            torch.raw_calls += 1
+            return torch.current.get(device, 0)
+
+        @contextmanager
+        def stream(s):
+            before = torch.current.get(s.device_index, 0)
+            torch.current[s.device_index] = s.cuda_stream
+            try:
+                yield s
+            finally:
+                torch.current[s.device_index] = before
+
+        self._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw)
+        self.cuda = types.SimpleNamespace(
+            is_available=lambda: True, stream=stream,
+            current_stream=lambda device=None: FakeTorchStream(torch.current.get(device or 0, 0), device or 0),
+            default_stream=lambda device=None: FakeTorchStream(0, device or 0),
+            ExternalStream=lambda ptr, device=None: FakeTorchStream(ptr, _index(device)),
+            synchronize=lambda device=None: torch.syncs.append(device))
+
+    def empty(self, size, dtype=None, device=None):
+        dev = _index(device)
+        t = Tensor((size,), None, dtype or float32, FakeDevice("cuda", dev))
+        t.alloc_stream = self.current.get(dev, 0)  # what the caching allocator ties the block to
+        self.allocations.append(weakref.ref(t))
+        return t
+
+
+def _index(device) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int):
+        return device
+    if isinstance(device, FakeDevice):
+        return device.index or 0
+    return int(str(device).split(":")[1]) if ":" in str(device) else 0
+
+
+# ------------------------------------------------------------------------------------------------- fake cupy
+class MemoryPointer:
+    def __init__(self, ptr: int, device_id: int = 0, stream: int | None = None):
+        self.ptr, self.device_id, self.stream = ptr, device_id, stream
+
+
+class ndarray:
+    """The attributes cudnn_py reads from a cupy.ndarray (strides in bytes, numpy dtype)."""
+
+    def __init__(self, shape, dtype=np.float16, device_id=0, ptr=None, strides=None):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.strides = tuple(strides) if strides is not None else \
+            tuple(s * self.dtype.itemsize for s in _row_major(self.shape))
+        self.data = MemoryPointer(new_address() if ptr is None else ptr, device_id)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "strides": self.strides,
+                "data": (self.data.ptr, False), "version": 3}
+
+
+ndarray.__module__ = "cupy._core.core"
+
+
+class FakeCupy(types.ModuleType):
+    def __init__(self):
+        super().__init__("cupy")
+        self.ndarray = ndarray
+        self.current = {}  # device -> current stream ptr
+        self.device = 0
+        self.allocations: list[MemoryPointer] = []
+        cp = self
+
+        class Stream:
+            def __init__(self, ptr):
+                self.ptr = ptr
+
+            def __enter__(self):
+                self._before = cp.current.get(cp.device, 0)
+                cp.current[cp.device] = self.ptr
+                return self
+
+            def __exit__(self, *exc):
+                cp.current[cp.device] = self._before
+
+        Stream.null = Stream(0)
+
+        @contextmanager
+        def device(d):
+            before, cp.device = cp.device, d
+            try:
+                yield
+            finally:
+                cp.device = before
+
+        def alloc(size):
+            m = MemoryPointer(new_address(), cp.device, cp.current.get(cp.device, 0))
+            cp.allocations.append(m)
+            return m
+
+        self.cuda = types.SimpleNamespace(
+            get_current_stream=lambda device_id=-1: Stream(cp.current.get(cp.device if device_id < 0 else device_id, 0)),
+            ExternalStream=Stream, Stream=Stream, Device=device, alloc=alloc)
+
+
+# ------------------------------------------------------------------------------------------------- harness
+class FakePlan:
+    _ids = itertools.count(10_000)
+
+    def __init__(self, workspace: int = 0):
+        self.id, self.ptr, self.name, self.workspace = next(self._ids), 0xDEAD0000, "fake_plan", workspace
+
+
+class Recorder:
+    """Stands in for cudnnBackendExecute: records the handle and the data pointers the variant pack holds."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.by_thread: dict[int, list[tuple]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, handle, plan_ptr, vp) -> int:
+        d = descriptor_mod._live.get(vp.value)
+        assert d is not None and not d.destroyed, "executed with a destroyed variant pack"
+        ptrs = [int(p, 16) for p in d._attrs["CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS"]]
+        ws = int(d._attrs["CUDNN_ATTR_VARIANT_PACK_WORKSPACE"], 16) if isinstance(
+            d._attrs["CUDNN_ATTR_VARIANT_PACK_WORKSPACE"], str) else d._attrs["CUDNN_ATTR_VARIANT_PACK_WORKSPACE"]
+        with self.lock:
+            self.calls.append((int(handle), ptrs, ws))
+            self.by_thread.setdefault(threading.get_ident(), []).append((int(handle), ptrs, ws))
+        return 0
+
+
+def square_matmul(io=H):
+    """C = A @ B over [2, 16, 16] tensors: A.transpose(1, 2) has A's shape and pointer but other strides."""
+    g = cudnn.pygraph(io_data_type=io, compute_data_type=F)
+    A = g.tensor(dim=[2, 16, 16], stride=[256, 16, 1], name="A")
+    B = g.tensor(dim=[2, 16, 16], stride=[256, 16, 1], name="B")
+    C = g.matmul(A, B)
+    C.set_output(True).set_name("C")
+    g.validate()
+    ex = g.session.executor
+    ex._backend_execute = Recorder()
+    return ex, A, B, C
+
+
+def operands(dtype=float16):
+    return [Tensor((2, 16, 16), dtype=dtype) for _ in range(3)]
+
+
+class FakeHandles:
+    """The default-handle machinery without cudnnCreate: handles are ints, set_stream calls are recorded."""
+
+    def __init__(self):
+        self.created: list[tuple] = []
+        self.set_calls: list[tuple[int, int]] = []
+        self.streams: dict[int, int] = {}
+
+    def new(self, device):
+        h = 0x1000 + len(self.created)
+        self.created.append((h, device))
+        self.streams[h] = 0
+        return h
+
+    def set_stream(self, handle, stream):
+        self.set_calls.append((int(handle), int(stream)))
+        self.streams[int(handle)] = int(stream)
+
+    def get_stream(self, handle):
+        return self.streams.get(int(handle), 0)
+
+
+@pytest.fixture
+def handles(monkeypatch):
+    fh = FakeHandles()
+    monkeypatch.setattr(execute_mod, "_new_default_handle", fh.new)
+    monkeypatch.setattr(execute_mod, "_set_stream", fh.set_stream)
+    monkeypatch.setattr(execute_mod, "_get_stream", fh.get_stream)
+    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
+    return fh
+
+
+@pytest.fixture
+def torch(monkeypatch):
+    t = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", t)
+    monkeypatch.setattr(interop, "_placements", {})  # placements remember the framework module they read
+    return t
+
+
+@pytest.fixture
+def cupy(monkeypatch):
+    c = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", c)
+    monkeypatch.setattr(interop, "_placements", {})
+    return c
+
+
+HANDLE = 0x77  # an explicit handle: the caller's stream, nothing is set on it
+
+
+def both_paths(ex, plan):
+    """The two cached entry points: the bound closure pygraph.execute calls, and Executor.execute."""
+    fast = ex.fast(plan)
+    return [("fast", lambda pack, **kw: fast(pack, kw.get("workspace"), kw.get("handle", HANDLE))),
+            ("execute", lambda pack, **kw: ex.execute(plan, pack, kw.get("workspace"), kw.get("handle", HANDLE)))]
+
+
+# ------------------------------------------------------------------------------------------------- 1. cached-path checks
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_cached_path_rejects_transposed_strides_on_the_same_pointer(path, torch):
+    ex, A, B, C = square_matmul()
+    plan = FakePlan()
+    run = dict(both_paths(ex, plan))[path]
+    a, b, c = operands()
+    run({A: a, B: b, C: c})
+    run({A: a, B: b, C: c})  # cached now
+    with pytest.raises(ValueError, match=r"tensor 'A' \(uid \d+\).*strides"):
+        run({A: a.transpose(1, 2), B: b, C: c})
+    assert len(ex._backend_execute.calls) == 2, "the transposed operand must not reach cuDNN"
+    run({A: a, B: b, C: c})  # the good binding still runs after the failure
+    assert len(ex._backend_execute.calls) == 3
+
+
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_cached_path_rejects_a_dtype_view_of_the_output(path, torch):
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = operands()
+    run({A: a, B: b, C: c})
+    run({A: a, B: b, C: c})
+    with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\).*(HALF|dtype)"):
+        run({A: a, B: b, C: c.view(bfloat16)})
+    assert len(ex._backend_execute.calls) == 2
+
+
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_cached_path_rejects_shape_and_device_changes(path, torch):
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = operands()
+    run({A: a, B: b, C: c})
+    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*shape"):
+        run({A: a, B: b.reshape(1, 32, 16), C: c})
+    host_b = Tensor((2, 16, 16), device=FakeDevice("cpu"), ptr=b.data_ptr())  # same address, host memory
+    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*host"):
+        run({A: a, B: host_b, C: c})
+    assert len(ex._backend_execute.calls) == 1
+
+
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_cached_path_rejects_changes_of_cupy_and_dlpack_operands(path, torch):
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = (ndarray((2, 16, 16)) for _ in range(3))
+    run({A: a, B: b, C: c})
+    run({A: a, B: b, C: c})
+    at = ndarray((2, 16, 16), ptr=a.data.ptr, strides=(512, 2, 32))
+    with pytest.raises(ValueError, match=r"tensor 'A' \(uid \d+\).*strides"):
+        run({A: at, B: b, C: c})
+    cf = ndarray((2, 16, 8), dtype=np.float32, ptr=c.data.ptr)
+    with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\)"):
+        run({A: a, B: b, C: cf})
+    assert len(ex._backend_execute.calls) == 2
+
+
+def test_cached_path_rechecks_a_user_workspace_size(torch):
+    ex, A, B, C = square_matmul()
+    plan = FakePlan(workspace=4096)
+    fast = ex.fast(plan)
+    a, b, c = operands()
+    ws = Tensor((4096,), dtype=uint8)
+    fast({A: a, B: b, C: c}, ws, HANDLE)
+    fast({A: a, B: b, C: c}, ws, HANDLE)
+    small = Tensor((16,), dtype=uint8, ptr=ws.data_ptr())  # the caching allocator reuses addresses
+    with pytest.raises(ValueError, match="workspace too small"):
+        fast({A: a, B: b, C: c}, small, HANDLE)
+    assert len(ex._backend_execute.calls) == 2
+
+
+def test_int_pointers_stay_the_callers_responsibility():
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    p = [new_address() for _ in range(3)]
+    fast({A: p[0], B: p[1], C: p[2]}, None, HANDLE)
+    fast({A: p[0], B: p[1], C: p[2]}, None, HANDLE)
+    assert [c[1] for c in ex._backend_execute.calls] == [p, p]
+
+
+def test_hot_path_skips_the_full_check(torch, monkeypatch):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    a, b, c = operands()
+    fast({A: a, B: b, C: c}, None, HANDLE)
+    calls = []
+    monkeypatch.setattr(execute_mod, "operand_info", lambda v: calls.append(v))  # any full check would fail
+    for _ in range(3):
+        fast({A: a, B: b, C: c}, None, HANDLE)
+    a2 = Tensor((2, 16, 16), ptr=a.data_ptr())  # another object, same metadata: still the hot path
+    fast({A: a2, B: b, C: c}, None, HANDLE)
+    assert calls == [] and len(ex._backend_execute.calls) == 5
+
+
+# ------------------------------------------------------------------------------------------------- 2. streams
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_no_handle_follows_torchs_current_stream(path, torch, handles):
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = operands()
+    torch.current[0] = 0x5000
+    run({A: a, B: b, C: c}, handle=None)
+    run({A: a, B: b, C: c}, handle=None)
+    assert handles.set_calls == [(0x1000, 0x5000)], "set once, then cached"
+    with torch.cuda.stream(FakeTorchStream(0x6000)):
+        run({A: a, B: b, C: c}, handle=None)
+    run({A: a, B: b, C: c}, handle=None)
+    assert handles.set_calls == [(0x1000, 0x5000), (0x1000, 0x6000), (0x1000, 0x5000)]
+    assert [call[0] for call in ex._backend_execute.calls] == [0x1000] * 4
+    assert handles.created == [(0x1000, 0)]
+
+
+def test_no_handle_follows_the_operands_device(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    dev1 = FakeDevice("cuda", 1)
+    a, b, c = (Tensor((2, 16, 16), device=dev1) for _ in range(3))
+    torch.current[1] = 0x1111
+    fast({A: a, B: b, C: c}, None, None)
+    fast({A: a, B: b, C: c}, None, None)
+    assert handles.created == [(0x1000, 1)] and handles.set_calls == [(0x1000, 0x1111)]
+
+
+def test_a_given_handle_keeps_its_own_stream(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    a, b, c = operands()
+    torch.current[0] = 0x5000
+    fast({A: a, B: b, C: c}, None, HANDLE)
+    fast({A: a, B: b, C: c}, None, HANDLE)
+    assert handles.set_calls == [] and handles.created == []
+    assert [call[0] for call in ex._backend_execute.calls] == [HANDLE, HANDLE]
+
+
+def test_no_handle_follows_cupys_current_stream(cupy, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    a, b, c = (ndarray((2, 16, 16)) for _ in range(3))
+    cupy.current[0] = 0xC000
+    fast({A: a, B: b, C: c}, None, None)
+    fast({A: a, B: b, C: c}, None, None)
+    with cupy.cuda.ExternalStream(0xC100):
+        fast({A: a, B: b, C: c}, None, None)
+    assert handles.set_calls == [(0x1000, 0xC000), (0x1000, 0xC100)]
+
+
+def test_int_pointers_without_handle_use_the_legacy_default_stream(handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    p = [new_address() for _ in range(3)]
+    fast({A: p[0], B: p[1], C: p[2]}, None, None)
+    fast({A: p[0], B: p[1], C: p[2]}, None, None)
+    assert handles.set_calls in ([], [(0x1000, 0)])
+    assert [call[0] for call in ex._backend_execute.calls] == [0x1000, 0x1000]
+
+
+def test_nothing_imports_torch_or_cupy(handles):
+    if "torch" in sys.modules or "cupy" in sys.modules:
+        pytest.skip("torch or cupy is already imported in this process")
+    ex, A, B, C = square_matmul()
+    p = [new_address() for _ in range(3)]
+    ex.execute(FakePlan(), {A: p[0], B: p[1], C: p[2]}, None, None)
+    ex.execute(FakePlan(workspace=0), {A: p[0], B: p[1], C: p[2]}, 0, None)
+    assert "torch" not in sys.modules and "cupy" not in sys.modules
+
+
+def test_default_handles_are_per_thread(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan())
+    a, b, c = operands()
+    fast({A: a, B: b, C: c}, None, None)
+    t = threading.Thread(target=fast, args=({A: a, B: b, C: c}, None, None))
+    t.start()
+    t.join()
+    assert len(handles.created) == 2
+    assert {call[0] for call in ex._backend_execute.calls} == {0x1000, 0x1001}
+
+
+# ------------------------------------------------------------------------------------------------- 3. workspace=None
+def test_workspace_none_with_torch_is_per_stream_and_allocated_on_it(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan(workspace=1 << 20))
+    a, b, c = operands()
+    torch.current[0] = 0x5000
+    fast({A: a, B: b, C: c}, None, None)
+    fast({A: a, B: b, C: c}, None, None)
+    with torch.cuda.stream(FakeTorchStream(0x6000)):
+        fast({A: a, B: b, C: c}, None, None)
+    live = [r() for r in torch.allocations if r() is not None]
+    assert sorted(t.alloc_stream for t in live) == [0x5000, 0x6000], "one buffer per stream, allocated on it"
+    ws_used = [call[2] for call in ex._backend_execute.calls]
+    by_stream = {t.alloc_stream: t.data_ptr() for t in live}
+    assert ws_used == [by_stream[0x5000], by_stream[0x5000], by_stream[0x6000]]
+
+
+def test_workspace_none_with_a_given_handle_allocates_on_its_stream(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan(workspace=1 << 20))
+    a, b, c = operands()
+    handles.streams[HANDLE] = 0x7000  # the caller bound this stream with set_stream
+    fast({A: a, B: b, C: c}, None, HANDLE)
+    fast({A: a, B: b, C: c}, None, HANDLE)
+    live = [r() for r in torch.allocations if r() is not None]
+    assert [t.alloc_stream for t in live] == [0x7000]
+    assert torch.current.get(0, 0) == 0, "the caller's current stream is restored"
+
+
+def test_workspace_growth_drops_the_old_buffer(torch, handles):
+    ex, A, B, C = square_matmul()
+    a, b, c = operands()
+    small, big = FakePlan(workspace=1024), FakePlan(workspace=1 << 20)
+    ex.execute(small, {A: a, B: b, C: c}, None, None)
+    first = torch.allocations[0]
+    ex.execute(big, {A: a, B: b, C: c}, None, None)
+    ex.execute(small, {A: a, B: b, C: c}, None, None)  # the grown buffer serves the small plan too
+    assert len(torch.allocations) == 2
+    # the old buffer is released (to the allocator of the stream it was used on), not kept forever
+    assert first() is None
+
+
+def test_workspace_of_an_old_stream_is_evicted_after_a_sync(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan(workspace=4096))
+    a, b, c = operands()
+    for k in range(workspace_mod.MAX_STREAMS + 1):
+        with torch.cuda.stream(FakeTorchStream(0xA000 + k)):
+            fast({A: a, B: b, C: c}, None, None)
+    assert len(ex._workspaces._buffers) == workspace_mod.MAX_STREAMS
+    assert (0, 0xA000) not in ex._workspaces._buffers and len(torch.syncs) == 1, "evicted only after a sync"
+    assert torch.allocations[0]() is None
+
+
+def test_workspace_none_with_cupy_uses_its_pool_on_the_stream(cupy, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan(workspace=4096))
+    a, b, c = (ndarray((2, 16, 16)) for _ in range(3))
+    cupy.current[0] = 0xC000
+    fast({A: a, B: b, C: c}, None, None)
+    with cupy.cuda.ExternalStream(0xC100):
+        fast({A: a, B: b, C: c}, None, None)
+    assert [m.stream for m in cupy.allocations] == [0xC000, 0xC100]
+    assert [call[2] for call in ex._backend_execute.calls] == [m.ptr for m in cupy.allocations]
+
+
+def test_workspace_none_without_frameworks_passes_the_stream_to_cuda_core(handles, monkeypatch):
+    """cuda.core 1.x: Device.allocate(size, *, stream) — no stream is a TypeError."""
+    import cuda.core
+
+    allocated = []
+
+    class FakeBuffer:
+        def __init__(self, size, stream):
+            self.size, self.stream, self.handle = size, stream, new_address()
+
+    class FakeDeviceCls:
+        def __init__(self, device=0):
+            self.device = device
+
+        def set_current(self):
+            pass
+
+        def allocate(self, size, *, stream):
+            allocated.append((self.device, size, stream))
+            return FakeBuffer(size, stream)
+
+    class FakeStreamCls:
+        @staticmethod
+        def from_handle(h):
+            return ("stream", h)
+
+    monkeypatch.setattr(cuda.core, "Device", FakeDeviceCls)
+    monkeypatch.setattr(cuda.core, "Stream", FakeStreamCls)
+    ex, A, B, C = square_matmul()
+    p = [new_address() for _ in range(3)]
+    handles.streams[HANDLE] = 0x9000
+    ex.execute(FakePlan(workspace=4096), {A: p[0], B: p[1], C: p[2]}, None, HANDLE)
+    assert len(allocated) == 1 and allocated[0][2] == ("stream", 0x9000)
+    ex.execute(FakePlan(workspace=4096), {A: p[0], B: p[1], C: p[2]}, None, None)  # default handle: stream 0
+    assert len(allocated) == 2 and allocated[1][2] is cuda.core.LEGACY_DEFAULT_STREAM
+
+
+# ------------------------------------------------------------------------------------------------- 4. threads
+def test_eviction_never_destroys_a_variant_pack_in_use(torch, monkeypatch):
+    ex, A, B, C = square_matmul()
+    plan = FakePlan()
+    entered, release = threading.Event(), threading.Event()
+    seen = {}
+    record = ex._backend_execute
+
+    def blocking(handle, plan_ptr, vp):
+        if threading.current_thread().name == "holder":
+            seen["vp"] = weakref.ref(descriptor_mod._live[vp.value])
+            entered.set()
+            release.wait(10)
+            d = seen["vp"]()
+            seen["alive"] = d is not None and not d.destroyed
+        return record(handle, plan_ptr, vp)
+
+    ex._backend_execute = blocking
+    a, b, c = operands()
+    holder = threading.Thread(target=ex.execute, args=(plan, {A: a, B: b, C: c}, None, HANDLE), name="holder")
+    holder.start()
+    assert entered.wait(10)
+    for _ in range(execute_mod.VARIANT_PACK_CACHE_SIZE + 8):  # evicts the holder's variant pack
+        ex.execute(plan, {A: Tensor((2, 16, 16)), B: b, C: c}, None, HANDLE)
+    release.set()
+    holder.join(10)
+    assert seen["alive"], "the variant pack was destroyed while a call was executing with it"
+
+
+def test_variant_pack_cache_is_lru():
+    ex, A, B, C = square_matmul()
+    plan = FakePlan()
+    fixed = [new_address() for _ in range(3)]
+    hot = {A: fixed[0], B: fixed[1], C: fixed[2]}
+    ex.execute(plan, hot, None, HANDLE)
+    built = []
+    orig = ex._variant_pack
+    ex._variant_pack = lambda ptrs, ws: built.append(list(ptrs)) or orig(ptrs, ws)
+    for _ in range(execute_mod.VARIANT_PACK_CACHE_SIZE * 2):
+        ex.execute(plan, {A: new_address(), B: fixed[1], C: fixed[2]}, None, HANDLE)
+        ex.execute(plan, hot, None, HANDLE)  # used every other call: never evicted
+    assert fixed not in built
+
+
+def test_threads_hammering_one_graph_always_run_their_own_pointers(torch, handles):
+    ex, A, B, C = square_matmul()
+    fast = ex.fast(FakePlan(workspace=256))
+    rec = ex._backend_execute
+    errors = []
+    per_thread_sets = execute_mod.VARIANT_PACK_CACHE_SIZE // 4 + 8  # together more than the cache holds
+    iterations = 300
+
+    def worker(k):
+        try:
+            sets = [operands() for _ in range(per_thread_sets)]
+            for it in range(iterations):
+                a, b, c = sets[(it * 7 + k) % len(sets)]
+                fast({A: a, B: b, C: c}, None, None)
+                _, ptrs, ws = rec.by_thread[threading.get_ident()][-1]
+                if ptrs != [a.data_ptr(), b.data_ptr(), c.data_ptr()] or ws == 0:
+                    errors.append((k, it, ptrs, ws))
+        except Exception as e:  # noqa: BLE001
+            errors.append((k, repr(e)))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert sorted(len(v) for v in rec.by_thread.values()) == [iterations] * 4
+    assert len(handles.created) == 4, "one default handle per thread"
+
+
+def test_the_graphs_handle_is_used_when_execute_gets_none(torch, handles):
+    """pygraph(handle=h) then execute(pack): classic runs on h (and h's stream), not on a default handle."""
+    ex, A, B, C = square_matmul()
+    ex.graph_handle = 0x55  # what BackendGraph sets from pygraph(handle=...)
+    plan = FakePlan(workspace=512)
+    handles.streams[0x55] = 0x8000
+    a, b, c = operands()
+    ex.execute(plan, {A: a, B: b, C: c}, None, None)
+    fast = ex.fast(plan)
+    fast({A: a, B: b, C: c}, None, None)
+    assert [call[0] for call in ex._backend_execute.calls] == [0x55, 0x55]
+    assert handles.created == [] and handles.set_calls == []
+    assert [r().alloc_stream for r in torch.allocations if r() is not None] == [0x8000]
