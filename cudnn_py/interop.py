@@ -149,8 +149,8 @@ def operand_info(obj: Any) -> OperandInfo:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = tuple(s // dt.itemsize for s in cai["strides"]) if cai.get("strides") else _row_major(shape)
-        code = KDL_BFLOAT if cai["typestr"] in ("<V2",) else _NUMPY_KIND.get(dt.kind, -1)
-        return OperandInfo(int(cai["data"][0]), shape, strides, (code, dt.itemsize * 8), KDL_CUDA, None)
+        kind = KDL_BFLOAT if cai["typestr"] in ("<V2",) else _NUMPY_KIND.get(dt.kind, -1)
+        return OperandInfo(int(cai["data"][0]), shape, strides, (kind, dt.itemsize * 8), KDL_CUDA, None)
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(obj)
     if isinstance(obj, ctypes.c_void_p):
@@ -179,10 +179,11 @@ def pointer_getter(cls: type):
     """How to read the data pointer of instances of ``cls``, decided once per class and cached in
     ``POINTER_GETTERS`` (the execute hot path looks it up directly)."""
     fw = _framework(cls)
+    getter: Any
     if issubclass(cls, int):
         getter = int
     elif fw == "torch":
-        getter = cls.data_ptr  # torch's own accessor: far cheaper than building a DLPack capsule
+        getter = cls.data_ptr  # type: ignore[attr-defined]  # torch's own accessor: far cheaper than building a DLPack capsule
     elif fw == "cupy":
         getter = _cupy_ptr  # MemoryPointer.ptr includes the view's offset, like __cuda_array_interface__
     elif cls.__module__.startswith("numpy"):
@@ -217,6 +218,7 @@ POINTER_GETTERS: dict[type, Any] = {}
 def signature_getter(cls: type):
     """The signature function of instances of ``cls``, decided once per class (``SIGNATURE_GETTERS``)."""
     fw = _framework(cls)
+    getter: Any
     if issubclass(cls, int) or issubclass(cls, ctypes.c_void_p):
         getter = _no_signature  # bare pointers carry no metadata: the caller's responsibility
     elif fw == "torch":

@@ -109,19 +109,19 @@ class Tensor:
     def nbytes(self) -> int:
         return self.numel() * self.element_size()
 
-    def transpose(self, i: int, j: int) -> "Tensor":
+    def transpose(self, i: int, j: int) -> Tensor:
         shape, stride = list(self._shape), list(self._stride)
         shape[i], shape[j] = shape[j], shape[i]
         stride[i], stride[j] = stride[j], stride[i]
         return Tensor(shape, stride, self.dtype, self.device, self._ptr)
 
-    def view(self, dtype) -> "Tensor":
+    def view(self, dtype) -> Tensor:
         return Tensor(self._shape, self._stride, dtype, self.device, self._ptr)
 
-    def reshape(self, *shape) -> "Tensor":
+    def reshape(self, *shape) -> Tensor:
         return Tensor(shape, None, self.dtype, self.device, self._ptr)
 
-    def cpu(self) -> "Tensor":
+    def cpu(self) -> Tensor:
         return Tensor(self._shape, self._stride, self.dtype, FakeDevice("cpu"), new_address())
 
 
@@ -699,7 +699,7 @@ def test_threads_hammering_one_graph_always_run_their_own_pointers(torch, handle
                 _, ptrs, ws = rec.by_thread[threading.get_ident()][-1]
                 if ptrs != [a.data_ptr(), b.data_ptr(), c.data_ptr()] or ws == 0:
                     errors.append((k, it, ptrs, ws))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append((k, repr(e)))
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]

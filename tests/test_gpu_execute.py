@@ -230,7 +230,7 @@ def test_workspace_none_with_torch_on_two_streams():
                     run({A: a, B: b, C: c})  # the bound closure
                 refs.append(a.double() @ b.double())
         torch.cuda.synchronize()
-        for (a, b, c), ref in zip(bufs, refs):
+        for (_a, _b, c), ref in zip(bufs, refs):
             assert rel_err(c, ref) < 1e-2
     keys = {k for k in ex._workspaces._buffers}
     assert {s.cuda_stream for s in streams} <= {k[1] for k in keys}, keys
@@ -243,7 +243,7 @@ def test_workspace_none_with_cupy_on_two_streams():
     g, A, B, C, i = matmul_with_workspace()
     ex = g.session.executor
     streams = [cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)]
-    for it in range(2):
+    for _ in range(2):
         outs = []
         for s in streams:
             with s:
@@ -307,7 +307,7 @@ def test_threads_hammering_one_graph():
                     if not e < 1e-6:
                         errors.append((k, it, e))
                     done.append(1)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append((k, repr(e)))
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]

@@ -91,7 +91,8 @@ def update(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace:
     roots = _check(rt.cudaGraphGetRootNodes(graph, 0), "cudaGraphGetRootNodes")
     n_roots = int(roots[-1]) if isinstance(roots, list) else int(roots)
     if n_roots != 1:
-        raise ValueError(f"update_cuda_graph(): expected the one node populate_cuda_graph() made, found {n_roots} roots")
+        raise ValueError(f"update_cuda_graph(): expected the one node populate_cuda_graph() made, found {n_roots} "
+                         "roots")
     root = _check(rt.cudaGraphGetRootNodes(graph, 1), "cudaGraphGetRootNodes")[0][0]
     kind = _check(rt.cudaGraphNodeGetType(root), "cudaGraphNodeGetType")
     if kind != rt.cudaGraphNodeType.cudaGraphNodeTypeGraph:

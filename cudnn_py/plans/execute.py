@@ -11,9 +11,9 @@ other strides, another dtype or another device is checked again, and rejected wi
 tensor and what differs. Int pointers carry no metadata: they are the caller's responsibility.
 
 Streams. With a handle — given to execute, else the one the graph was created with — execute runs on that
-handle's stream (set with ``set_stream``), as in the classic module. Without one, it runs on the *operands' framework's current stream*: torch's current stream of the
-operands' device for torch tensors, cupy's current stream for cupy arrays, else the legacy default stream (0)
-— only frameworks already in ``sys.modules`` are consulted, none is imported. That stream is bound to this
+handle's stream (set with ``set_stream``), as in the classic module. Without one, it runs on the *operands'
+framework's current stream*: torch's current stream of the operands' device for torch tensors, cupy's current
+stream for cupy arrays, else the legacy default stream (0) — only frameworks already in ``sys.modules`` are consulted, none is imported. That stream is bound to this
 thread's default handle for the operands' device with ``cudnnSetStream``, only when it changed since that
 handle's last call.
 
@@ -36,11 +36,21 @@ from typing import Any
 
 from ..backend import Descriptor, trace
 from ..backend import handle as _handle_mod
-from ..backend.api import lib
-from ..backend.api import error_for
+from ..backend.api import error_for, lib
 from ..enums import dtype_info
-from ..interop import (KDL_CPU, NO_FRAMEWORK, POINTER_GETTERS, SIGNATURE_GETTERS, OperandInfo, _torch_signature,
-                       data_ptr, operand_info, placement_of, pointer_getter, signature_getter)
+from ..interop import (
+    KDL_CPU,
+    NO_FRAMEWORK,
+    POINTER_GETTERS,
+    SIGNATURE_GETTERS,
+    OperandInfo,
+    _torch_signature,
+    data_ptr,
+    operand_info,
+    placement_of,
+    pointer_getter,
+    signature_getter,
+)
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
