@@ -10,12 +10,12 @@ compares that signature for every operand on every call, so a tensor with the po
 other strides, another dtype or another device is checked again, and rejected with a ValueError naming the
 tensor and what differs. Int pointers carry no metadata: they are the caller's responsibility.
 
-Streams. With a handle — given to execute, else the one the graph was created with — execute runs on that
-handle's stream (set with ``set_stream``), as in the classic module. Without one, it runs on the *operands'
-framework's current stream*: torch's current stream of the operands' device for torch tensors, cupy's current
-stream for cupy arrays, else the legacy default stream (0) — only frameworks already in ``sys.modules`` are
-consulted, none is imported. That stream is bound to this thread's default handle for the operands' device with ``cudnnSetStream``, only when it changed since that
-handle's last call.
+Streams. With a handle — given to execute, else the one the graph was created with — execute runs on that handle's
+stream (set with ``set_stream``), as in the classic module. Without one, it runs on the *operands' framework's
+current stream*: torch's current stream of the operands' device for torch tensors, cupy's current stream for cupy
+arrays, else the legacy default stream (0) — only frameworks already in ``sys.modules`` are consulted, none is
+imported. That stream is bound to this thread's default handle for the operands' device with ``cudnnSetStream``,
+only when it changed since that handle's last call.
 
 Workspace. ``workspace=None`` takes a buffer of the executor's ``WorkspaceCache``, one per (device, stream),
 allocated stream-ordered on the stream the call runs on (see ``workspace.py`` for the ordering argument).
