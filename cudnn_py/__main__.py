@@ -84,6 +84,12 @@ def info(out=sys.stdout) -> int:
                     p(f"{dep}: not found ({type(e).__name__}: {str(e).splitlines()[0]})")
         except ImportError:
             p("cublasLt/nvrtc: unknown (cuda-pathfinder not installed)")
+        from .plans.errata import applicable
+
+        known = applicable(lib.version)
+        p(f"errata for cuDNN {lib.version_string}: {len(known)} (graphs that hit one are refused, naming it)")
+        for erratum in known:
+            p(f"  {erratum.id} (cuDNN {erratum.versions}): {erratum.effect}")
     copies = {os.path.realpath(x) for x in loader.mapped_libraries("libcudnn.so")}
     if len({os.path.dirname(c) for c in copies}) > 1:
         warnings.append(f"several copies of libcudnn are loaded: {sorted(copies)}")

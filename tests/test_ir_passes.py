@@ -151,3 +151,61 @@ def test_legalize_pads_ranks_folds_long_vectors_and_keeps_the_user_graph():
     g3.add(a3, g3.tensor([1], name="b")).set_output(True)
     g3.validate_ir()
     assert prepare(g3, NOTHING_NEW).tensors[a3.uid].dim == [1, 1, n]
+
+
+def test_legalize_merges_leading_axes_of_rank4_pointwise_graphs():
+    g = cudnn.pygraph(io_data_type=F)
+    x = g.tensor([2, 4, 8, 12], name="x")
+    bias = g.tensor([1, 1, 1, 12], name="bias")
+    g.diagonal_band_mask(g.add(x, bias), right_bound=0, implementation=AI.COMPOSITE).set_output(True)
+    g.validate_ir()
+    p = prepare(g, NOTHING_NEW)
+    assert p.tensors[x.uid].dim == [8, 8, 12] and p.tensors[x.uid].stride == [96, 12, 1]
+    assert p.tensors[bias.uid].dim == [1, 8, 12] or p.tensors[bias.uid].dim == [1, 1, 12]
+    assert [n.params["axis"] for n in p.nodes if n.spec.method == "gen_index"] == [1, 2]
+    g2 = cudnn.pygraph(io_data_type=F)  # broadcast over a leading axis: left alone
+    a = g2.tensor([2, 4, 8, 12], name="a")
+    g2.add(a, g2.tensor([1, 4, 1, 1], name="b")).set_output(True)
+    g2.validate_ir()
+    assert prepare(g2, NOTHING_NEW).tensors[a.uid].dim == [2, 4, 8, 12]
+    # the merged graph computes the same: the reference engine on the program against numpy
+    g3, x3, y3 = band_graph((2, 3, 8, 12), right_bound=1, implementation=AI.COMPOSITE)
+    g3.register_backend(ReferenceEngine(program=True))
+    xs = RNG.standard_normal((2, 3, 8, 12))
+    out = np.full((2, 3, 8, 12), np.nan)
+    g3.execute({x3: xs, y3: out})
+    np.testing.assert_array_equal(out, band_expected(xs, right=1))
+
+
+def _scores(batch, impl):
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    q = g.tensor([batch, 64, 32], name="q")
+    kt = g.tensor([batch, 32, 96], name="kt")
+    g.diagonal_band_mask(g.matmul(q, kt), right_bound=0, implementation=impl).set_output(True).set_data_type(F)
+    return g
+
+
+def test_errata_refuse_what_cudnn_gets_wrong_and_name_it():
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=r"erratum gen-index-in-batched-matmul-epilogue .*batched matmul .*Way around"):
+        _scores(2, AI.COMPOSITE).validate()
+    _scores(1, AI.COMPOSITE).validate()  # batch 1 is right on the GPU
+    if versions.runtime_version() >= 92100:
+        _scores(2, AI.UNIFIED).validate()  # no GEN_INDEX: not refused
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    a = g.tensor([1, 16, 30], name="a", data_type=cudnn.data_type.INT8)
+    b = g.tensor([1, 30, 8], name="b", data_type=H)
+    wide = g.identity(a).set_data_type(H)
+    g.matmul(wide, b).set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"matmul-widening-cast-unaligned.*K = 30"):
+        g.validate()
+
+
+def test_errata_table_is_data_with_sources():
+    from cudnn_py.plans import errata
+
+    assert len({e.id for e in errata.ERRATA}) == len(errata.ERRATA)
+    for e in errata.ERRATA:
+        assert e.first >= 90000 and e.last >= e.first and e.source and e.effect and e.workaround
+    assert {e.id for e in errata.applicable(91900)} >= {"gen-index-in-batched-matmul-epilogue"}
+    assert "gen-index-in-batched-matmul-epilogue" not in {e.id for e in errata.applicable(91800)}

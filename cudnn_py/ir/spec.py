@@ -74,6 +74,7 @@ class OpSpec:
     requires: tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
     min_version: int = 0  # a stricter minimum than the catalog's (a version with a known problem), or 0
     public: bool = True  # False: an internal op that decompositions emit; no pygraph method
+    lowered_rank: int = 0  # the rank its backend op needs (the legalize pass pads the graph to it), or 0
     finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place
     expand: Callable[..., bool] | None = None  # composite: expand(node, rewriter, options) -> decomposed?
     returns_list: bool = False  # the method returns a list (None for absent outputs) even for one output

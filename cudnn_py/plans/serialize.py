@@ -24,7 +24,7 @@ from .plan import ExecutionPlan
 FORMAT, VERSION = "cudnn_py.plan", 1
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity, like IR tensors (the executor keys slots by tensor)
 class TensorRecord:
     """What the executor needs of a tensor: a deserialized graph has no IR tensors."""
 

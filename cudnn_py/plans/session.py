@@ -2,7 +2,8 @@
 
     BUILT -> VALIDATED -> OPERATION_GRAPH -> ENGINE_CONFIGS -> PLANS -> EXECUTABLE
 
-* VALIDATED: the user's graph passed IR inference, the IR passes made the program that is lowered, and every
+* VALIDATED: the user's graph passed IR inference, the IR passes made the program that is lowered, no erratum of the
+  running cuDNN matches it (``errata.py``), and every
   tensor / operation descriptor and the operation graph finalized - without a handle when the graph has none, so
   on cuDNN >= 9.8 this needs no GPU (deviceless validation).
 * OPERATION_GRAPH: the operation graph finalized again with a handle (heuristics need to see the device).
@@ -36,7 +37,7 @@ from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
-from . import cuda_graph, heuristics, serialize
+from . import cuda_graph, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
@@ -102,6 +103,7 @@ class PlanningSession:
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
         self.program = prepare(self.graph, PassOptions(available=versions_available))
+        errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
         self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
                                      self.options.dynamic_shapes)

@@ -9,7 +9,8 @@ of the last two axes) where the column lies in the band around the diagonal and 
 
 It is a composite: cuDNN >= 9.21 lowers it to one OPERATION_DIAGONAL_BAND_MASK descriptor ("unified"); the
 decompose pass otherwise expands it, as the frontend does, into GEN_INDEX / ADD / CMP / BINARY_SELECT pointwise
-nodes with virtual intermediates ("composite"). ``implementation`` (AUTO / COMPOSITE / UNIFIED) chooses. This is
+nodes with virtual intermediates ("composite"), with FLOAT index arithmetic. ``implementation`` (AUTO / COMPOSITE /
+UNIFIED) chooses. This is
 a cudnn_py extension of the classic surface (the official frontend keeps the op internal to SDPA).
 """
 from __future__ import annotations
@@ -104,9 +105,11 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
         if left is not None:
             rw.diagonal_band_mask_op(current, fill, float(left - shift), "left", out=y)
         return True
-    rank, i32 = len(x.dim), data_type.INT32
-    row = rw.gen_index(x, rank - 2, compute_data_type=i32, out_data_type=i32)
-    col = rw.gen_index(x, rank - 1, compute_data_type=i32, out_data_type=i32)
+    # FLOAT indices (exact below 2**24): on cuDNN 9.19 / H200 a pointwise graph with INT32 GEN_INDEX outputs finds no
+    # engine, while the same chain in FLOAT runs and matches the reference (probe of 2026-12-01)
+    rank, f32 = len(x.dim), data_type.FLOAT
+    row = rw.gen_index(x, rank - 2, compute_data_type=f32, out_data_type=f32)
+    col = rw.gen_index(x, rank - 1, compute_data_type=f32, out_data_type=f32)
     current = x
     if right is not None:
         current = _composite_right(rw, current, row, col, fill, shift + right, y if left is None else None)
@@ -117,9 +120,9 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
 
 def _composite_right(rw: Any, x: Any, row: Any, col: Any, fill: float, bound: int, out: Any) -> Any:
     """Keep j <= i + bound: row (+ bound) >= col."""
-    i32 = data_type.INT32
-    limit = row if bound == 0 else rw.add(row, bound, compute_data_type=i32, out_data_type=i32)
-    keep = rw.cmp_ge(limit, col, compute_data_type=i32, out_data_type=data_type.BOOLEAN)
+    f32 = data_type.FLOAT
+    limit = row if bound == 0 else rw.add(row, float(bound), compute_data_type=f32, out_data_type=f32)
+    keep = rw.cmp_ge(limit, col, compute_data_type=f32, out_data_type=data_type.BOOLEAN)
     return rw.binary_select(x, fill, keep, compute_data_type=data_type.FLOAT, out=out)
 
 
@@ -146,6 +149,7 @@ DIAGONAL_BAND_MASK_OP = OpSpec(
     outputs=(Output("Y"),), infer=infer, params=(Param("side", convert=_side),),
     order=("input", "fill", "bound", "side", "name", "compute_data_type"),
     requires=(UNIFIED_DESCRIPTOR,), min_version=UNIFIED_MIN_VERSION,
+    lowered_rank=4,  # cuDNN 9.28: "xPort.tensor.getNbDims() != 4" otherwise
     doc="The unified diagonal band mask: one OPERATION_DIAGONAL_BAND_MASK descriptor (internal).",
 )
 

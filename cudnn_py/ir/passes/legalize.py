@@ -7,9 +7,15 @@
    axis longer than 65535 is folded to ``[1, N / c, c]`` (c <= 1024 dividing the element count N). On cuDNN 9.19 /
    H200 a 2**20-element add as ``[1, 1, N]`` fails at execute with EXECUTION_FAILED_CUDA_DRIVER while
    ``[1, 1024, 1024]`` runs. Elementwise ops do not care how the elements are arranged, so the fold is exact.
-3. **Rank >= 3** for every tensor: leading unit dims (outer stride = the tensor's span). A rank-2 pointwise graph
-   finalized and ran on cuDNN 9.19 / H200 but wrote only the first row of its output; the frontend's graphs are
-   always >= 3-D. GEN_INDEX axes are shifted by the padding of their output.
+3. **Rank-4+ pointwise graphs to rank 3**: on cuDNN 9.19 / H200 a pointwise-only graph over row-major 4-D tensors
+   with a batch > 1 finds no engine (NOT_SUPPORTED_LAYOUT: the channel axis must be innermost or outermost), while the
+   same data described as 3-D runs. The leading axes are merged into one where every tensor allows it (contiguous
+   over those axes, or all 1 there, so broadcasting is unchanged); GEN_INDEX axes follow, and a GEN_INDEX over a
+   merged axis keeps the graph as it is.
+4. **Rank >= 3** for every tensor (4 where an op of the graph needs it: the unified band mask): leading unit dims
+   (outer stride = the tensor's span). A rank-2 pointwise graph finalized and ran on cuDNN 9.19 / H200 but wrote only
+   the first row of its output; the frontend's graphs are always >= 3-D. GEN_INDEX axes are shifted by the padding of
+   their output.
 The user keeps the rank they chose: operands are checked against the user's dims at execute.
 """
 from __future__ import annotations
@@ -29,6 +35,7 @@ FOLD_COLUMNS = 1024
 def run(program: Program, options: Any) -> None:
     _reshape_fused_scalars(program)
     _fold_long_vectors(program)
+    _merge_leading_axes(program)
     _pad_ranks(program)
 
 
@@ -89,7 +96,38 @@ def _fold_long_vectors(program: Program) -> None:
     program.log.append(f"legalize: pointwise graph of {dims} folded to {folded}")
 
 
-# ---- 3. rank >= 3 -----------------------------------------------------------------------------------------------
+# ---- 3. rank-4+ pointwise graphs to rank 3 ------------------------------------------------------------------------
+def _merge_leading_axes(program: Program) -> None:
+    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
+        return
+    tensors = _distinct(program.nodes)
+    rank = max(len(t.dim) for t in tensors)
+    if rank < 4 or any(len(t.dim) != rank for t in tensors):
+        return
+    k = rank - 2  # axes 0..k-1 become one
+    lead = next((list(t.dim[:k]) for t in tensors if any(d != 1 for d in t.dim[:k])), None)
+    if lead is None:
+        return
+    for t in tensors:
+        dims, strides = list(t.dim[:k]), list(t.stride[:k + 1])
+        if all(d == 1 for d in dims):
+            continue
+        if dims != lead or any(strides[i] != strides[i + 1] * int(t.dim[i + 1]) for i in range(k - 1)):
+            return  # broadcast or padded over the leading axes: merging would change the meaning
+    for n in program.nodes:
+        if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX" and int(n.params["axis"]) < k:
+            return
+    for t in tensors:
+        merged = layout.numel(t.dim[:k])
+        t._raw_set("dim", [merged] + [int(d) for d in t.dim[k:]])
+        t._raw_set("stride", [int(t.stride[k - 1])] + [int(s) for s in t.stride[k:]])
+    for n in program.nodes:
+        if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
+            n.params["axis"] = int(n.params["axis"]) - (k - 1)
+    program.log.append(f"legalize: pointwise graph of rank {rank} described as rank 3 (leading axes merged)")
+
+
+# ---- 4. rank >= 3 -----------------------------------------------------------------------------------------------
 def padded(dims: list[int], strides: list[int], rank: int = MIN_RANK) -> tuple[list[int], list[int]]:
     pad = max(0, rank - len(dims))
     outer = max([int(d) * int(s) for d, s in zip(dims, strides)] or [1])
@@ -97,12 +135,14 @@ def padded(dims: list[int], strides: list[int], rank: int = MIN_RANK) -> tuple[l
 
 
 def _pad_ranks(program: Program) -> None:
+    # at least MIN_RANK, or the rank an op of the graph needs (every tensor alike, so broadcasting is unchanged)
+    rank = max([MIN_RANK] + [n.spec.lowered_rank for n in program.nodes if n.spec is not None])
     pads: dict[int, int] = {}
     for t in _distinct(program.nodes):
-        pad = max(0, MIN_RANK - len(t.dim))
+        pad = max(0, rank - len(t.dim))
         pads[t.uid] = pad
         if pad:
-            dims, strides = padded(list(t.dim), list(t.stride))
+            dims, strides = padded(list(t.dim), list(t.stride), rank)
             t._raw_set("dim", dims)
             t._raw_set("stride", strides)
     for node in program.nodes:
@@ -111,7 +151,7 @@ def _pad_ranks(program: Program) -> None:
             if shift:
                 node.params["axis"] = int(node.params["axis"]) + shift
     if any(pads.values()):
-        program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {MIN_RANK}")
+        program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {rank}")
 
 
 def _distinct(nodes: list[Node]) -> list[Tensor]:

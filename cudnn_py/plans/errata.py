@@ -1,0 +1,125 @@
+"""Known cuDNN bugs, kept as data: each erratum says on which cuDNN versions it applies, which graphs it hits, what
+it does and where it was seen. The planning session checks the program (the graph after the IR passes) against
+the table before anything is lowered; a matching graph is refused with ``cudnnGraphNotSupportedError`` naming the
+erratum and the way around it, instead of crashing the process or returning a wrong result.
+
+``python -m cudnn_py info`` lists the errata that apply to the loaded cuDNN.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..enums import dtype_info
+from ..errors import cudnnGraphNotSupportedError, version_string
+
+NO_UPPER = 10**6  # not seen fixed: applies to every newer version until a GPU run shows otherwise
+
+
+@dataclass(frozen=True)
+class Erratum:
+    id: str
+    first: int  # first cuDNN version affected (as far as known)
+    last: int  # last one affected; NO_UPPER while not seen fixed
+    match: Callable[[Any], str | None]  # program -> a description of the offending node, or None
+    effect: str
+    workaround: str
+    source: str
+
+    def applies_to(self, version: int) -> bool:
+        return self.first <= version <= self.last
+
+    @property
+    def versions(self) -> str:
+        upper = "" if self.last == NO_UPPER else version_string(self.last)
+        return f"{version_string(self.first)} - {upper or 'newer (not seen fixed)'}"
+
+
+def _producers(program: Any) -> dict[int, Any]:
+    return {t.uid: n for n in program.nodes for t in n.outputs.values()}
+
+
+def _reaches_batched_matmul(program: Any, t: Any, producers: dict[int, Any], seen: set) -> Any | None:
+    """The batched matmul (batch > 1) whose output flows into ``t`` through pointwise nodes, if any."""
+    node = producers.get(t.uid)
+    if node is None or id(node) in seen:
+        return None
+    seen.add(id(node))
+    if node.op == "matmul":
+        c = node.outputs["C"]
+        batch = 1
+        for d in c.dim[:-2]:
+            batch *= int(d)
+        return node if batch > 1 else None
+    for u in node.inputs.values():
+        found = _reaches_batched_matmul(program, u, producers, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
+    producers = _producers(program)
+    for n in program.nodes:
+        if n.op == "pointwise" and n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
+            mm = _reaches_batched_matmul(program, n.inputs["IN_0"], producers, set())
+            if mm is not None:
+                return f"GEN_INDEX node {n.name!r} indexes the output of the batched matmul {mm.name!r}"
+    return None
+
+
+_WIDER = ("HALF", "BFLOAT16", "FLOAT", "DOUBLE")
+
+
+def _widening_cast_into_matmul(program: Any) -> str | None:
+    producers = _producers(program)
+    for n in program.nodes:
+        if n.op != "matmul":
+            continue
+        k, n_dim = int(n.inputs["A"].dim[-1]), int(n.inputs["B"].dim[-1])
+        if k % 4 == 0 and n_dim % 4 == 0:
+            continue
+        for port in ("A", "B"):
+            cast = producers.get(n.inputs[port].uid)
+            if cast is None or cast.op != "pointwise" or cast.params.get("mode") != "CUDNN_POINTWISE_IDENTITY":
+                continue
+            src, dst = cast.inputs["IN_0"], cast.outputs["OUT_0"]
+            if dtype_info(src.data_type).bits < dtype_info(dst.data_type).bits and dst.data_type.name in _WIDER:
+                return (f"matmul {n.name!r} reads {port} through the widening cast {cast.name!r} "
+                        f"({src.data_type.name} -> {dst.data_type.name}) with K = {k}, N = {n_dim}")
+    return None
+
+
+ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
+        match=_gen_index_in_batched_matmul_epilogue,
+        effect="GEN_INDEX fused after a matmul with batch > 1 gives wrong indices for every batch but the first "
+               "(a silently wrong mask)",
+        workaround="run the mask as a graph of its own, use batch 1, or the unified band mask "
+                   "(implementation=UNIFIED, cuDNN >= 9.21)",
+        source="found by cudnn_py on H200 / cuDNN 9.19.0 (plan eng7_k24=41), 2026-12-01: "
+               "tests/test_gpu_passes.py::test_band_mask_after_a_batched_matmul_is_refused"),
+    Erratum(
+        id="matmul-widening-cast-unaligned", first=90000, last=NO_UPPER,
+        match=_widening_cast_into_matmul,
+        effect="a matmul input widened by a fused cast, with K or N not a multiple of 4, overruns a staging buffer: "
+               "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
+        workaround="cast in a graph of its own, or pad K and N to multiples of 4",
+        source="shared/reference/errata.md #1 (cudnn-frontend PR #330); reproduced on H200 / cuDNN 9.19"),
+)
+
+
+def applicable(version: int) -> list[Erratum]:
+    return [e for e in ERRATA if e.applies_to(version)]
+
+
+def check(program: Any, version: int) -> None:
+    """Refuse a program that hits an erratum of the running cuDNN."""
+    for e in applicable(version):
+        where = e.match(program)
+        if where is not None:
+            raise cudnnGraphNotSupportedError(
+                f"cuDNN erratum {e.id} (cuDNN {e.versions}; loaded {version_string(version)}): {where}. "
+                f"Effect: {e.effect}. Way around: {e.workaround}. Source: {e.source}")
