@@ -690,9 +690,14 @@ def test_threads_hammering_one_graph_always_run_their_own_pointers(torch, handle
     per_thread_sets = execute_mod.VARIANT_PACK_CACHE_SIZE // 4 + 8  # together more than the cache holds
     iterations = 300
 
+    # all four threads alive together (thread idents, which key the records and default handles, are reused once
+    # a thread has exited)
+    start, done = threading.Barrier(4), threading.Barrier(4)
+
     def worker(k):
         try:
             sets = [operands() for _ in range(per_thread_sets)]
+            start.wait(60)
             for it in range(iterations):
                 a, b, c = sets[(it * 7 + k) % len(sets)]
                 fast({A: a, B: b, C: c}, None, None)
@@ -701,6 +706,8 @@ def test_threads_hammering_one_graph_always_run_their_own_pointers(torch, handle
                     errors.append((k, it, ptrs, ws))
         except Exception as e:
             errors.append((k, repr(e)))
+        finally:
+            done.wait(60)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
     old = sys.getswitchinterval()

@@ -219,7 +219,8 @@ def test_every_pointwise_method_builds(method):
     assert node.op == "pointwise" and node.spec is spec and node.params["mode"].startswith("CUDNN_POINTWISE_")
     assert [node.inputs[f"IN_{i}"] for i in range(len(ins))] == ins
     assert node.outputs == {"OUT_0": out} and out.name == "n::OUT_0" and out.is_virtual
-    g.validate()
+    out.set_output(True)
+    g.validate_ir()
     assert out.dim == [2, 3] and node.params["compute_data_type"] is F
 
 
@@ -233,8 +234,8 @@ def test_pointwise_params_and_defaults():
     g.elu(x)
     g.softplus_backward(x, x)
     g.gen_index(x, 0)
-    g.relu(x, compute_data_type=data_type.DOUBLE)
-    g.validate()
+    g.relu(x, compute_data_type=data_type.DOUBLE).set_output(True)
+    g.validate_ir()
     p = [n.params for n in g.nodes]
     assert (p[0]["relu_lower_clip_slope"], p[0]["relu_lower_clip"], p[0]["relu_upper_clip"]) == (0.1, -1.0, FLT_MAX)
     assert (p[1]["mode"], p[1]["relu_lower_clip_slope"], p[1]["relu_lower_clip"]) == ("CUDNN_POINTWISE_RELU_FWD", 0.2, 0.0)
@@ -292,7 +293,7 @@ def test_scalars_and_arrays_as_op_arguments():
     arr = np.ones((2, 3, 4), np.float32)
     y = g.mul(x, 2.0)
     z = g.add(y, arr)
-    w = g.add(z, arr)  # the same array binds once
+    w = g.add(z, arr).set_output(True)  # the same array binds once
     s = g.nodes[0].inputs["IN_1"]
     bound = g.nodes[1].inputs["IN_1"]
     assert g.nodes[2].inputs["IN_1"] is bound and g._data_bindings[bound.uid] is arr
@@ -302,7 +303,7 @@ def test_scalars_and_arrays_as_op_arguments():
     lowered = g.session.program.tensors[s.uid]  # the legalize pass gives the scalar the rank of x
     assert (lowered.dim, lowered.stride) == ([1, 1, 1], [1, 1, 1])
     assert w.dim == [2, 3, 4]
-    one = g.add(w, np.float16(1))
+    one = g.add(w, np.float16(1)).set_output(True)
     g.validate()
     assert g.nodes[-1].inputs["IN_1"].data_type is H and one.dim == [2, 3, 4]
 
@@ -314,12 +315,13 @@ def test_pointwise_broadcast_and_strides():
     b = g.tensor([5, 1], [1, 1], name="b")
     c = g.add(a, b)  # virtual: dense in IN_0's stride order
     d = g.add(g.tensor([4, 5, 3], [1, 12, 4], name="nhwc"), c)  # the first input with the output dims wins
-    g.validate()
+    g.add(d, 1.0).set_output(True)
+    g.validate_ir()
     assert c.dim == [4, 5, 3] and c.stride == [15, 3, 1]
     assert d.stride == [1, 12, 4]
     assert (c.data_type, d.data_type) == (F, F)  # virtual -> intermediate
     d.set_output(True)
-    g.validate()
+    g.validate_ir()
     assert d.data_type is H  # re-inferred: real output -> io
 
 
@@ -353,7 +355,7 @@ def test_shape_errors_name_op_node_and_tensor():
 
 def test_matmul_batch_broadcast():
     g = pygraph(io_data_type=H, compute_data_type=F)
-    c = g.matmul(g.tensor([3, 1, 8, 16], name="A"), g.tensor([5, 16, 4], name="B"))
+    c = g.matmul(g.tensor([3, 1, 8, 16], name="A"), g.tensor([5, 16, 4], name="B")).set_output(True)
     g.validate_ir()  # IR inference only: cuDNN 9.28 has no matmul for this 4-D broadcast
     assert c.dim == [3, 5, 8, 4] and c.stride == [160, 32, 4, 1]
     g2 = pygraph(io_data_type=H)
@@ -366,8 +368,8 @@ def test_reduction_inference():
     g = pygraph(io_data_type=H, compute_data_type=F)
     x = g.tensor([2, 4, 6, 8], name="X")
     same = g.reduction(x, reduction_mode.MAX)
-    y = g.reduction(x, reduction_mode.ADD, out_dims=[2, 1, 6, 8])
-    g.validate()
+    y = g.reduction(x, reduction_mode.ADD, out_dims=[2, 1, 6, 8]).set_output(True)
+    g.validate_ir()
     assert same.dim == [2, 4, 6, 8]  # unset output dims copy X (frontend behaviour)
     assert y.stride == [48, 1, 8, 1] and y.dim == [2, 1, 6, 8]  # NHWC order
     assert g.nodes[1].params == {"mode": reduction_mode.ADD, "is_deterministic": False, "group_offset": None,
@@ -379,11 +381,11 @@ def test_data_type_fill_and_fallbacks():
     assert (g.context.intermediate_data_type, g.context.compute_data_type) == (H, H)
     g2 = pygraph()
     x = g2.tensor([2], data_type=data_type.INT32, name="x")
-    y = g2.neg(x)
+    y = g2.neg(x).set_output(True)
     g2.validate()
     assert y.data_type is data_type.INT32 and g2.nodes[0].params["compute_data_type"] is F
     g3 = pygraph()
-    g3.neg(g3.tensor([2], name="untyped"))
+    g3.neg(g3.tensor([2], name="untyped")).set_output(True)
     with pytest.raises(ValueError, match="untyped.*data type"):
         g3.validate()
 
@@ -391,7 +393,7 @@ def test_data_type_fill_and_fallbacks():
 def test_user_choices_survive_reinference():
     g = pygraph(io_data_type=H)
     x = g.tensor([2, 3], name="x")
-    y = g.exp(x).set_data_type(F)
+    y = g.exp(x).set_data_type(F).set_output(True)
     g.validate()
     x.set_dim([4, 3])
     assert not g.is_validated
@@ -639,8 +641,51 @@ def test_one_element_by_value_tensors_take_the_operand_rank():
     g = pygraph(io_data_type=F)
     x = g.tensor([2, 8, 16], name="x")
     s = g.tensor_like(np.array([1.75], np.float32))  # CPU -> by value, value given at execute
-    g.mul(x, s)
+    g.mul(x, s).set_output(True)
     g.validate()
     assert (s.dim, s.stride, s.pass_by_value) == ([1], [1], None)
     lowered = g.session.program.tensors[s.uid]
     assert (lowered.dim, lowered.stride) == ([1, 1, 1], [1, 1, 1])
+
+
+def test_the_ir_refuses_what_it_should():
+    # no outputs: nothing would be computed
+    g = pygraph(io_data_type=H)
+    g.exp(g.tensor([2, 3], name="x"))
+    with pytest.raises(ValueError, match="has no outputs"):
+        g.validate()
+    with pytest.raises(ValueError, match="has no operations"):
+        pygraph().validate()
+    # dims and strides are ints: no silent conversion of strings and floats
+    for bad in ("234", [2.7, 3], [True, 2], 5):
+        with pytest.raises(TypeError, match="sequence of ints"):
+            pygraph().tensor(bad)
+    assert pygraph().tensor([np.int64(2), 3]).get_dim() == [2, 3]
+    # no in-place edits that bypass the graph's bookkeeping
+    g = pygraph(io_data_type=H)
+    x = g.tensor([2, 3], name="x")
+    g.exp(x).set_output(True)
+    g.validate()
+    for edit in (lambda: x.dim.__setitem__(0, 7), lambda: x.dim.append(1), lambda: x.stride.reverse()):
+        with pytest.raises(TypeError, match="in place"):
+            edit()
+    assert g.is_validated and list(x.dim) == [2, 3]
+    x.set_dim([7, 3])
+    assert not g.is_validated  # the supported way invalidates
+    # an output whose elements would overwrite each other
+    g = pygraph(io_data_type=H)
+    x = g.tensor([4, 3], name="x")
+    g.exp(x, name="e").set_output(True).set_stride([0, 0])
+    with pytest.raises(ValueError, match=r"exp|pointwise node 'e': output tensor 'e::OUT_0' \(uid \d+\) has stride 0"):
+        g.validate()
+    # a cycle made by editing node inputs is named as one
+    g = pygraph(io_data_type=H)
+    x = g.tensor([2, 3], name="x")
+    a = g.exp(x, name="a")
+    b = g.neg(a, name="b").set_output(True)
+    g.nodes[0].inputs = {"IN_0": b}
+    with pytest.raises(ValueError, match=r"node 'a' reads tensor 'b::OUT_0'.*node 'b' writes after it.*cycle"):
+        g.validate()
+    g.nodes[0].inputs = {"IN_0": g.nodes[0].outputs["OUT_0"]}
+    with pytest.raises(ValueError, match="writes itself.*cycle"):
+        g.validate()

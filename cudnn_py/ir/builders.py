@@ -15,7 +15,7 @@ from ..errors import NotImplementedOptionError
 from . import layout
 from .node import Node
 from .spec import SPECS, OpSpec
-from .tensor import Tensor
+from .tensor import Tensor, int_list
 
 # module-level aliases: some methods have parameters named like these enums (classic keyword names)
 _NOT_SET = data_type.NOT_SET
@@ -54,7 +54,7 @@ class BuilderMixin:
             raise TypeError(f"tensor() got unexpected keyword arguments {sorted(unknown)}")
         dt = from_any_dtype(data_type)
         user = ["dim"] + (["stride"] if stride is not None else []) + (["data_type"] if dt is not _NOT_SET else [])
-        dims = list(dim)
+        dims = list(int_list(dim, "dim"))
         strides = stride if stride is not None else layout.row_major_strides(dims)
         t = Tensor(_user=tuple(user), name=name, dim=dims, stride=strides,
                    data_type=dt, is_virtual=is_virtual, is_pass_by_value=is_pass_by_value,

@@ -265,10 +265,18 @@ class Graph(BuilderMixin):
                 t._reset_inferred({"dim": [1], "stride": [1]})
             else:
                 t._reset_inferred({"stride": layout.row_major_strides(t.dim), "dim": t.dim})
+        if not self._nodes:
+            raise ValueError(f"graph {self._name!r} has no operations")
         ctx = self.inference_context()
         writers: dict[int, str] = {}
+        order = {id(n): i for i, n in enumerate(self._nodes)}
         for node in self._nodes:
             for t in node.inputs.values():
+                writer = produced.get(t.uid)
+                if writer is not None and order[id(writer)] >= order[id(node)]:
+                    raise ValueError(
+                        f"{node.op} node {node.name!r} reads tensor {t.name!r} (uid {t.uid}), which node "
+                        f"{writer.name!r} writes {'itself' if writer is node else 'after it'}: the graph has a cycle")
                 if t.is_virtual and t.uid not in writers:
                     raise ValueError(f"{node.op} node {node.name!r}: virtual input tensor {t.name!r} (uid {t.uid}) "
                                      "is not produced by an earlier node")
@@ -281,3 +289,11 @@ class Graph(BuilderMixin):
         for node in self._nodes:
             for t in node.tensors():
                 check_tensor(t)
+            for t in node.outputs.values():
+                if not t.is_virtual and any(d > 1 and s == 0 for d, s in zip(t.dim, t.stride)):
+                    raise ValueError(f"{node.op} node {node.name!r}: output tensor {t.name!r} (uid {t.uid}) has stride "
+                                     f"0 on an axis of extent > 1 (dims {list(t.dim)}, strides {list(t.stride)}): "
+                                     "its elements would overwrite each other")
+        if not self.get_outputs():  # after the shape checks, which say more about a half-built graph
+            raise ValueError(f"graph {self._name!r} has no outputs: nothing would be computed; mark the tensors to "
+                             "compute with set_output(True)")

@@ -11,6 +11,7 @@ Inference writes through `_infer_set`, which neither marks nor invalidates.
 from __future__ import annotations
 
 import json
+import operator
 import weakref
 from typing import Any
 
@@ -41,16 +42,39 @@ _FIELDS = {
 INFERABLE = ("dim", "stride", "data_type")
 
 
-def _int_list(values: Any, what: str) -> list[int]:
-    try:
-        return [int(v) for v in values]
-    except TypeError:
-        raise TypeError(f"{what} must be a sequence of ints, got {values!r}") from None
+class Dims(list):
+    """Dims or strides: a list that cannot be edited in place (``t.dim[0] = 7`` would bypass the tensor's write
+    path, so the graph would not know its inference and lowering are stale). Use ``set_dim`` / ``set_stride``."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a tensor's dims and strides cannot be edited in place; call set_dim() / set_stride() with "
+                        "the new list")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def int_list(values: Any, what: str) -> Dims:
+    """Each element an int (numpy ints too); strings, floats and bools are refused rather than converted
+    ("234" would become [2, 3, 4] and 2.7 would become 2)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{what} must be a sequence of ints, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool):
+            raise TypeError(f"{what} must be a sequence of ints, got {values!r}")
+        try:
+            out.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{what} must be a sequence of ints, got {values!r} ({type(v).__name__} element)") from None
+    return Dims(out)
 
 
 def _normalize(attr: str, value: Any) -> Any:
     if attr in ("dim", "stride"):
-        return [] if value is None else _int_list(value, attr)
+        return Dims() if value is None else int_list(value, attr)
     if attr == "data_type":
         return from_any_dtype(value)
     if attr == "reordering_type":
