@@ -91,6 +91,52 @@ def _widening_cast_into_matmul(program: Any) -> str | None:
     return None
 
 
+def _packed(t: Any) -> bool:
+    acc = 1
+    for d, st in sorted(zip(t.dim, t.stride), key=lambda p: p[1]):
+        if d > 1 and st != acc:
+            return False
+        acc *= max(int(d), 1)
+    return True
+
+
+def _cast_of_strided_input_into_matmul(program: Any) -> str | None:
+    producers = _producers(program)
+    for n in program.nodes:
+        if n.op != "matmul":
+            continue
+        for port in ("A", "B"):
+            cast = producers.get(n.inputs[port].uid)
+            if cast is None or cast.params.get("mode") != "CUDNN_POINTWISE_IDENTITY":
+                continue
+            src = cast.inputs["IN_0"]
+            if src.data_type is not cast.outputs["OUT_0"].data_type and not _packed(src):
+                return (f"matmul {n.name!r} reads {port} through the cast {cast.name!r} of {src.name!r}, whose "
+                        f"strides {list(src.stride)} are not packed for dims {list(src.dim)}")
+    return None
+
+
+def _unverified_pointwise_broadcast(program: Any) -> str | None:
+    """Pointwise-only graphs: an operand may broadcast only as a scalar (all dims 1), or along one axis of an
+    output whose axes (after its leading unit axes) all exceed 1 - the forms seen right on the GPU."""
+    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
+        return None
+    for n in program.nodes:
+        out = next(iter(n.outputs.values()))
+        lead = 0
+        while lead < len(out.dim) - 1 and int(out.dim[lead]) == 1:
+            lead += 1
+        o_dims = [int(d) for d in out.dim[lead:]]
+        for t in n.inputs.values():
+            dims = [int(d) for d in t.dim[lead:]]
+            if t.is_pass_by_value or dims == o_dims or all(d == 1 for d in t.dim):
+                continue
+            differ = sum(1 for d, o in zip(dims, o_dims) if d != o)
+            if differ > 1 or any(o == 1 for o in o_dims):
+                return (f"pointwise node {n.name!r} broadcasts {t.name!r} {list(t.dim)} to {list(out.dim)}")
+    return None
+
+
 ERRATA: tuple[Erratum, ...] = (
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
@@ -108,6 +154,23 @@ ERRATA: tuple[Erratum, ...] = (
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
         source="shared/reference/errata.md #1 (cudnn-frontend PR #330); reproduced on H200 / cuDNN 9.19"),
+    Erratum(
+        id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
+        match=_cast_of_strided_input_into_matmul,
+        effect="a matmul input made by a fused cast of an operand with padded (non-packed) strides gives wrong "
+               "results (relative error 0.6-1.0)",
+        workaround="make the operand contiguous before the graph, or cast in a graph of its own",
+        source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (plans eng7_k24=32..41), 2026-12-01: "
+               "fuzz/graph_fuzz.py seed 20261201, cases 20, 82, 211, 229, 263, 463, 716, 904, 1009, ..."),
+    Erratum(
+        id="pointwise-broadcast", first=91900, last=NO_UPPER,
+        match=_unverified_pointwise_broadcast,
+        effect="a pointwise-only graph whose operand broadcasts along two or more axes (or along an axis of an "
+               "output with a unit axis) gives wrong results or leaves outputs unwritten (engine eng1)",
+        workaround="broadcast along one axis at a time (one op per broadcast axis), or expand the operand first",
+        source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (eng1_k24=34..37), 2026-12-01: e.g. "
+               "[8,33,64] + [1,1,64] relative error nan, [8,33,64] + [8,1,1] 1.19, [99,1,16] + [99,1,1] 0.70; "
+               "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]"),
 )
 
 

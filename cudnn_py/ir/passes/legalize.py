@@ -39,6 +39,7 @@ def run(program: Program, options: Any) -> None:
     _pad_ranks(program)
 
 
+
 # ---- 1. fused scalars -------------------------------------------------------------------------------------------
 def _reshape_fused_scalars(program: Program) -> None:
     shaped: dict[int, int] = {}  # uid -> rank it was given
