@@ -69,3 +69,13 @@ def test_deserialize_in_a_fresh_process(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert float(r.stdout.strip().splitlines()[-1]) < 5e-3
+
+
+def test_explain_shows_heuristics_configs_and_the_default_plan():
+    g, A, B, C = matmul_relu()
+    report = g.explain()
+    assert "phase: EXECUTABLE" in report and "heuristics:" in report and "CUDNN_HEUR_MODE_A" in report
+    configs = report.split("engine configs")[1]
+    assert "<- default" in configs and "-> built" in configs
+    doc = __import__("json").loads(g.explain("json"))
+    assert doc["engine_configs"] and all("numerical_notes" in c for c in doc["engine_configs"])

@@ -13,6 +13,7 @@ cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOpt
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -495,6 +496,28 @@ class pygraph(Graph):
     def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
         h = handle if handle is not None else self._handle
         return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
+
+    # ---- debugging -------------------------------------------------------------------------------------------------
+    def explain(self, format: str = "text") -> str:
+        """What cudnn_py did with this graph (``graph/explain.py``): the IR as built and as lowered, every backend
+        descriptor, the heuristics and engine configs with their notes, plans and failures, the errata.
+        ``format``: "text", "json" or "dot" (Graphviz)."""
+        from . import explain
+
+        doc = explain.report(self)
+        if format == "json":
+            return json.dumps(doc, indent=1, default=str)
+        if format == "dot":
+            return explain.dot(doc)
+        if format != "text":
+            raise ValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
+        return explain.text(doc)
+
+    def render_dot(self, path: str) -> str:
+        """Write the Graphviz image of the IR (as built and as lowered) to ``path``; needs Graphviz's ``dot``."""
+        from . import explain
+
+        return explain.render_dot(explain.report(self), path)
 
     # ---- inspection --------------------------------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
