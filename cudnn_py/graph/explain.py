@@ -38,8 +38,8 @@ def report(g: Any) -> dict:
     session = g._session
     try:
         version = versions.runtime_version()
-        doc["cudnn"] = {"version": version, "version_string": version_string(version), "errata": [{"id": x.id, "versions": x.versions, "effect": x.effect}
-                                                        for x in applicable(version)]}
+        errata = [{"id": x.id, "versions": x.versions, "effect": x.effect} for x in applicable(version)]
+        doc["cudnn"] = {"version": version, "version_string": version_string(version), "errata": errata}
     except Exception as e:
         doc["cudnn"] = {"error": str(e)}
     if session is None:
