@@ -115,3 +115,33 @@ def test_info_command_runs_without_gpu():
     assert r.returncode == 0, r.stderr
     assert "libcudnn:" in r.stdout and "found via" in r.stdout and "version:" in r.stdout
     assert "cublasLt:" in r.stdout and "nvrtc:" in r.stdout and "GPU" in r.stdout
+
+
+def test_building_validating_and_running_never_import_a_framework():
+    """Importing, building, validating (cuDNN, deviceless where there is no GPU), explaining and running the float64
+    reference engine on numpy arrays import neither torch nor cupy: only the caller's own objects bring them in."""
+    r = run("""
+        import sys
+        sys.path.insert(0, %r)
+        from tests.support.libcuda_stub import ensure_driver
+        ensure_driver()
+        import numpy as np
+        import cudnn_py as cudnn
+        from cudnn_py.engines.reference import ReferenceEngine
+        F = cudnn.data_type.FLOAT
+        g = cudnn.pygraph(io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+        a, b = g.tensor([1, 8, 16], name="a"), g.tensor([1, 16, 4], name="b")
+        y = g.relu(g.matmul(a, b)).set_output(True)
+        g.validate()
+        g.explain()
+        r = cudnn.pygraph(io_data_type=F, backends=[ReferenceEngine()])
+        x = r.tensor([2, 3], name="x")
+        z = r.exp(x).set_output(True)
+        out = np.zeros((2, 3))
+        r.execute({x: np.ones((2, 3)), z: out})
+        assert np.allclose(out, np.e)
+        assert 'torch' not in sys.modules and 'cupy' not in sys.modules, [m for m in sys.modules if m in ('torch', 'cupy')]
+        print('ok')
+    """ % ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "ok"
