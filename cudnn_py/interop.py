@@ -75,6 +75,7 @@ class OperandInfo:
     dtype: tuple[int, int] | None  # DLPack (code, bits)
     device_type: int | None  # DLPack device type; None = unknown (int pointer)
     device_id: int | None
+    nbytes: int | None = None  # the size of untyped memory (a cuda.core Buffer); None where shape says it
 
     @property
     def on_host(self) -> bool:
@@ -129,10 +130,25 @@ def dlpack_of_dtype(dt: Any) -> tuple[int, int] | None:
         return code
 
 
+def is_raw_buffer(cls: type) -> bool:
+    """Untyped device memory: a cuda.core ``Buffer`` (its DLPack view is a flat byte array, which says nothing about
+    the tensor it holds). Bound as raw memory of the tensor's size, checked for device and size."""
+    return cls.__module__.startswith("cuda.core") and hasattr(cls, "handle") and hasattr(cls, "size")
+
+
+def _raw_buffer_info(buf: Any) -> OperandInfo:
+    on_device = bool(getattr(buf, "is_device_accessible", True))
+    device = getattr(buf, "device_id", None)
+    return OperandInfo(int(buf.handle), None, None, None, KDL_CUDA if on_device else KDL_CPU,
+                       int(device) if device is not None else None, int(buf.size))
+
+
 def operand_info(obj: Any) -> OperandInfo:
     """Pointer, shape, strides, dtype and device of any supported operand."""
     if isinstance(obj, int):
         return OperandInfo(obj, None, None, None, None, None)
+    if is_raw_buffer(type(obj)):
+        return _raw_buffer_info(obj)
     mod = type(obj).__module__
     if mod.startswith("torch") and hasattr(obj, "data_ptr"):  # fast path, also covers dtypes DLPack lacks
         dev = obj.device
@@ -188,6 +204,8 @@ def pointer_getter(cls: type):
         getter = _cupy_ptr  # MemoryPointer.ptr includes the view's offset, like __cuda_array_interface__
     elif cls.__module__.startswith("numpy"):
         getter = _numpy_ptr
+    elif is_raw_buffer(cls):
+        getter = _buffer_ptr
     else:
         getter = _pointer_from_info
     POINTER_GETTERS[cls] = getter
@@ -200,6 +218,10 @@ def _pointer_from_info(obj: Any) -> int:
 
 def _cupy_ptr(a: Any) -> int:
     return a.data.ptr
+
+
+def _buffer_ptr(b: Any) -> int:
+    return int(b.handle)
 
 
 def _numpy_ptr(a: Any) -> int:
@@ -227,6 +249,8 @@ def signature_getter(cls: type):
         getter = _cupy_signature
     elif cls.__module__.startswith("numpy"):
         getter = _numpy_signature
+    elif is_raw_buffer(cls):
+        getter = _buffer_signature
     else:
         getter = _info_signature
     SIGNATURE_GETTERS[cls] = getter
@@ -246,6 +270,10 @@ def _torch_signature(t: Any) -> tuple:
 
 def _cupy_signature(a: Any) -> tuple:
     return (a.shape, a.strides, a.dtype, a.data.device_id)
+
+
+def _buffer_signature(b: Any) -> tuple:
+    return (int(b.size), getattr(b, "device_id", None), bool(getattr(b, "is_device_accessible", True)))
 
 
 def _numpy_signature(a: Any) -> tuple:

@@ -737,3 +737,28 @@ def test_the_graphs_handle_is_used_when_execute_gets_none(torch, handles):
     assert [call[0] for call in ex._backend_execute.calls] == [0x55, 0x55]
     assert handles.created == [] and handles.set_calls == []
     assert [r().alloc_stream for r in torch.allocations if r() is not None] == [0x8000]
+
+
+def test_untyped_cuda_core_buffers_are_bound_as_raw_memory_of_the_right_size():
+    """A cuda.core Buffer's DLPack view is a flat byte array: it is bound as raw device memory of the tensor's size
+    (checked for size and device), not compared as a shape."""
+    from cudnn_py.interop import OperandInfo, is_raw_buffer, operand_info
+    from cudnn_py.plans.execute import _check_operand
+
+    Buffer = type("Buffer", (), {"__module__": "cuda.core._memory", "handle": 0, "size": 0})  # properties on the class
+
+    def buffer(size, ptr=1 << 20, device_id=0, on_device=True):
+        b = Buffer()
+        b.handle, b.size, b.device_id, b.is_device_accessible = ptr, size, device_id, on_device
+        return b
+
+    assert is_raw_buffer(Buffer)
+    g = cudnn.pygraph()
+    t = g.tensor([4, 8, 16], data_type=cudnn.data_type.HALF, name="t")
+    info = operand_info(buffer(4 * 8 * 16 * 2))
+    assert isinstance(info, OperandInfo) and info.nbytes == 1024 and info.shape is None
+    _check_operand(t, info)  # exactly the tensor's bytes
+    with pytest.raises(ValueError, match=r"tensor 't' \(uid \d+\): needs 1024 bytes .* the buffer has 1000"):
+        _check_operand(t, operand_info(buffer(1000)))
+    with pytest.raises(ValueError, match="host"):
+        _check_operand(t, operand_info(buffer(1024, on_device=False)))

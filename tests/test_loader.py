@@ -122,7 +122,7 @@ def test_building_validating_and_running_never_import_a_framework():
     reference engine on numpy arrays import neither torch nor cupy: only the caller's own objects bring them in."""
     r = run("""
         import sys
-        sys.path.insert(0, %r)
+        sys.path.insert(0, ROOT_PATH)
         from tests.support.libcuda_stub import ensure_driver
         ensure_driver()
         import numpy as np
@@ -142,6 +142,6 @@ def test_building_validating_and_running_never_import_a_framework():
         assert np.allclose(out, np.e)
         assert 'torch' not in sys.modules and 'cupy' not in sys.modules, [m for m in sys.modules if m in ('torch', 'cupy')]
         print('ok')
-    """ % ROOT)
+    """.replace("ROOT_PATH", repr(ROOT)))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "ok"

@@ -439,6 +439,12 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         raise ValueError(f"{where}: null data pointer")
     if info.device_type == KDL_CPU:
         raise ValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
+    if info.nbytes is not None:  # untyped memory: large enough for the tensor's span
+        span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+        needed = -(-span * dtype_info(t.data_type).bits // 8)
+        if info.nbytes < needed:
+            raise ValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "
+                             f"{t.data_type}), the buffer has {info.nbytes}")
     if info.shape is not None:
         if tuple(info.shape) != tuple(t.dim):
             # a broadcast-free reshape with the same element count and layout is still wrong for cuDNN's view
