@@ -45,7 +45,12 @@ class Fixtures:
         self.dead_tensor.destroy()
         self.matmul = Descriptor("CUDNN_BACKEND_MATMUL_DESCRIPTOR").set(
             "CUDNN_ATTR_MATMUL_COMP_TYPE", "CUDNN_DATA_FLOAT").finalize()
-        self.other_enum = enum_class("cudnnBackendHeurMode_t").CUDNN_HEUR_MODE_A  # a member of an unrelated enum
+        self.heur_mode = enum_class("cudnnBackendHeurMode_t").CUDNN_HEUR_MODE_A
+        self.data_type = enum_class("cudnnDataType_t").CUDNN_DATA_HALF
+
+    def other_enum(self, type_name: str):
+        """A member of an enum other than the one behind ``type_name`` (its int value may well be valid there)."""
+        return self.data_type if type_name != "CUDNN_TYPE_DATA_TYPE" else self.heur_mode
 
     def wrong_kind(self, spec) -> Descriptor:
         """A finalized descriptor of a kind the attribute does not accept."""
@@ -84,10 +89,10 @@ def bad_values(spec, fx: Fixtures) -> list[tuple[str, object, str | None]]:
         "CUDNN_TYPE_BACKEND_DESCRIPTOR": [("int", 1234), ("self", None), ("list-with-None", [fx.tensor, None]),
                                           ("mixed-kinds", [fx.tensor, fx.matmul])],
     }
-    enum_bad = [("int-9999", 9999), ("int--5", -5), ("int-2**40", 1 << 40), ("bool", True), ("float", 1.0),
-                ("unknown-name", "CUDNN_NOT_A_MEMBER"), ("other-enum-member", fx.other_enum)]
     out: list[tuple[str, object, str | None]] = []
     for type_name in spec.types:
+        enum_bad = [("int-9999", 9999), ("int--5", -5), ("int-2**40", 1 << 40), ("bool", True), ("float", 1.0),
+                    ("unknown-name", "CUDNN_NOT_A_MEMBER"), ("other-enum-member", fx.other_enum(type_name))]
         cases = by_type.get(type_name, enum_bad) + common
         for name, value in cases:
             out.append((f"{type_name.removeprefix('CUDNN_TYPE_')}/{name}", value, type_name))
