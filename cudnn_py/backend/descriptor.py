@@ -448,6 +448,7 @@ class Descriptor:
         for d in into[: got.value]:  # the backend copies finalized descriptors into them
             d.finalized = True
             d._filled = True
+            d._attrs.clear()  # what was set through the object is gone: cuDNN overwrote it
         return into[: got.value]
 
     def _get_descriptors(self, spec: AttributeSpec, kind: Any, count: int | None, scalar: bool) -> Any:
