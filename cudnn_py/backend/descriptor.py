@@ -3,7 +3,12 @@
 The backend validates attribute types and descriptor kinds inconsistently, and some wrong kinds crash the process
 (see ``shared/reference/header_schema.md`` §4). So ``set`` checks, in Python and before any backend call, that the
 attribute belongs to this descriptor kind, exists in the running library, is settable, that the type and element
-count fit the generated catalog, and that descriptor elements are live, finalized and of an accepted kind.
+count fit the generated catalog, that every element fits its C type (ranges, finite floats, real booleans, members
+of the enum the loaded library has: :mod:`.values`), that descriptor elements are live, finalized and of an
+accepted kind, that a pointer is a pointer (never a Descriptor), and that a handle is a live one (:mod:`.live`).
+``finalize`` first checks the attributes the kind requires, and a graph's explicit mode against its operations;
+``get`` refuses reads cuDNN cannot answer (:mod:`.requirements` holds those tables, each entry with its source).
+The crashes no check can prevent are listed in ``requirements.RAW_ERRATA``.
 
 Ownership: a descriptor is destroyed exactly once — by ``destroy()``, by leaving a ``with`` block, or when it is
 garbage-collected. At interpreter exit the remaining ones are left to the OS: by then the CUDA context they may
@@ -21,12 +26,23 @@ from functools import cache
 from typing import Any
 
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
+from .._generated.enums import ENUMS
+from ..dtypes import BY_BACKEND
 from ..errors import DescriptorError, UnsupportedAttributeError
-from . import trace
+from . import live, trace, values
 from .api import error_for, lib
 from .enums import CEnum, coerce, enum_class
-from .types import ENUM_OF_TYPE, cudnnFraction_t, element_ctype
-from .versions import runtime_version
+from .requirements import (
+    BACKEND_FILLED_KINDS,
+    FILLED_FROM_JSON,
+    GET_CRASHES_WHEN_UNSET,
+    GRAPH_MODE_NEEDS,
+    HOST_POINTER_ATTRIBUTES,
+    MIN_HOST_ADDRESS,
+    REQUIRED,
+)
+from .types import ENUM_OF_TYPE, Int64VectorVector, element_ctype
+from .versions import runtime_version, since
 
 _ids = itertools.count(1)
 _ATTR_BY_VALUE = {spec.value: spec for spec in ATTRIBUTES.values()}
@@ -53,12 +69,22 @@ def attribute_spec(attr: Any) -> AttributeSpec:
 
 
 def descriptor_kind(kind: Any) -> CEnum:
+    """The ``cudnnBackendDescriptorType_t`` member for a kind given as member, C name or int value. Only members of
+    the catalog: an unknown int (``Descriptor(2**40)``) would reach ``cudnnBackendCreateDescriptor`` truncated to
+    a C int — 2**40 creates a POINTWISE descriptor."""
     if isinstance(kind, str):
         return _kind_by_name(kind)
-    try:
-        return coerce("cudnnBackendDescriptorType_t", kind)
-    except ValueError:
-        raise DescriptorError(f"unknown descriptor kind {kind!r}") from None
+    if isinstance(kind, bool) or not hasattr(type(kind), "__index__"):
+        raise DescriptorError(f"a descriptor kind is a CUDNN_BACKEND_* name or member, not {type(kind).__name__}")
+    if isinstance(kind, CEnum) and type(kind).__name__ != "cudnnBackendDescriptorType_t":
+        raise DescriptorError(f"{kind} is not a descriptor kind (a cudnnBackendDescriptorType_t member)")
+    value = kind.__index__()
+    if value not in _KIND_VALUES:
+        raise DescriptorError(f"unknown descriptor kind {value} (not a cudnnBackendDescriptorType_t value)")
+    return coerce("cudnnBackendDescriptorType_t", value)
+
+
+_KIND_VALUES = frozenset(v for _n, v, _s, _d in ENUMS["cudnnBackendDescriptorType_t"])
 
 
 @cache
@@ -83,12 +109,15 @@ class Descriptor:
     >>> t.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [2, 3]).set("CUDNN_ATTR_TENSOR_STRIDES", [3, 1])
     """
 
-    __slots__ = ("_ptr", "kind", "id", "finalized", "_attrs", "_keepalive", "_finalizer", "__weakref__")
+    __slots__ = ("_ptr", "kind", "id", "finalized", "_filled", "_attrs", "_keepalive", "_finalizer", "__weakref__")
 
     def __init__(self, kind: Any):
         self.kind = descriptor_kind(kind)
         self.id = next(_ids)
         self.finalized = False
+        # True once cuDNN filled this descriptor in (a copy read back by get(), a plan/cache loaded from JSON):
+        # then what is set is no longer what went through set()
+        self._filled = False
         self._attrs: dict[str, Any] = {}
         self._keepalive: dict[str, Any] = {}
         since = DESCRIPTOR_SINCE.get(self.kind.name, 0)
@@ -154,35 +183,45 @@ class Descriptor:
             raise DescriptorError(
                 f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
         type_name = _pick_type(spec, type)
-        values = _as_list(value, type_name)
-        n = len(values)
+        if type_name == "CUDNN_TYPE_VOID_PTR" and spec.name in _SPECIAL_VOID_PTR:
+            return _SPECIAL_VOID_PTR[spec.name](self, spec, type_name, value)
+        vals = _as_list(value, type_name, spec.name)
+        n = len(vals)
         if n < spec.min_count or (spec.max_count is not None and n > spec.max_count):
             want = f"{spec.min_count}" if spec.min_count == spec.max_count else \
                 f"{spec.min_count}..{'inf' if spec.max_count is None else spec.max_count}"
             raise DescriptorError(f"{spec.name} takes {want} element(s) of {type_name}; got {n}")
-        array, keep = self._to_c_array(spec, type_name, values)
+        array, keep = self._to_c_array(spec, type_name, vals)
         self._raw_set(spec, type_name, n, array)
-        self._attrs[spec.name] = _describe(values, type_name, scalar=spec.max_count == 1)
+        self._attrs[spec.name] = _describe(vals, type_name, scalar=spec.max_count == 1)
         self._keepalive[spec.name] = keep
+        if type_name == "CUDNN_TYPE_CHAR" and spec.name in FILLED_FROM_JSON:
+            self._filled = True
         return self
 
-    def _raw_set(self, spec: AttributeSpec, type_name: str, n: int, array: Any) -> None:
+    def _raw_set(self, spec: AttributeSpec, type_name: str, n: int, array: Any, traced: Any = None) -> None:
         t0 = time.perf_counter()
         status = lib().cudnnBackendSetAttribute(self.ptr, spec.value, type_value(type_name), n, array)
         if trace.active is not None:
             trace.active.record("cudnnBackendSetAttribute", status, t0, desc=self.id, kind=self.kind.name,
-                                attr=spec.name, type=type_name, count=n, values=_trace_values(array, type_name, n))
+                                attr=spec.name, type=type_name, count=n,
+                                values=_trace_values(array, type_name, n) if traced is None else traced)
         if status != 0:
             raise error_for(status, "cudnnBackendSetAttribute", kind=self.kind.name, attribute=spec.name,
                             detail=f"{n} element(s) of {type_name}")
 
-    def _to_c_array(self, spec: AttributeSpec, type_name: str, values: list) -> tuple[Any, Any]:
+    def _to_c_array(self, spec: AttributeSpec, type_name: str, vals: list) -> tuple[Any, Any]:
+        convert = _CONVERT.get(type_name)
+        if convert is not None:
+            return convert(spec.name, type_name, vals), None
+        if type_name in ENUM_OF_TYPE:
+            return values.enum_array(spec.name, type_name, vals), None
         ct = element_ctype(type_name)
-        n = len(values)
+        n = len(vals)
         if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-            for i, d in enumerate(values):
+            for i, d in enumerate(vals):
                 if not isinstance(d, Descriptor):
-                    raise DescriptorError(f"{spec.name} element {i} must be a Descriptor, not {type(d).__name__}")
+                    raise DescriptorError(f"{spec.name} element {i} must be a Descriptor, not {_type_of(d)}")
                 if d.destroyed:
                     raise DescriptorError(f"{spec.name} element {i} (descriptor #{d.id}, {d.kind.name}) was destroyed")
                 if spec.element_kinds and d.kind.name not in spec.element_kinds:
@@ -195,31 +234,84 @@ class Descriptor:
                         f"{spec.name} element {i} (descriptor #{d.id}, {d.kind.name}) is not finalized; "
                         "finalize it first"
                     )
-            return (ct * n)(*[d.ptr for d in values]), list(values)
+                if d is self:
+                    raise DescriptorError(f"{spec.name} element {i} is descriptor #{d.id} itself")
+            return (ct * n)(*[d.ptr for d in vals]), list(vals)
         if type_name == "CUDNN_TYPE_CHAR":
-            return ctypes.create_string_buffer(bytes(values), n), None
+            return ctypes.create_string_buffer(bytes(vals), n), None
         if type_name == "CUDNN_TYPE_FRACTION":
-            return (ct * n)(*[cudnnFraction_t(f.numerator, f.denominator) for f in values]), None
-        if type_name in ENUM_OF_TYPE:
-            e = ENUM_OF_TYPE[type_name]
-            try:
-                ints = [int(coerce(e, v)) for v in values]
-            except ValueError as ex:
-                raise DescriptorError(f"{spec.name}: {ex}") from None
-            return (ct * n)(*ints), None
-        if type_name in ("CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"):
-            return (ct * n)(*[_pointer_value(v, spec.name) for v in values]), list(values)
-        try:
-            return (ct * n)(*values), None
-        except TypeError as ex:
-            raise DescriptorError(f"{spec.name}: cannot convert {values!r} to {type_name}: {ex}") from None
+            return values.fraction_array(vals), None
+        if type_name == "CUDNN_TYPE_HANDLE":
+            return (ct * n)(*[_handle_value(v, spec.name, i, n) for i, v in enumerate(vals)]), list(vals)
+        if type_name == "CUDNN_TYPE_VOID_PTR":
+            host = spec.name in HOST_POINTER_ATTRIBUTES
+            return (ct * n)(*[_pointer_value(v, spec.name, i, n, host) for i, v in enumerate(vals)]), list(vals)
+        raise DescriptorError(f"{spec.name}: no conversion for {type_name}")  # a type the catalog does not know
+
+    # ---------------------------------------------------------------------------------------- special attributes
+    def _set_override_vectors(self, spec: AttributeSpec, type_name: str, value: Any) -> Descriptor:
+        """VARIANT_PACK_OVERRIDE_SHAPES / _STRIDES: rows of ints (one row per overridden uid), passed as the C++
+        ``std::vector<std::vector<int64_t>>`` cuDNN reads (types.Int64VectorVector). Anything else — an int, a
+        Descriptor — is refused: cuDNN would read it as that vector (std::bad_alloc / SIGSEGV on 9.28)."""
+        if isinstance(value, Int64VectorVector):
+            vv = value
+        else:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise DescriptorError(
+                    f"{spec.name} takes rows of ints (one list per overridden tensor, e.g. [[2, 3, 4], [8, 16]]), "
+                    f"not {_type_of(value)}")
+            rows = []
+            for r, row in enumerate(value):
+                if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
+                    raise DescriptorError(f"{spec.name} row {r} must be a list of ints, not {_type_of(row)}")
+                rows.append(list(values.int_array(f"{spec.name} row {r}", "CUDNN_TYPE_INT64", list(row))))
+            vv = Int64VectorVector(rows)
+        self._raw_set(spec, type_name, 1, vv.ref, traced={"rows": vv.rows})
+        self._attrs[spec.name] = vv.rows
+        self._keepalive[spec.name] = vv
+        return self
+
+    def _set_constant_value(self, spec: AttributeSpec, type_name: str, value: Any) -> Descriptor:
+        """TENSOR_CONSTANT_VALUE: a host pointer to the scalar's bytes, read by cuDNN during the Set. A ctypes scalar
+        (``ctypes.c_float(2.0)``) is checked against the size of the tensor's data type and kept alive; an int is taken
+        as the address of such a scalar (the caller keeps it alive; only its plausibility can be checked)."""
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, ctypes._SimpleCData) and not isinstance(value, (ctypes.c_void_p, ctypes.c_char_p)):
+            want = self._data_type_bytes()
+            if want is not None and ctypes.sizeof(value) != want:
+                raise DescriptorError(
+                    f"{spec.name}: a {type(value).__name__} has {ctypes.sizeof(value)} byte(s), but the tensor's "
+                    f"data type {self._attrs.get('CUDNN_ATTR_TENSOR_DATA_TYPE')} has {want}")
+            ptr, keep = ctypes.addressof(value), value
+        elif isinstance(value, (float, complex, str, bytes)) or value is None:
+            raise DescriptorError(
+                f"{spec.name} takes the host address of the scalar (a ctypes scalar such as ctypes.c_float(2.0) "
+                f"matching the tensor's data type, or its int address), not {_type_of(value)}")
+        else:
+            ptr, keep = _pointer_value(value, spec.name, 0, 1, True), value
+        array = (ctypes.c_void_p * 1)(ptr)
+        self._raw_set(spec, type_name, 1, array)
+        self._attrs[spec.name] = hex(ptr)
+        self._keepalive[spec.name] = (array, keep)
+        return self
+
+    def _data_type_bytes(self) -> int | None:
+        """Bytes per element of the TENSOR_DATA_TYPE set on this descriptor (None: not set, or not a byte size)."""
+        name = self._attrs.get("CUDNN_ATTR_TENSOR_DATA_TYPE")
+        if name is None:
+            return None
+        row = BY_BACKEND.get(name)
+        return row.bits // 8 if row is not None and row.bits % 8 == 0 and row.bits else None
 
     # ----------------------------------------------------------------------------------------------- finalize
     def finalize(self) -> Descriptor:
         if self.finalized:
             raise DescriptorError(f"descriptor #{self.id} ({self.kind.name}) is already finalized")
+        ptr = self.ptr  # raises once destroyed
+        self._check_finalizable()
         t0 = time.perf_counter()
-        status = lib().cudnnBackendFinalize(self.ptr)
+        status = lib().cudnnBackendFinalize(ptr)
         if trace.active is not None:
             trace.active.record("cudnnBackendFinalize", status, t0, desc=self.id, kind=self.kind.name)
         if status != 0:
@@ -227,6 +319,30 @@ class Descriptor:
                             detail=f"attributes set: {', '.join(self._attrs) or 'none'}")
         self.finalized = True
         return self
+
+    def _check_finalizable(self) -> None:
+        """What ``requirements`` says this kind needs before finalize (DescriptorError naming what is missing)."""
+        kind = self.kind.name
+        if kind in BACKEND_FILLED_KINDS:
+            raise DescriptorError(
+                f"descriptor #{self.id}: a {kind} is filled in by cuDNN (read it with get() from the descriptor that "
+                f"holds it); there is nothing to finalize ({BACKEND_FILLED_KINDS[kind]})")
+        missing = missing_requirements(kind, self._attrs)
+        if missing:
+            raise DescriptorError(
+                f"cannot finalize descriptor #{self.id} ({kind}): missing required attribute(s) "
+                f"{'; '.join(missing)} (attributes set: {', '.join(self._attrs) or 'none'})")
+        if kind == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR":
+            mode = self._attrs.get("CUDNN_ATTR_OPERATIONGRAPH_MODE")
+            if mode in GRAPH_MODE_NEEDS:
+                needs, source = GRAPH_MODE_NEEDS[mode]
+                ops = self._keepalive.get("CUDNN_ATTR_OPERATIONGRAPH_OPS") or []
+                if not any(op.kind.name in needs for op in ops):
+                    have = sorted({op.kind.name for op in ops})
+                    raise DescriptorError(
+                        f"cannot finalize descriptor #{self.id}: CUDNN_ATTR_OPERATIONGRAPH_MODE = {mode} needs an "
+                        f"operation of kind {' or '.join(needs)}; the graph has {', '.join(have) or 'none'} "
+                        f"({source}). Leave the mode unset (AUTO) unless you know the graph's pattern.")
 
     # ----------------------------------------------------------------------------------------------- get
     def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None,
@@ -239,12 +355,25 @@ class Descriptor:
         self._check_attribute(spec)
         if not spec.readable:
             raise DescriptorError(f"{spec.name} cannot be read back: cuDNN returns NOT_SUPPORTED for Get on it")
-        type_name = type or spec.get_type or spec.types[0]
+        if type is None:
+            type_name = spec.get_type or spec.types[0]
+        else:
+            type_name = type if isinstance(type, str) else getattr(type, "name", str(type))
+            if type_name not in spec.types and type_name != spec.get_type:
+                accepted = dict.fromkeys(spec.types + ((spec.get_type,) if spec.get_type else ()))
+                raise DescriptorError(f"{spec.name} is not read as {type_name}; it is read as {', '.join(accepted)}")
+        self._check_readable(spec)
         scalar = spec.max_count == 1
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GET_COUNT:
+                raise DescriptorError(f"get({spec.name}): count must be an int in [0, {MAX_GET_COUNT}], not "
+                                      f"{count!r}")
         if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
             if into is not None:
                 return self._get_into(spec, into)
             return self._get_descriptors(spec, kind, count, scalar)
+        if into is not None or kind is not None:
+            raise DescriptorError(f"get({spec.name}): into= and kind= are for descriptor-valued attributes")
         ct = element_ctype(type_name)
         if scalar:
             n = 1
@@ -252,6 +381,9 @@ class Descriptor:
             n = count
         else:
             n = self._count(spec, type_name)
+            if not 0 <= n <= MAX_GET_COUNT:
+                raise DescriptorError(f"get({spec.name}): cuDNN reports {n} element(s); refusing to read more than "
+                                      f"{MAX_GET_COUNT}")
         buf = (ct * max(n, 1))()  # zero-filled: some Gets write fewer bytes than the type's width
         got = ctypes.c_int64(0)
         self._raw_get(spec, type_name, n, got, buf)
@@ -260,6 +392,23 @@ class Descriptor:
             return bytes(buf[:m]).split(b"\0", 1)[0].decode(errors="replace")
         vals = [_from_c(buf[i], type_name) for i in range(m)]
         return (vals[0] if vals else None) if scalar else vals
+
+    def _check_readable(self, spec: AttributeSpec) -> None:
+        """Refuse reads cuDNN cannot answer: an optional descriptor attribute that was never set (requirements)."""
+        if spec.name in self._attrs:
+            return
+        if self._filled:
+            if spec.name in GET_CRASHES_WHEN_UNSET:
+                raise DescriptorError(
+                    f"cannot read {spec.name} of descriptor #{self.id}: cuDNN filled this {self.kind.name} in, so "
+                    f"cudnn_py cannot tell whether it is set, and reading it unset crashes "
+                    f"({GET_CRASHES_WHEN_UNSET[spec.name]}); read it from the descriptor you built")
+            return
+        if spec.settable and "CUDNN_TYPE_BACKEND_DESCRIPTOR" in spec.types:
+            extra = f" ({GET_CRASHES_WHEN_UNSET[spec.name]})" if spec.name in GET_CRASHES_WHEN_UNSET else ""
+            raise DescriptorError(
+                f"cannot read {spec.name}: it was never set on descriptor #{self.id} ({self.kind.name}), so cuDNN has "
+                f"nothing to return{extra}")
 
     def _count(self, spec: AttributeSpec, type_name: str) -> int:
         got = ctypes.c_int64(0)
@@ -278,11 +427,28 @@ class Descriptor:
                             detail=f"requested {n} element(s) of {type_name}")
 
     def _get_into(self, spec: AttributeSpec, into: list[Descriptor]) -> list[Descriptor]:
+        if not isinstance(into, list):
+            raise DescriptorError(f"get({spec.name}, into=...): into must be a list of Descriptors, not "
+                                  f"{_type_of(into)}")
+        for i, d in enumerate(into):
+            if not isinstance(d, Descriptor):
+                raise DescriptorError(f"get({spec.name}): into[{i}] must be a Descriptor, not {_type_of(d)}")
+            if d.destroyed:
+                raise DescriptorError(f"get({spec.name}): into[{i}] (descriptor #{d.id}) was destroyed")
+            if spec.element_kinds and d.kind.name not in spec.element_kinds:
+                raise DescriptorError(f"get({spec.name}): into[{i}] is a {d.kind.name}; cuDNN copies a "
+                                      f"{' or '.join(spec.element_kinds)} into it")
+            if d is self:
+                raise DescriptorError(f"get({spec.name}): into[{i}] is descriptor #{d.id} itself")
+        if spec.max_count == 1 and len(into) > 1:
+            into = into[:1]  # a scalar is read with exactly one element (schema §4)
         arr = (ctypes.c_void_p * max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
         self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
         for d in into[: got.value]:  # the backend copies finalized descriptors into them
             d.finalized = True
+            d._filled = True
+            d._attrs.clear()  # what was set through the object is gone: cuDNN overwrote it
         return into[: got.value]
 
     def _get_descriptors(self, spec: AttributeSpec, kind: Any, count: int | None, scalar: bool) -> Any:
@@ -291,8 +457,14 @@ class Descriptor:
                 raise DescriptorError(
                     f"{spec.name}: pass kind= (the catalog does not say which descriptor kind it holds)")
             kind = spec.element_kinds[0]
+        k = descriptor_kind(kind)
+        if spec.element_kinds and k.name not in spec.element_kinds:
+            raise DescriptorError(f"get({spec.name}, kind={k.name}): it holds {' or '.join(spec.element_kinds)}; "
+                                  "cuDNN would copy one into a descriptor of another kind")
         n = 1 if scalar else (count if count is not None else self._count(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR"))
-        created = [Descriptor(kind) for _ in range(n)]
+        if not 0 <= n <= MAX_GET_COUNT:
+            raise DescriptorError(f"get({spec.name}): cuDNN reports {n} element(s), more than {MAX_GET_COUNT}")
+        created = [Descriptor(k) for _ in range(n)]
         outs = self._get_into(spec, created)
         for d in created[len(outs):]:
             d.destroy()
@@ -320,45 +492,105 @@ def _pick_type(spec: AttributeSpec, type: str | None) -> str:
     return t
 
 
-def _as_list(value: Any, type_name: str) -> list:
+def _as_list(value: Any, type_name: str, attr: str) -> list:
     if type_name == "CUDNN_TYPE_CHAR":
-        if isinstance(value, str):
-            return list(value.encode())
-        if isinstance(value, (bytes, bytearray)):
-            return list(bytes(value))
-        raise DescriptorError(f"a {type_name} attribute takes str or bytes, not {type(value).__name__}")
+        return values.char_list(attr, value)
     if type_name == "CUDNN_TYPE_FRACTION":
-        items = value if isinstance(value, (list, tuple)) and value and not isinstance(value[0], int) else [value]
-        if isinstance(value, tuple) and len(value) == 2 and all(isinstance(x, int) for x in value):
-            items = [value]
-        out = []
-        for v in items:
-            if isinstance(v, tuple):
-                v = Fraction(*v)
-            out.append(Fraction(v))
-        return out
+        return values.fractions(attr, value)
     if isinstance(value, (list, tuple)):
         return list(value)
-    if hasattr(value, "tolist") and not isinstance(value, (CEnum, enum.Enum)):
-        v = value.tolist()
+    if hasattr(value, "tolist") and not isinstance(value, (CEnum, enum.Enum, Descriptor)):
+        try:
+            v = value.tolist()
+        except Exception as e:
+            raise DescriptorError(f"{attr}: cannot read {_type_of(value)} as a list: {e}") from None
         return v if isinstance(v, list) else [v]
     return [value]
 
 
-def _pointer_value(v: Any, attr: str) -> int:
+def _type_of(v: Any) -> str:
+    if isinstance(v, Descriptor):
+        return f"descriptor #{v.id} ({v.kind.name})"
+    r = repr(v)
+    return f"{type(v).__name__} {r if len(r) <= 40 else r[:37] + '...'}"
+
+
+def _pointer_value(v: Any, attr: str, i: int = 0, n: int = 1, host: bool = False) -> int:
+    """A VOID_PTR element: an int address, None (NULL), a ctypes pointer/object, or an object exposing an int
+    ``ptr`` (a cupy MemoryPointer). Never a Descriptor: its ``ptr`` is a descriptor, not memory, and converting it
+    silently handed cuDNN a descriptor as data."""
+    where = attr if n == 1 else f"{attr} element {i}"
     if v is None:
-        return 0
-    if isinstance(v, int):
-        return v
+        p = 0
+    elif isinstance(v, Descriptor):
+        raise DescriptorError(f"{where} takes a memory address, not a Descriptor (descriptor #{v.id}, {v.kind.name}); "
+                              "a descriptor-valued attribute takes it instead")
+    elif isinstance(v, (bool, float, complex, str, bytes, enum.Enum)):
+        raise DescriptorError(f"{where} takes a memory address (an int), not {_type_of(v)}")
+    elif isinstance(v, int):
+        p = int(v)
+    elif isinstance(v, ctypes.c_void_p):
+        p = v.value or 0
+    elif isinstance(v, (ctypes.Array, ctypes.Structure, ctypes._SimpleCData)):
+        p = ctypes.addressof(v)
+    else:
+        ptr = getattr(v, "ptr", None)
+        if isinstance(ptr, bool) or not isinstance(ptr, int):
+            raise DescriptorError(f"{where}: cannot use {_type_of(v)} as a pointer (pass an int address)")
+        p = int(ptr)
+    if not 0 <= p < 1 << 64:
+        raise DescriptorError(f"{where}: {p} is not a 64-bit address")
+    if host and p < MIN_HOST_ADDRESS:
+        raise DescriptorError(
+            f"{where}: {p:#x} cannot be a host address (Linux maps nothing below {MIN_HOST_ADDRESS:#x}); cuDNN "
+            f"dereferences it during the Set ({HOST_POINTER_ATTRIBUTES.get(attr, 'a host pointer')}). Pass the "
+            "scalar as a ctypes object, or its ctypes.addressof()")
+    return p
+
+
+def _handle_value(v: Any, attr: str, i: int = 0, n: int = 1) -> int:
+    """A HANDLE element: a live handle (backend.live). Anything else would be dereferenced by cuDNN."""
     if isinstance(v, ctypes.c_void_p):
-        return v.value or 0
-    if isinstance(v, (ctypes.Array, ctypes.Structure, ctypes._SimpleCData)):
-        return ctypes.addressof(v)
-    for name in ("ptr", "handle"):
-        p = getattr(v, name, None)
-        if isinstance(p, int):
-            return p
-    raise DescriptorError(f"{attr}: cannot use {type(v).__name__} as a pointer (pass an int address)")
+        v = v.value or 0
+    if live.lookup(v) is None:
+        where = attr if n == 1 else f"{attr} element {i}"
+        raise DescriptorError(f"{where}: {live.why_not_live(v)}; only a live handle (create_handle(), or adopted "
+                              "with cudnn_py.backend.handle.adopt_handle()) can go to cuDNN")
+    return int(v.__index__())
+
+
+MAX_GET_COUNT = 1 << 24  # elements one get() reads at most (the largest real answer is a few thousand configs)
+
+# CUDNN_TYPE_* -> converter(attr, type_name, values) -> ctypes array, for the scalar types (values.py)
+_CONVERT: dict[str, Any] = {
+    "CUDNN_TYPE_INT64": values.int_array,
+    "CUDNN_TYPE_INT32": values.int_array,
+    "CUDNN_TYPE_FLOAT": values.float_array,
+    "CUDNN_TYPE_DOUBLE": values.float_array,
+    "CUDNN_TYPE_BOOLEAN": lambda attr, _t, vals: values.bool_array(attr, vals),
+}
+
+# VOID_PTR attributes whose Set takes something else than an array of pointers: attribute -> Descriptor method
+_SPECIAL_VOID_PTR: dict[str, Any] = {
+    "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES": Descriptor._set_override_vectors,
+    "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES": Descriptor._set_override_vectors,
+    "CUDNN_ATTR_TENSOR_CONSTANT_VALUE": Descriptor._set_constant_value,
+}
+
+
+def missing_requirements(kind: str, attrs: Any) -> list[str]:
+    """The requirements (requirements.REQUIRED) of descriptor ``kind`` not met by the attribute names ``attrs``,
+    each in words; requirements on attributes the loaded library lacks are skipped."""
+    out = []
+    rv = runtime_version()
+    for req in REQUIRED.get(kind, ()):
+        if req.when is not None and req.when not in attrs:
+            continue
+        present = [a for a in req.any_of if since(a) <= rv]
+        if not present or any(a in attrs for a in present):
+            continue
+        out.append(" or ".join(present))
+    return out
 
 
 def _from_c(x: Any, type_name: str) -> Any:
@@ -371,17 +603,21 @@ def _from_c(x: Any, type_name: str) -> Any:
     return x
 
 
-def _describe(values: list, type_name: str, scalar: bool) -> Any:
+def _describe(vals: list, type_name: str, scalar: bool) -> Any:
     if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-        out: Any = [f"#{d.id}:{d.kind.name.removeprefix('CUDNN_BACKEND_').removesuffix('_DESCRIPTOR')}" for d in values]
+        out: Any = [f"#{d.id}:{d.kind.name.removeprefix('CUDNN_BACKEND_').removesuffix('_DESCRIPTOR')}" for d in vals]
     elif type_name == "CUDNN_TYPE_CHAR":
-        return bytes(values).decode(errors="replace")
-    elif type_name in ("CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"):
-        out = [hex(_pointer_value(v, "")) for v in values]
+        return bytes(vals).decode(errors="replace")
+    elif type_name == "CUDNN_TYPE_VOID_PTR":
+        out = [hex(_pointer_value(v, "")) for v in vals]
+    elif type_name == "CUDNN_TYPE_HANDLE":
+        out = [hex((v.value or 0) if isinstance(v, ctypes.c_void_p) else int(v)) for v in vals]
     elif type_name in ENUM_OF_TYPE:
-        out = [coerce(ENUM_OF_TYPE[type_name], v).name for v in values]
+        out = [coerce(ENUM_OF_TYPE[type_name], v).name for v in vals]
+    elif type_name == "CUDNN_TYPE_BOOLEAN":
+        out = [bool(v) for v in vals]
     else:
-        out = [str(v) if isinstance(v, Fraction) else v for v in values]
+        out = [str(v) if isinstance(v, Fraction) else v for v in vals]
     return out[0] if scalar and len(out) == 1 else out
 
 

@@ -3,15 +3,26 @@
 
 cuDNN needs a current CUDA context; when the caller has none (no torch/cupy has touched the device yet), the
 device's primary context is made current through cuda.core before ``cudnnCreate``.
+
+Only live handles reach cuDNN (see :mod:`.live`): ``destroy_handle``, ``get_stream``, ``set_stream`` and the
+HANDLE-typed descriptor attributes raise ``ValueError`` for any other int, instead of letting cuDNN dereference it
+(a segfault). A handle is live from ``create_handle`` until ``destroy_handle``; destroying it twice raises instead
+of double-freeing. A handle made by another library (torch's, cupy's, a C extension's) is used through
+:func:`adopt_handle`, which registers it without taking ownership::
+
+    h = cudnn_py.backend.handle.adopt_handle(torch_cudnn_handle_ptr)   # owned=False: destroy_handle(h) refuses
+    ...
+    cudnn_py.backend.handle.forget_handle(h)                           # before its owner destroys it
 """
 from __future__ import annotations
 
 import ctypes
 import threading
 import time
+from typing import Any
 
 from ..errors import CudaUnavailableError
-from . import trace
+from . import live, trace
 from .api import error_for, lib
 
 
@@ -74,37 +85,91 @@ def create_handle(device: int | None = None) -> Handle:
         trace.active.record("cudnnCreate", status, t0, ptr=trace.hexptr(out.value))
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
-    return Handle(int(out.value or 0), dev)
+    if not out.value:
+        raise CudaUnavailableError(f"cudnnCreate succeeded but returned a NULL handle (device {dev})")
+    live.register(out.value, dev, owned=True, origin="create_handle")
+    return Handle(out.value, dev)
+
+
+def live_handle(handle: Any, what: str = "handle") -> int:
+    """The pointer value of ``handle`` if it is live (created by :func:`create_handle` or adopted), else
+    ``ValueError`` naming why not. ``what`` names the caller's argument in the message."""
+    if live.lookup(handle) is None:
+        raise ValueError(f"{what}: {live.why_not_live(handle)}; cuDNN would dereference it")
+    return handle.__index__()
+
+
+def adopt_handle(ptr: Any, device: int | None = None, *, owned: bool = False) -> Handle:
+    """Register a ``cudnnHandle_t`` created outside cudnn_py (by torch, cupy, a C extension) so that cudnn_py
+    accepts it wherever it checks handles. cudnn_py cannot verify that ``ptr`` really is a live cuDNN handle: that
+    is the caller's promise. With ``owned=False`` (the default) :func:`destroy_handle` refuses it — its creator
+    destroys it, after :func:`forget_handle`; with ``owned=True`` cudnn_py may destroy it. Adopting a handle that is
+    already live returns it unchanged."""
+    if isinstance(ptr, bool) or not hasattr(ptr, "__index__"):
+        raise ValueError(f"adopt_handle: a handle is an int (a cudnnHandle_t), not {type(ptr).__name__}")
+    p = ptr.__index__()
+    if not 0 < p < 1 << 64:
+        raise ValueError(f"adopt_handle: {p:#x} is not a pointer value")
+    rec = live.lookup(p)
+    if rec is not None:
+        return Handle(p, rec.device if rec.device is not None else (device or 0))
+    live.register(p, device, owned=owned, origin="adopt_handle")
+    return Handle(p, device or 0)
+
+
+def forget_handle(handle: Any) -> None:
+    """Unregister a live handle without destroying it (an adopted handle whose creator is about to destroy it)."""
+    p = live_handle(handle, "forget_handle")
+    live.unregister(p, destroyed=False)
+    _drop_defaults(p)
 
 
 def destroy_handle(handle: int) -> None:
+    """``cudnnDestroy`` a handle made by :func:`create_handle`. Raises ``ValueError`` for anything else: an int that
+    is no handle, one destroyed already (a double free), or an adopted handle cudnn_py does not own."""
+    rec = live.lookup(handle)
+    if rec is None:
+        raise ValueError(f"destroy_handle: {live.why_not_live(handle)}")
+    if not rec.owned:
+        raise ValueError(f"destroy_handle: handle 0x{rec.ptr:x} was adopted (adopt_handle(owned=False)); its creator "
+                         "destroys it — call forget_handle() first")
+    if live.unregister(rec.ptr, destroyed=True) is None:  # another thread destroyed it meanwhile
+        raise ValueError(f"destroy_handle: {live.why_not_live(rec.ptr)}")
     t0 = time.perf_counter()
-    status = lib().cudnnDestroy(int(handle))
+    status = lib().cudnnDestroy(rec.ptr)
     if trace.active is not None:
-        trace.active.record("cudnnDestroy", status, t0, handle=trace.hexptr(int(handle)))
+        trace.active.record("cudnnDestroy", status, t0, handle=trace.hexptr(rec.ptr))
     if status != 0:
+        live.register(rec.ptr, rec.device, owned=rec.owned, origin=rec.origin)  # still alive as far as we know
         raise error_for(status, "cudnnDestroy")
-    for key, h in list(_defaults.items()):
-        if int(h) == int(handle):
-            del _defaults[key]
+    _drop_defaults(rec.ptr)
+
+
+def _drop_defaults(ptr: int) -> None:
+    with _defaults_lock:
+        for key, h in list(_defaults.items()):
+            if int(h) == ptr:
+                del _defaults[key]
 
 
 def set_stream(handle: int, stream) -> None:
     """Bind ``stream`` (int, torch/cupy stream, or any ``__cuda_stream__`` object) to ``handle``."""
     from ..interop import stream_ptr
 
+    h = live_handle(handle, "set_stream")
     s = stream_ptr(stream)
     t0 = time.perf_counter()
-    status = lib().cudnnSetStream(int(handle), s)
+    status = lib().cudnnSetStream(h, s)
     if trace.active is not None:
-        trace.active.record("cudnnSetStream", status, t0, handle=trace.hexptr(int(handle)), stream=trace.hexptr(s))
+        trace.active.record("cudnnSetStream", status, t0, handle=trace.hexptr(h), stream=trace.hexptr(s))
     if status != 0:
         raise error_for(status, "cudnnSetStream")
 
 
 def get_stream(handle: int) -> int:
+    h = live_handle(handle, "get_stream")
     out = ctypes.c_void_p()
-    status = lib().cudnnGetStream(int(handle), ctypes.byref(out))
+    status = lib().cudnnGetStream(h, ctypes.byref(out))
     if status != 0:
         raise error_for(status, "cudnnGetStream")
     return out.value or 0

@@ -7,6 +7,7 @@ Facts from ``cudnn_graph.h`` (each type's ``/**< ... value. */`` comment) and th
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 
 class cudnnFraction_t(ctypes.Structure):
@@ -63,3 +64,46 @@ def element_ctype(type_name: str):
         return _SCALAR_CTYPE[type_name]
     except KeyError:
         raise ValueError(f"unknown attribute type {type_name!r}") from None
+
+
+# CUDNN_TYPE_* -> the inclusive range of its C integer type (ctypes wraps anything outside silently)
+INT_RANGE = {
+    "CUDNN_TYPE_INT64": (-(1 << 63), (1 << 63) - 1),
+    "CUDNN_TYPE_INT32": (-(1 << 31), (1 << 31) - 1),
+}
+
+
+class StdVector(ctypes.Structure):
+    """The layout of a C++ ``std::vector<T>`` in libstdc++ and libc++ on 64-bit Linux: three pointers (begin, end,
+    end of storage). cuDNN's ``CUDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES`` / ``_STRIDES`` read their
+    ``arrayOfElements`` as a ``const std::vector<std::vector<int64_t>>*`` (graph_flow.md §5.3; probed on 9.28: the
+    backend copies it during the Set, so the memory only has to outlive the call)."""
+
+    _fields_ = [("begin", ctypes.c_void_p), ("end", ctypes.c_void_p), ("end_of_storage", ctypes.c_void_p)]
+
+
+class Int64VectorVector:
+    """A ``std::vector<std::vector<int64_t>>`` built in ctypes memory from rows of ints (the override shapes or
+    strides of a variant pack, one row per overridden tensor). ``ref`` is what goes to cuDNN as
+    ``arrayOfElements``; the object keeps every buffer alive."""
+
+    __slots__ = ("rows", "_inner", "_vectors", "outer")
+
+    def __init__(self, rows: list[list[int]]):
+        self.rows = [list(r) for r in rows]
+        self._inner = [(ctypes.c_int64 * max(len(r), 1))(*r) for r in self.rows]
+        self._vectors = (StdVector * max(len(self.rows), 1))()
+        for vec, row, buf in zip(self._vectors, self.rows, self._inner):
+            base = ctypes.addressof(buf)
+            vec.begin, vec.end, vec.end_of_storage = base, base + 8 * len(row), base + 8 * len(row)
+        base = ctypes.addressof(self._vectors)
+        end = base + ctypes.sizeof(StdVector) * len(self.rows)
+        self.outer = StdVector(base, end, end)
+
+    @property
+    def ref(self) -> Any:
+        return ctypes.byref(self.outer)
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.outer)
