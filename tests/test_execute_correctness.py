@@ -320,6 +320,18 @@ class FakeHandles:
         return self.streams.get(int(handle), 0)
 
 
+@pytest.fixture(autouse=True)
+def registered_fake_handles(monkeypatch):
+    """The fake handle values these tests pass are registered as live (cudnn_py refuses unregistered handles);
+    the registry is restored afterwards."""
+    from cudnn_py.backend import live
+
+    monkeypatch.setattr(live, "_live", dict(live._live))
+    monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    for h in [HANDLE, 0x55, 0x77] + [0x1000 + i for i in range(16)]:
+        live.register(h, None, owned=False, origin="adopt_handle")
+
+
 @pytest.fixture
 def handles(monkeypatch):
     fh = FakeHandles()
@@ -762,3 +774,14 @@ def test_untyped_cuda_core_buffers_are_bound_as_raw_memory_of_the_right_size():
         _check_operand(t, operand_info(buffer(1000)))
     with pytest.raises(ValueError, match="host"):
         _check_operand(t, operand_info(buffer(1024, on_device=False)))
+
+
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_an_unregistered_handle_never_reaches_cudnn(path, torch):
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = operands()
+    run({A: a, B: b, C: c})
+    with pytest.raises(ValueError, match=r"execute\(handle=...\): 0x999 is not a handle created by"):
+        run({A: a, B: b, C: c}, handle=0x999)
+    assert len(ex._backend_execute.calls) == 1

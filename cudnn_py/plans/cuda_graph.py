@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import api, versions
+from ..backend.handle import live_handle
 from ..interop import data_ptr
 
 POPULATE, UPDATE = "cudnnBackendPopulateCudaGraph", "cudnnBackendUpdateCudaGraph"
@@ -65,6 +66,7 @@ def _variant_pack(executor: Any, plan: Any, variant_pack: dict, workspace: Any) 
 def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace: Any, cuda_graph: Any) -> Any:
     """Record ``plan`` into the empty graph ``cuda_graph``; returns the variant pack the graph was recorded with."""
     versions.require(POPULATE, what="populate_cuda_graph()")
+    handle = live_handle(handle, "populate_cuda_graph(handle=...)")
     rt = _runtime()
     graph = graph_handle(cuda_graph)
     nodes = _check(rt.cudaGraphGetNodes(graph, 0), "cudaGraphGetNodes")
@@ -86,6 +88,7 @@ def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspac
 def update(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace: Any, cuda_graph: Any) -> Any:
     """Point the graph ``populate`` made at other buffers."""
     versions.require(UPDATE, what="update_cuda_graph()")
+    handle = live_handle(handle, "update_cuda_graph(handle=...)")
     rt = _runtime()
     graph = graph_handle(cuda_graph)
     roots = _check(rt.cudaGraphGetRootNodes(graph, 0), "cudaGraphGetRootNodes")

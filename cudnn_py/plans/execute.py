@@ -37,6 +37,8 @@ from typing import Any
 from ..backend import Descriptor, trace
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
+from ..backend.handle import live_handle
+from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
 from ..enums import dtype_info
 from ..interop import (
     KDL_CPU,
@@ -276,6 +278,8 @@ class Executor:
         stream = None
         if handle is None:
             handle = self.graph_handle
+        if handle is not None and handle not in _live_handles:  # cuDNN dereferences it unchecked
+            live_handle(handle, "execute(handle=...)")
         if handle is None:
             state = _default_handle_on(placement)
             handle, stream = state.handle, state.stream
@@ -339,6 +343,7 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
+        live_handles = _live_handles
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -379,6 +384,8 @@ class Executor:
                     if placement is None:
                         placement = where
             stream, h = None, handle  # `handle` stays the caller's: the slow path gets what the caller gave
+            if h is not None and h not in live_handles:  # the slow path raises, naming why
+                return slow(variant_pack, workspace, handle)
             if h is None:
                 h = graph_handle
                 if h is None:
