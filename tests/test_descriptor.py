@@ -268,3 +268,12 @@ def test_tracing_survives_a_finalizer_during_a_record():
     assert len(destroyed) == 1
     seqs = [r["seq"] for r in recs]
     assert len(set(seqs)) == len(seqs)
+
+
+def test_set_on_a_destroyed_finalized_descriptor_says_destroyed():
+    t = (Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR").set("CUDNN_ATTR_TENSOR_DATA_TYPE", "CUDNN_DATA_FLOAT")
+         .set("CUDNN_ATTR_TENSOR_DIMENSIONS", [2, 3]).set("CUDNN_ATTR_TENSOR_STRIDES", [3, 1])
+         .set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 1).set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", 16).finalize())
+    t.destroy()
+    with pytest.raises(DescriptorError, match="was destroyed"):
+        t.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 2)

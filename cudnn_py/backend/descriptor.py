@@ -179,6 +179,8 @@ class Descriptor:
         self._check_attribute(spec)
         if not spec.settable:
             raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
+        if not self._finalizer.alive:  # before the finalized check: "destroyed" is the truth for a dead one
+            raise DescriptorError(f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) was destroyed")
         if self.finalized:
             raise DescriptorError(
                 f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
