@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 
 from ..errors import CudaUnavailableError
 from . import trace
@@ -68,20 +67,20 @@ def create_handle(device: int | None = None) -> Handle:
     """``cudnnCreate`` on the current (or given) device."""
     dev = ensure_context(device)
     out = ctypes.c_void_p()
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnCreate")
     status = lib().cudnnCreate(ctypes.byref(out))
-    if trace.active is not None:
-        trace.active.record("cudnnCreate", status, t0, ptr=trace.hexptr(out.value))
+    if call is not None:
+        call.end(status, ptr=trace.hexptr(out.value))
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
     return Handle(int(out.value or 0), dev)
 
 
 def destroy_handle(handle: int) -> None:
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnDestroy", handle=trace.hexptr(int(handle)))
     status = lib().cudnnDestroy(int(handle))
-    if trace.active is not None:
-        trace.active.record("cudnnDestroy", status, t0, handle=trace.hexptr(int(handle)))
+    if call is not None:
+        call.end(status)
     if status != 0:
         raise error_for(status, "cudnnDestroy")
     for key, h in list(_defaults.items()):
@@ -94,10 +93,11 @@ def set_stream(handle: int, stream) -> None:
     from ..interop import stream_ptr
 
     s = stream_ptr(stream)
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin(
+        "cudnnSetStream", handle=trace.hexptr(int(handle)), stream=trace.hexptr(s))
     status = lib().cudnnSetStream(int(handle), s)
-    if trace.active is not None:
-        trace.active.record("cudnnSetStream", status, t0, handle=trace.hexptr(int(handle)), stream=trace.hexptr(s))
+    if call is not None:
+        call.end(status)
     if status != 0:
         raise error_for(status, "cudnnSetStream")
 
