@@ -95,9 +95,15 @@ def loaded_path_of(soname: str) -> str | None:
     anything (RTLD_NOLOAD)."""
     try:
         handle = ctypes.CDLL(soname, mode=getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1))
-        dlinfo = ctypes.CDLL(None).dlinfo
-    except (OSError, AttributeError):
+    except OSError:
         return None
+    try:
+        dlinfo = ctypes.CDLL(None).dlinfo  # glibc >= 2.34; before that, in libdl
+    except AttributeError:
+        try:
+            dlinfo = ctypes.CDLL("libdl.so.2").dlinfo
+        except (OSError, AttributeError):
+            return None
     lm = ctypes.POINTER(_LinkMap)()
     dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     if dlinfo(handle._handle, 2, ctypes.byref(lm)) != 0 or not lm:  # 2 = RTLD_DI_LINKMAP
