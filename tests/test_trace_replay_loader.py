@@ -230,6 +230,37 @@ def test_gc_destroy_during_a_write_keeps_begin_and_end_paired():
     assert [c["desc"] for c in calls if c["fn"] == "cudnnBackendDestroyDescriptor"].count(victim) == 1
 
 
+def test_forked_child_traces_a_new_run_even_if_the_lock_was_held(tmp_path):
+    """A fork while another thread holds the tracer's lock must not deadlock the child's first traced call."""
+    path = tmp_path / "fork.jsonl"
+    r = run("""
+        import os, threading
+        from cudnn_py.backend import Descriptor, trace
+        d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+        held, release = threading.Event(), threading.Event()
+        def hold():
+            with trace.active._lock:
+                held.set(); release.wait()
+        threading.Thread(target=hold, daemon=True).start(); held.wait()
+        pid = os.fork()
+        if pid == 0:
+            Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+            os._exit(0)
+        release.set()
+        _, status = os.waitpid(pid, 0)
+        print("child exit", status)
+    """, timeout=60, CUDNN_PY_TRACE=str(path))
+    assert r.returncode == 0 and "child exit 0" in r.stdout, r
+    starts = [x for x in lines_of(path) if x["phase"] == "start"]
+    assert len(starts) == 2 and starts[0]["pid"] != starts[1]["pid"]
+    # the two processes' lines interleave in one file; pid keeps their runs apart
+    calls = trace.calls(path)
+    assert len(calls) == 3 and not [c for c in calls if c.get("open")]
+    assert replay.load(str(path)).crashed_at is None
+    rp = cli("replay", str(path))
+    assert rp.returncode == 0 and "replayed 3 call(s)" in rp.stdout, rp
+
+
 # =================================================================================================== crash + replay
 CRASH = """
     import ctypes
@@ -293,6 +324,8 @@ def test_replay_of_a_good_trace_in_a_child(tmp_path):
         g.validate()
         og = g.session.lowered.operation_graph
         assert og.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT") > 0
+        with pytest.raises(cudnn.backend.NotSupportedError):  # a descriptor Get (its count), failing: replayed too
+            og.get("CUDNN_ATTR_OPERATIONGRAPH_OPS", kind="CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")
         t = tensor(1)
         assert t.get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [1, 4, 8]
         t.destroy()

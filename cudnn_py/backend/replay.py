@@ -241,10 +241,20 @@ def load(path: str) -> Trace:
         raw = fh.read()
     lines = raw.split(b"\n")
     last = max((i for i, b in enumerate(lines, 1) if b.strip()), default=0)
-    run = 0
-    open_by_seq: dict[int, Record] = {}
-    kinds: dict[int, str] = {}
-    stopped: dict[int, bool] = {0: False}
+    runs = 0
+    current: dict[Any, int] = {}  # pid -> its current run (runs are numbered from 1 in file order)
+    open_by_seq: dict[int, dict[int, Record]] = {}  # run -> its begun calls by seq
+    kinds: dict[int, dict[int, str]] = {}  # run -> descriptor id -> kind
+    stopped: dict[int, bool] = {}
+
+    def run_of(pid: Any, new: bool = False) -> int:
+        nonlocal runs
+        if new or pid not in current:
+            runs += 1
+            current[pid] = runs
+            open_by_seq[runs], kinds[runs], stopped[runs] = {}, {}, False
+        return current[pid]
+
     for i, b in enumerate(lines, 1):
         if not b.strip():
             continue
@@ -265,26 +275,28 @@ def load(path: str) -> Trace:
             if not isinstance(r, dict):
                 raise _Bad("a record must be a JSON object")
             phase = r.get("phase")
+            pid = r.get("pid")
+            if pid is not None:
+                _int(pid, "pid", 0)
             if phase == "start":
-                run += 1
-                open_by_seq, kinds = {}, {}
-                stopped[run] = False
+                run_of(pid, new=True)
             elif phase == "stop":
-                stopped[run] = True
+                stopped[run_of(pid)] = True
             elif phase in ("begin", None):
+                run = run_of(pid)
                 seq = _int(r.get("seq"), "seq", 0)
-                if phase == "begin" and seq in open_by_seq:
+                if phase == "begin" and seq in open_by_seq[run]:
                     raise _Bad(f"a second begin record for seq {seq}")
-                fn, fields = _check_record(r, kinds)
+                fn, fields = _check_record(r, kinds[run])
                 rec = Record(line=i, run=run, seq=seq, fn=fn, fields=fields)
                 trace.records.append(rec)
                 if phase is None:  # the older one-line-per-call format: begin and end in one
                     _check_end(rec, r)
                 else:
-                    open_by_seq[seq] = rec
+                    open_by_seq[run][seq] = rec
             elif phase == "end":
                 seq = _int(r.get("seq"), "seq", 0)
-                begun = open_by_seq.pop(seq, None)
+                begun = open_by_seq[run_of(pid)].pop(seq, None)
                 if begun is None:
                     raise _Bad(f"end record for seq {seq} without its begin record")
                 _check_end(begun, r)
@@ -297,10 +309,12 @@ def load(path: str) -> Trace:
             break
     if errors:
         raise TraceError(errors)
-    if trace.records:
-        end = trace.records[-1]
-        if not end.done and not stopped.get(end.run, False):
-            trace.crashed_at = end  # its begin record was the last thing the traced process wrote
+    final: dict[int, Record] = {}
+    for rec in trace.records:
+        final[rec.run] = rec
+    died = [rec for run, rec in final.items() if not rec.done and not stopped.get(run, False)]
+    if died:  # a run that never stopped, whose last record is a begin: the process died in that call
+        trace.crashed_at = max(died, key=lambda rec: rec.line)
     return trace
 
 
@@ -310,7 +324,7 @@ class _Replayer:
         self.trace, self.out, self.progress = trace, out, progress
         self.descs: dict[int, Descriptor] = {}
         self.handles: dict[int, Any] = {}
-        self.run = -1
+        self.runs: dict[int, tuple[dict[int, Descriptor], dict[int, Any]]] = {}  # per run: its descriptors, handles
         self.replayed = self.skipped = self.refused = 0
         self.mismatches: list[str] = []
         self.skips: dict[str, int] = {}
@@ -322,9 +336,7 @@ class _Replayer:
 
     def run_all(self) -> None:
         for index, rec in enumerate(self.trace.records):
-            if rec.run != self.run:
-                self.run = rec.run
-                self.descs, self.handles = {}, {}
+            self.descs, self.handles = self.runs.setdefault(rec.run, ({}, {}))
             if self.progress is not None:
                 os.pwrite(self.progress, f"{index:12d} {rec.line:12d}\n".encode(), 0)
             self.one(rec)

@@ -8,15 +8,16 @@ Turn it on for the whole process with ``CUDNN_PY_TRACE=/path/file.jsonl`` (appen
 **Record format** (one JSON object per line; ``seq`` numbers the calls of one traced run, from 1):
 
 * ``{"phase":"start","seq":0,"pid":…,"cudnn_py":"0.1.0"}`` — written before the first call of a run (one per
-  tracer, and again in a forked child). Descriptor ids and ``seq`` restart at each start record.
-* ``{"seq":N,"phase":"begin","fn":…, <inputs>}`` — written **and flushed before** the C function is entered, with
-  every input: ``desc`` (descriptor id, stable for the process), ``kind``, ``attr``, ``type``, ``count``,
+  tracer, and again in a forked child). A run is (pid, the start record): its ``seq`` and descriptor ids are its
+  own; lines of several processes appending to one file may interleave, and ``pid`` sorts them out.
+* ``{"seq":N,"phase":"begin","pid":…,"fn":…, <inputs>}`` — written **and flushed before** the C function is
+  entered, with every input: ``desc`` (descriptor id, stable for the process), ``kind``, ``attr``, ``type``, ``count``,
   ``values`` (pointers as hex strings, descriptors as ``{"ptr":…, "desc": id}``), ``handle``, ``plan``, ….
-* ``{"seq":N,"phase":"end","fn":…,"status":…,"status_name":…,"us":…, <outputs>}`` — written (and flushed) when
+* ``{"seq":N,"phase":"end","pid":…,"fn":…,"status":…,"status_name":…,"us":…, <outputs>}`` — written (and flushed) when
   the call returns: the status, the duration in µs, and what the call produced (``ptr`` of a created descriptor
   or handle; ``returned`` and ``values`` of a Get).
-* ``{"phase":"stop","seq":N,"open":[…]}`` — written when a tracer stops (the ``tracing()`` block exits, ``stop()``,
-  or interpreter exit); ``open`` lists the seqs of calls still running in other threads.
+* ``{"phase":"stop","seq":N,"pid":…,"open":[…]}`` — written when a tracer stops (the ``tracing()`` block exits,
+  ``stop()``, or interpreter exit); ``open`` lists the seqs of calls still running in other threads.
 
 So the trace of a process that crashed in a cuDNN call ends with that call's ``begin`` record and no ``stop``;
 ``python -m cudnn_py replay`` says so, and replays in a child process to see whether the crash reproduces.
@@ -32,7 +33,7 @@ Blocks may exit in any order: the innermost open one is the active tracer, and a
 
 Off by default: the hot paths test one module global (``active``) and do nothing else when it is None::
 
-    call = trace.begin("cudnnBackendFinalize", desc=d.id, kind=...) if trace.active is not None else None
+    call = None if trace.active is None else trace.begin("cudnnBackendFinalize", desc=d.id, kind=...)
     status = lib().cudnnBackendFinalize(ptr)
     if call is not None:
         call.end(status)
@@ -70,6 +71,16 @@ def _warn(message: str) -> None:
     except Exception:
         with contextlib.suppress(Exception):
             sys.stderr.write(f"RuntimeWarning: {message}\n")
+
+
+def _evaluate(v: Any) -> Any:
+    """A field's value; a callable field is called, and if that fails the record says so instead."""
+    if not callable(v):
+        return v
+    try:
+        return v()
+    except Exception as e:
+        return f"<not recorded: {type(e).__name__}: {e}>"
 
 
 def _refresh() -> None:
@@ -176,6 +187,7 @@ class Tracer:
         self._pending: list[str] = []
         self._started = False
         self._open = set()
+        self._pid = os.getpid()
 
     # ---------------------------------------------------------------------------------------------- records
     def begin(self, fn: str, **fields: Any) -> Call | None:
@@ -187,10 +199,9 @@ class Tracer:
                 # the call will load libcudnn first; if that fails it never reaches cuDNN: trace nothing
                 loader.load_library()
             seq = next(self._seq)
-            rec: dict[str, Any] = {"seq": seq, "phase": "begin", "fn": fn}
+            rec: dict[str, Any] = {"seq": seq, "phase": "begin", "pid": self._pid, "fn": fn}
             for k, v in fields.items():
-                if callable(v):
-                    v = v()
+                v = _evaluate(v)
                 if v is not None:
                     rec[k] = v
             line = json.dumps(rec, separators=(",", ":"), default=str) + "\n"
@@ -208,7 +219,7 @@ class Tracer:
         if not self.alive:
             return
         try:
-            rec: dict[str, Any] = {"seq": call.seq, "phase": "end", "fn": call.fn}
+            rec: dict[str, Any] = {"seq": call.seq, "phase": "end", "pid": self._pid, "fn": call.fn}
             if status is not None:
                 from ..errors import status_name
 
@@ -216,8 +227,7 @@ class Tracer:
                 rec["status_name"] = status_name(status)
             rec["us"] = round(us, 2)
             for k, v in outputs.items():
-                if callable(v):
-                    v = v()
+                v = _evaluate(v)
                 if v is not None:
                     rec[k] = v
             line = json.dumps(rec, separators=(",", ":"), default=str) + "\n"
@@ -245,7 +255,7 @@ class Tracer:
                 if not self._started:
                     self._started = True
                     version = getattr(sys.modules.get("cudnn_py"), "__version__", None)
-                    head = {"phase": "start", "seq": 0, "pid": os.getpid(), "cudnn_py": version}
+                    head = {"phase": "start", "seq": 0, "pid": self._pid, "cudnn_py": version}
                     sep = "\n" if getattr(self._stream, "after_partial_line", False) else ""
                     self._stream.write(sep + json.dumps(head, separators=(",", ":")) + "\n")
                 self._stream.write(line)
@@ -271,7 +281,7 @@ class Tracer:
         """Write the stop record (if anything was traced), then close the stream if this tracer opened it."""
         with self._lock:
             if self.alive and self._started:
-                stop = {"phase": "stop", "seq": next(self._seq) - 1, "open": sorted(self._open)}
+                stop = {"phase": "stop", "seq": next(self._seq) - 1, "pid": self._pid, "open": sorted(self._open)}
                 line = json.dumps(stop, separators=(",", ":")) + "\n"
                 try:
                     self._stream.write(line)
@@ -350,7 +360,7 @@ def read(lines: Iterable[str]) -> list[dict[str, Any]]:
     """Merge trace lines into one dict per call, in begin order (markers and unparsable lines are dropped).
     A call with no end record gets ``"open": True``. Also reads the older one-line-per-call format."""
     calls: list[dict[str, Any]] = []
-    by_seq: dict[int, dict[str, Any]] = {}
+    runs: dict[Any, dict[Any, dict[str, Any]]] = {}  # pid -> the begun calls of its current run, by seq
     for line in lines:
         try:
             r = json.loads(line)
@@ -359,18 +369,19 @@ def read(lines: Iterable[str]) -> list[dict[str, Any]]:
         if not isinstance(r, dict):
             continue
         phase = r.get("phase")
+        pid = r.get("pid")
         if phase == "start":
-            by_seq = {}
+            runs[pid] = {}
         elif phase == "begin":
             rec = {k: v for k, v in r.items() if k != "phase"}
             rec["open"] = True
-            by_seq[r.get("seq")] = rec  # type: ignore[index]
+            runs.setdefault(pid, {})[r.get("seq")] = rec
             calls.append(rec)
         elif phase == "end":
-            begun = by_seq.get(r.get("seq"))  # type: ignore[arg-type]
+            begun = runs.get(pid, {}).get(r.get("seq"))
             if begun is not None:
                 begun.pop("open", None)
-                begun.update({k: v for k, v in r.items() if k not in ("phase", "seq", "fn")})
+                begun.update({k: v for k, v in r.items() if k not in ("phase", "seq", "fn", "pid")})
         elif phase is None and "fn" in r:
             calls.append(r)
     return calls
