@@ -423,6 +423,7 @@ MALFORMED = {
     "kind-changed": (TENSOR[:1] + [F(1, "POINTWISE")], "was created as CUDNN_BACKEND_TENSOR_DESCRIPTOR"),
     "unknown-kind": ([C(1, "NOT_A_KIND")], "unknown descriptor kind"),
     "not-an-object": ([], "a record must be a JSON object"),
+    "nested-too-deep": ([], "not valid JSON"),
 }
 
 
@@ -433,6 +434,9 @@ def test_malformed_records_are_refused_before_any_backend_call(tmp_path, name):
     if name == "not-an-object":
         with open(path, "a") as f:
             f.write("[1, 2]\n")
+    if name == "nested-too-deep":
+        with open(path, "a") as f:
+            f.write("[" * 100000 + "]" * 100000 + "\n")
     out = io.StringIO()
     gc.collect()
     with tracing(io.StringIO()) as t:

@@ -260,7 +260,7 @@ def load(path: str) -> Trace:
             continue
         try:
             r = json.loads(b.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             if i == last and not raw.endswith(b"\n"):
                 trace.notes.append(f"{path}:{i}: the last line is truncated (the traced process died while writing "
                                    "it?); replaying everything before it")
