@@ -71,6 +71,7 @@ def info(out=sys.stdout) -> int:
 
         p(f"libcudnn: {lib.path}")
         p(f"  found via: {lib.found_via}")
+        p(f"  vetted: {lib.vetted}")
         p(f"  version: {lib.version_string} ({lib.version}); built with CUDA runtime {lib.cudart_version}")
         p(f"  bindings generated from cuDNN {HEADER_VERSION_STRING} headers")
         try:
@@ -111,15 +112,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cudnn_py")
     sub = ap.add_subparsers(dest="cmd")
     sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs")
-    rp = sub.add_parser("replay", help="replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses")
+    rp = sub.add_parser("replay", help="replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses "
+                                       "(in a child process: a crash is reported, naming the record)")
     rp.add_argument("trace")
+    rp.add_argument("--in-process", action="store_true", help="replay in this process (a crash kills it)")
+    rp.add_argument("--progress", help=argparse.SUPPRESS)  # used by the parent of an isolated replay
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         return info()
     if args.cmd == "replay":
-        from .backend.replay import replay
+        from .backend import replay
 
-        return replay(args.trace)
+        if args.in_process:
+            return replay.replay_in_process(args.trace, progress=args.progress)
+        return replay.replay(args.trace)
     return 2
 
 

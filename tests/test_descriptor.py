@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import gc
 import io
-import json
 
 import pytest
 
 import cudnn_py
 from cudnn_py import backend
-from cudnn_py.backend import Descriptor, DescriptorError, UnsupportedAttributeError, enums, tracing
+from cudnn_py.backend import Descriptor, DescriptorError, UnsupportedAttributeError, enums, trace, tracing
 from cudnn_py.errors import BadParamError, CudnnError, NotSupportedError
 
 
@@ -185,7 +184,7 @@ def test_garbage_collection_destroys(tmp_path):
         desc_id = t.id
         del t
         gc.collect()
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    recs = trace.calls(path)
     destroyed = [r for r in recs if r["fn"] == "cudnnBackendDestroyDescriptor" and r["desc"] == desc_id]
     assert len(destroyed) == 1 and destroyed[0]["status"] == 0
 
@@ -203,7 +202,7 @@ def test_trace_records_and_replay(tmp_path):
                 "CUDNN_ATTR_REDUCTION_OPERATOR", "CUDNN_REDUCE_TENSOR_NORM2").finalize()
         except NotSupportedError:
             pass
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    recs = trace.calls(path)
     fns = {r["fn"] for r in recs}
     assert {"cudnnBackendCreateDescriptor", "cudnnBackendSetAttribute", "cudnnBackendFinalize"} <= fns
     dims = next(r for r in recs if r.get("attr") == "CUDNN_ATTR_TENSOR_DIMENSIONS")
@@ -263,7 +262,7 @@ def test_tracing_survives_a_finalizer_during_a_record():
     t.start()
     t.join(20)
     assert done.is_set(), "tracing deadlocked on a nested record"
-    recs = [json.loads(line) for line in stream.getvalue().splitlines()]
+    recs = trace.read(stream.getvalue().splitlines())
     destroyed = [r for r in recs if r["fn"] == "cudnnBackendDestroyDescriptor" and r["desc"] == stream.victim_id]
     assert len(destroyed) == 1
     seqs = [r["seq"] for r in recs]

@@ -4,7 +4,6 @@ binding — everything short of heuristics, plans and execution, which need the 
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 import pytest
@@ -94,7 +93,7 @@ def test_every_pointwise_mode_lowers(method):
         low = lowered(g)
     (desc,) = low.operations
     assert desc.kind.name == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR" and desc.finalized
-    sent = [json.loads(line) for line in buf.getvalue().splitlines()]
+    sent = cudnn.backend.trace.read(buf.getvalue().splitlines())
     modes = [r["values"] for r in sent if r.get("attr") == "CUDNN_ATTR_POINTWISE_MODE"]
     assert modes == [[mode]]  # what reached the backend
     ports = {r["attr"] for r in sent if r.get("kind") == "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR" and "attr" in r}
@@ -226,7 +225,7 @@ def test_validate_is_traced(tmp_path):
     g.sigmoid(x).set_output(True)
     with cudnn.backend.tracing(buf):
         g.validate()
-    recs = [json.loads(line) for line in buf.getvalue().splitlines()]
+    recs = cudnn.backend.trace.read(buf.getvalue().splitlines())
     finals = [r for r in recs if r["fn"] == "cudnnBackendFinalize"]
     assert finals[-1]["kind"] == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR" and finals[-1]["status"] == 0
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import enum
 import itertools
-import time
 import weakref
 from fractions import Fraction
 from functools import cache
@@ -96,10 +95,10 @@ def _kind_by_name(name: str) -> CEnum:
 
 
 def _destroy_ptr(ptr: int, kind: str, desc_id: int) -> None:
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnBackendDestroyDescriptor", desc=desc_id, kind=kind)
     status = lib().cudnnBackendDestroyDescriptor(ptr)
-    if trace.active is not None:
-        trace.active.record("cudnnBackendDestroyDescriptor", status, t0, desc=desc_id, kind=kind)
+    if call is not None:
+        call.end(status)
 
 
 class Descriptor:
@@ -124,11 +123,11 @@ class Descriptor:
         if since > runtime_version():
             raise UnsupportedAttributeError(self.kind.name, since, runtime_version())
         out = ctypes.c_void_p()
-        t0 = time.perf_counter()
+        call = None if trace.active is None else trace.begin(
+            "cudnnBackendCreateDescriptor", desc=self.id, kind=self.kind.name)
         status = lib().cudnnBackendCreateDescriptor(int(self.kind), ctypes.byref(out))
-        if trace.active is not None:
-            trace.active.record("cudnnBackendCreateDescriptor", status, t0, desc=self.id, kind=self.kind.name,
-                                ptr=trace.hexptr(out.value))
+        if call is not None:
+            call.end(status, ptr=trace.hexptr(out.value))
         if status != 0:
             raise error_for(status, "cudnnBackendCreateDescriptor", kind=self.kind.name)
         if not out.value:
@@ -202,12 +201,13 @@ class Descriptor:
         return self
 
     def _raw_set(self, spec: AttributeSpec, type_name: str, n: int, array: Any, traced: Any = None) -> None:
-        t0 = time.perf_counter()
-        status = lib().cudnnBackendSetAttribute(self.ptr, spec.value, type_value(type_name), n, array)
-        if trace.active is not None:
-            trace.active.record("cudnnBackendSetAttribute", status, t0, desc=self.id, kind=self.kind.name,
-                                attr=spec.name, type=type_name, count=n,
-                                values=_trace_values(array, type_name, n) if traced is None else traced)
+        ptr = self.ptr  # raises once destroyed (before the begin record: no open record for a refused call)
+        call = None if trace.active is None else trace.begin(
+            "cudnnBackendSetAttribute", desc=self.id, kind=self.kind.name, attr=spec.name, type=type_name, count=n,
+            values=(lambda: _trace_values(array, type_name, n)) if traced is None else traced)
+        status = lib().cudnnBackendSetAttribute(ptr, spec.value, type_value(type_name), n, array)
+        if call is not None:
+            call.end(status)
         if status != 0:
             raise error_for(status, "cudnnBackendSetAttribute", kind=self.kind.name, attribute=spec.name,
                             detail=f"{n} element(s) of {type_name}")
@@ -312,10 +312,10 @@ class Descriptor:
             raise DescriptorError(f"descriptor #{self.id} ({self.kind.name}) is already finalized")
         ptr = self.ptr  # raises once destroyed
         self._check_finalizable()
-        t0 = time.perf_counter()
+        call = None if trace.active is None else trace.begin("cudnnBackendFinalize", desc=self.id, kind=self.kind.name)
         status = lib().cudnnBackendFinalize(ptr)
-        if trace.active is not None:
-            trace.active.record("cudnnBackendFinalize", status, t0, desc=self.id, kind=self.kind.name)
+        if call is not None:
+            call.end(status)
         if status != 0:
             raise error_for(status, "cudnnBackendFinalize", kind=self.kind.name,
                             detail=f"attributes set: {', '.join(self._attrs) or 'none'}")
@@ -418,12 +418,12 @@ class Descriptor:
         return got.value
 
     def _raw_get(self, spec: AttributeSpec, type_name: str, n: int, got: ctypes.c_int64, buf: Any) -> None:
-        t0 = time.perf_counter()
+        call = None if trace.active is None else trace.begin(
+            "cudnnBackendGetAttribute", desc=self.id, kind=self.kind.name, attr=spec.name, type=type_name, count=n)
         status = lib().cudnnBackendGetAttribute(self.ptr, spec.value, type_value(type_name), n, ctypes.byref(got), buf)
-        if trace.active is not None:
-            trace.active.record("cudnnBackendGetAttribute", status, t0, desc=self.id, kind=self.kind.name,
-                                attr=spec.name, type=type_name, count=n, returned=got.value,
-                                values=None if buf is None else _trace_values(buf, type_name, min(got.value, n)))
+        if call is not None:
+            call.end(status, returned=got.value,
+                     values=None if buf is None else lambda: _trace_values(buf, type_name, min(got.value, n)))
         if status != 0:
             raise error_for(status, "cudnnBackendGetAttribute", kind=self.kind.name, attribute=spec.name,
                             detail=f"requested {n} element(s) of {type_name}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from typing import Any
 
 from ..errors import CudaUnavailableError
@@ -79,10 +78,10 @@ def create_handle(device: int | None = None) -> Handle:
     """``cudnnCreate`` on the current (or given) device."""
     dev = ensure_context(device)
     out = ctypes.c_void_p()
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnCreate")
     status = lib().cudnnCreate(ctypes.byref(out))
-    if trace.active is not None:
-        trace.active.record("cudnnCreate", status, t0, ptr=trace.hexptr(out.value))
+    if call is not None:
+        call.end(status, ptr=trace.hexptr(out.value))
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
     if not out.value:
@@ -135,10 +134,10 @@ def destroy_handle(handle: int) -> None:
                          "destroys it — call forget_handle() first")
     if live.unregister(rec.ptr, destroyed=True) is None:  # another thread destroyed it meanwhile
         raise ValueError(f"destroy_handle: {live.why_not_live(rec.ptr)}")
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnDestroy", handle=trace.hexptr(rec.ptr))
     status = lib().cudnnDestroy(rec.ptr)
-    if trace.active is not None:
-        trace.active.record("cudnnDestroy", status, t0, handle=trace.hexptr(rec.ptr))
+    if call is not None:
+        call.end(status)
     if status != 0:
         live.register(rec.ptr, rec.device, owned=rec.owned, origin=rec.origin)  # still alive as far as we know
         raise error_for(status, "cudnnDestroy")
@@ -158,10 +157,11 @@ def set_stream(handle: int, stream) -> None:
 
     h = live_handle(handle, "set_stream")
     s = stream_ptr(stream)
-    t0 = time.perf_counter()
+    call = None if trace.active is None else trace.begin("cudnnSetStream", handle=trace.hexptr(h),
+                                                         stream=trace.hexptr(s))
     status = lib().cudnnSetStream(h, s)
-    if trace.active is not None:
-        trace.active.record("cudnnSetStream", status, t0, handle=trace.hexptr(h), stream=trace.hexptr(s))
+    if call is not None:
+        call.end(status)
     if status != 0:
         raise error_for(status, "cudnnSetStream")
 

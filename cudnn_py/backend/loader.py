@@ -2,21 +2,38 @@
 
 Search order (the first hit wins; every attempt is recorded for the error message and ``python -m cudnn_py info``):
 
-1. ``CUDNN_PY_LIBRARY=/abs/path/libcudnn.so.9`` — an explicit override, never second-guessed.
+1. ``CUDNN_PY_LIBRARY=/abs/path/libcudnn.so.9`` — an explicit override: never falls back to another copy.
 2. A copy already mapped into this process (e.g. loaded by torch): loading a second libcudnn next to it
    would give two independent cuDNN states, so it is reused.
 3. ``cuda.pathfinder.load_nvidia_dynamic_lib("cudnn")``: pip wheels (cu12/cu13), conda, ``CUDNN_PATH``, system.
 4. A scan of ``sys.path`` for ``nvidia/cudnn/lib/libcudnn.so.9`` (``pip --target`` installs and embedded
    interpreters whose layout pathfinder does not know).
 
+**Vetting.** A broken install must not kill the process that loads it: a truncated ``libcudnn.so.9`` dies of SIGBUS
+inside ``dlopen``, and a lone ``libcudnn.so.9`` without its sub-libraries aborts in its first call. So before a
+candidate is loaded into this process it is checked: its sub-libraries (:data:`SUBLIBRARIES`) must lie beside it,
+and it is tried once in a child process (``python -I -S -c``: dlopen, the cuDNN symbols, ``cudnnGetVersion``,
+``cudnnGraphVersionCheck``; about 30 ms). The verdict is cached per (path, mtime, size) for the process. A
+rejected candidate is recorded (why, e.g. "a trial load in a child process died of SIGBUS in dlopen") and the search
+goes on, ending in :class:`~cudnn_py.errors.CudnnLibraryNotFoundError` with the whole list. Not vetted: a copy
+already mapped in the process, and everything when ``CUDNN_PY_LIBRARY_VETTED=1`` (the caller vouches for it).
+A library that loads but is not cuDNN (no ``cudnnGetVersion``) is rejected the same way, and unloaded again if this
+loader mapped it; nothing stays bound to a rejected library.
+
 Nothing here runs at ``import cudnn_py``; the first call that needs the library triggers :func:`load_library`.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import json
 import os
+import signal
+import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +41,12 @@ from ..errors import CudnnLibraryNotFoundError, CudnnVersionError, status_name, 
 
 SONAME = "libcudnn.so.9"
 MIN_MAJOR = 9
+# the sub-libraries libcudnn.so.9 dlopens from its own directory for the graph/backend API (the legacy ops/cnn/adv
+# libraries and the newer optional ones are not required)
+SUBLIBRARIES = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
+                "libcudnn_heuristic.so.9")
+SYMBOLS = ("cudnnGetVersion", "cudnnGetCudartVersion", "cudnnGraphVersionCheck", "cudnnBackendCreateDescriptor")
+VET_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -36,6 +59,7 @@ class LoadedLibrary:
     version: int = 0
     cudart_version: int = 0
     attempts: list[tuple[str, str]] = field(default_factory=list)
+    vetted: str = ""  # how the library was checked before loading (or why it was not)
 
     @property
     def version_string(self) -> str:
@@ -62,6 +86,32 @@ def mapped_libraries(fragment: str) -> list[str]:
     return paths
 
 
+class _LinkMap(ctypes.Structure):
+    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
+
+
+def loaded_path_of(soname: str) -> str | None:
+    """The file of the object this process has loaded under ``soname`` (e.g. "libcuda.so.1"), or None. Never loads
+    anything (RTLD_NOLOAD)."""
+    try:
+        handle = ctypes.CDLL(soname, mode=getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1))
+    except OSError:
+        return None
+    try:
+        dlinfo = ctypes.CDLL(None).dlinfo  # glibc >= 2.34; before that, in libdl
+    except AttributeError:
+        try:
+            dlinfo = ctypes.CDLL("libdl.so.2").dlinfo
+        except (OSError, AttributeError):
+            return None
+    lm = ctypes.POINTER(_LinkMap)()
+    dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    if dlinfo(handle._handle, 2, ctypes.byref(lm)) != 0 or not lm:  # 2 = RTLD_DI_LINKMAP
+        return None
+    name = lm.contents.l_name
+    return os.fsdecode(name) if name else None
+
+
 def _candidates_on_sys_path() -> list[str]:
     found = []
     for entry in sys.path:
@@ -71,16 +121,246 @@ def _candidates_on_sys_path() -> list[str]:
     return found
 
 
-def _try_cdll(path: str, attempts: list[tuple[str, str]], how: str) -> ctypes.CDLL | None:
+# ------------------------------------------------------------------------------------------------------- vetting
+_VET_SCRIPT = r"""
+import ctypes, json, resource, sys
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash here is expected: no core dump
+def say(**kw):
+    sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+mode, arg, symbols = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+if mode == "pathfinder":
+    sys.path[:] = json.loads(arg)
+    say(stage="cuda.pathfinder")
     try:
-        return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-    except OSError as e:
-        attempts.append((how, f"{path}: {e}"))
+        from cuda import pathfinder
+        path = pathfinder.load_nvidia_dynamic_lib("cudnn").abs_path
+    except Exception as e:
+        say(error=f"{type(e).__name__}: {e}"); sys.exit(0)
+else:
+    path = arg
+say(stage="dlopen", path=path)
+try:
+    lib = ctypes.CDLL(path)
+except OSError as e:
+    say(error=str(e)); sys.exit(0)
+missing = [s for s in symbols if not hasattr(lib, s)]
+if missing:
+    say(missing=missing); sys.exit(0)
+say(stage="cudnnGetVersion")
+lib.cudnnGetVersion.restype = ctypes.c_size_t
+say(stage="cudnnGraphVersionCheck", version=int(lib.cudnnGetVersion()))
+lib.cudnnGraphVersionCheck.restype = ctypes.c_int
+say(stage="done", check=int(lib.cudnnGraphVersionCheck()))
+"""
+
+_HINTS = {
+    ("dlopen", "SIGBUS"): "the file is truncated or corrupt",
+    ("dlopen", "SIGSEGV"): "the file is corrupt",
+    ("cudnnGetVersion", "SIGABRT"): "its sub-libraries are missing or cannot be loaded",
+    ("cudnnGraphVersionCheck", "SIGABRT"): "its sub-libraries are missing or cannot be loaded",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What trying a candidate in a child process showed. ``reason`` is empty when it is fine."""
+
+    path: str
+    reason: str = ""
+    version: int = 0
+    check: int = 0
+    ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+_verdicts: dict[tuple[str, int, int], Verdict] = {}
+vetting_ms = 0.0  # time this process spent waiting for vetting children (the latency vetting added)
+
+
+def vetting_enabled() -> bool:
+    return os.environ.get("CUDNN_PY_LIBRARY_VETTED", "") not in ("1", "true", "yes")
+
+
+def missing_sublibraries(path: str) -> list[str]:
+    """The required sub-libraries found neither beside ``path`` nor beside the file it links to."""
+    dirs = {os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.realpath(path))}
+    return [s for s in SUBLIBRARIES if not any(os.path.exists(os.path.join(d, s)) for d in dirs)]
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def _run_vet_child(mode: str, arg: str, meanwhile: Callable[[], object] | None = None) -> Verdict:
+    """Try the library in a child process; ``meanwhile`` runs here while the child works (its errors ignored)."""
+    global vetting_ms
+    exe = sys.executable
+    if not exe or not os.path.exists(exe):
+        return Verdict(arg if mode == "path" else "", "")  # cannot vet (embedded interpreter): accept, unvetted
+    flags = ["-I", "-S"] if mode == "path" else ["-I"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.Popen([exe, *flags, "-c", _VET_SCRIPT, mode, arg, ",".join(SYMBOLS)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace")
+    except OSError:
+        return Verdict(arg if mode == "path" else "", "")  # cannot spawn: accept, unvetted
+    try:
+        if meanwhile is not None:
+            t1 = time.perf_counter()
+            with contextlib.suppress(Exception):
+                meanwhile()
+            t0 += time.perf_counter() - t1  # not vetting's time: that work had to be done anyway
+        stdout, stderr = proc.communicate(timeout=VET_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Verdict(arg, f"a trial load in a child process did not finish in {VET_TIMEOUT_S:.0f} s "
+                            "(set CUDNN_PY_LIBRARY_VETTED=1 to skip the trial)")
+    finally:
+        ms = (time.perf_counter() - t0) * 1e3
+        vetting_ms += ms
+    returncode = proc.returncode
+    seen: dict = {}
+    for line in stdout.splitlines():
+        try:
+            seen.update(json.loads(line))
+        except ValueError:
+            pass
+    path = seen.get("path", arg if mode == "path" else "")
+    stage = seen.get("stage", "start-up")
+    if returncode < 0:
+        sig = _signal_name(returncode)
+        hint = _HINTS.get((stage, sig))
+        return Verdict(path, f"a trial load in a child process died of {sig} in {stage}" +
+                       (f" ({hint})" if hint else ""), ms=ms)
+    if "error" in seen:
+        return Verdict(path, str(seen["error"]), ms=ms)
+    if "missing" in seen:
+        return Verdict(path, f"not a cuDNN library (does not export {', '.join(seen['missing'])})", ms=ms)
+    if stage != "done":
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        return Verdict(path, f"a trial load in a child process exited with status {returncode} in {stage}: "
+                             f"{tail}", ms=ms)
+    return Verdict(path, "", int(seen.get("version", 0)), int(seen.get("check", 0)), ms)
+
+
+def _key(path: str) -> tuple[str, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), st.st_mtime_ns, st.st_size
+
+
+def vet(path: str, meanwhile: Callable[[], object] | None = None) -> Verdict:
+    """Check a candidate without loading it into this process (cached per path, mtime and size). ``meanwhile``:
+    work for this process to do while the child runs."""
+    key = _key(path)
+    if key is None:
+        return Verdict(path, "no such file")
+    cached = _verdicts.get(key)
+    if cached is not None:
+        return cached
+    verdict = _run_vet_child("path", path, meanwhile)
+    missing = missing_sublibraries(path)
+    if missing and not verdict.ok:  # (it may still find them elsewhere, e.g. on LD_LIBRARY_PATH: the trial decides)
+        verdict = Verdict(path, f"{verdict.reason}; and sub-libraries it needs are not beside it: "
+                                f"{', '.join(missing)} (a lone {os.path.basename(path)} cannot work)", ms=verdict.ms)
+    _verdicts[key] = verdict
+    return verdict
+
+
+def _pathfinder_candidate() -> str | None:
+    """The file cuda.pathfinder would load for "cudnn" from a wheel or conda, found without loading anything (its
+    find steps are not public API: any failure means "unknown")."""
+    try:
+        from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
+        from cuda.pathfinder._dynamic_libs.search_steps import EARLY_FIND_STEPS, SearchContext, run_find_steps
+
+        found = run_find_steps(SearchContext(LIB_DESCRIPTORS["cudnn"]), EARLY_FIND_STEPS)
+        return str(found.abs_path) if found is not None else None
+    except Exception:
         return None
 
 
-def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]]]:
+def _vet_pathfinder() -> Verdict:
+    path = _pathfinder_candidate()
+    if path is not None:
+        # meanwhile, load what pathfinder would load first anyway (cudnn's dependency): hides most of the trial's time
+        return vet(path, meanwhile=_load_pathfinder_dependencies)
+    verdict = _run_vet_child("pathfinder", json.dumps(sys.path))  # system/CUDNN_PATH search: pathfinder in the child
+    key = _key(verdict.path) if verdict.path else None
+    if key is not None:
+        _verdicts.setdefault(key, verdict)
+    return verdict
+
+
+def _load_pathfinder_dependencies() -> None:
+    from cuda import pathfinder
+
+    pathfinder.load_nvidia_dynamic_lib("cublasLt")
+
+
+def _check_version(path: str, version: int, check: int) -> None:
+    if version // 10000 < MIN_MAJOR:
+        raise CudnnVersionError(f"{path} is cuDNN {version_string(version)}; cudnn_py needs cuDNN {MIN_MAJOR}.x")
+    if check != 0:
+        raise CudnnVersionError(
+            f"cudnnGraphVersionCheck() on {path} returned {status_name(check)}: the cuDNN sub-libraries next to it "
+            "come from different cuDNN versions (mixed wheels or a stale LD_LIBRARY_PATH copy)"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------- loading
+def _is_mapped(path: str) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.realpath(p) == real for p in mapped_libraries(os.path.basename(real)))
+
+
+def _unload(cdll: ctypes.CDLL) -> None:
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(cdll._handle)
+    except Exception:
+        pass
+
+
+def _try_cdll(path: str, attempts: list[tuple[str, str]], how: str, vetted: bool = False) -> ctypes.CDLL | None:
+    """Load ``path`` into the process (after vetting it, where asked) and check it is cuDNN."""
+    if vetted:
+        verdict = vet(path)
+        if not verdict.ok:
+            attempts.append((how, f"{path}: {verdict.reason}"))
+            return None
+        if verdict.version:
+            _check_version(path, verdict.version, verdict.check)  # refused before it is mapped here
+    was_mapped = _is_mapped(path)
+    try:
+        cdll = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as e:
+        attempts.append((how, f"{path}: {e}"))
+        return None
+    missing = [s for s in SYMBOLS if not hasattr(cdll, s)]
+    if missing:
+        attempts.append((how, f"{path}: not a cuDNN library (does not export {', '.join(missing)})"))
+        if not was_mapped:
+            _unload(cdll)
+        return None
+    return cdll
+
+
+def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]], str]:
     attempts: list[tuple[str, str]] = []
+    vetting = vetting_enabled()
+    how_vetted = "in a child process before loading" if vetting else "skipped (CUDNN_PY_LIBRARY_VETTED=1)"
     override = os.environ.get("CUDNN_PY_LIBRARY")
     if override:
         if not os.path.isabs(override):
@@ -88,16 +368,18 @@ def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]]]:
         elif not os.path.isfile(override):
             attempts.append(("CUDNN_PY_LIBRARY", f"{override}: no such file"))
         else:
-            cdll = _try_cdll(override, attempts, "CUDNN_PY_LIBRARY")
+            mapped = _is_mapped(override)
+            cdll = _try_cdll(override, attempts, "CUDNN_PY_LIBRARY", vetted=vetting and not mapped)
             if cdll is not None:
-                return cdll, override, "CUDNN_PY_LIBRARY", attempts
+                return cdll, override, "CUDNN_PY_LIBRARY", attempts, \
+                    "skipped (already loaded in this process)" if mapped else how_vetted
         # An explicit override that fails must not silently fall back to another copy.
         raise CudnnLibraryNotFoundError(_explain(attempts))
     already = [p for p in mapped_libraries("libcudnn.so") if os.path.basename(p).startswith("libcudnn.so")]
     if already:
         cdll = _try_cdll(already[0], attempts, "already loaded in this process")
         if cdll is not None:
-            return cdll, already[0], "already loaded in this process", attempts
+            return cdll, already[0], "already loaded in this process", attempts, "skipped (already loaded)"
     else:
         attempts.append(("already loaded in this process", "no libcudnn.so mapped"))
     try:
@@ -105,25 +387,31 @@ def _locate() -> tuple[ctypes.CDLL, str, str, list[tuple[str, str]]]:
     except ImportError as e:
         attempts.append(("cuda.pathfinder", f"not importable ({e}); install cuda-pathfinder>=1.7"))
     else:
-        try:
-            ld = pathfinder.load_nvidia_dynamic_lib("cudnn")
-        except Exception as e:
-            attempts.append(("cuda.pathfinder", f"{type(e).__name__}: {e}"))
+        verdict = _vet_pathfinder() if vetting else None
+        if verdict is not None and not verdict.ok:
+            attempts.append(("cuda.pathfinder", f"{verdict.path or SONAME}: {verdict.reason}"))
         else:
-            if ld.abs_path:
-                cdll = _try_cdll(ld.abs_path, attempts, "cuda.pathfinder")
-                if cdll is not None:
-                    return cdll, ld.abs_path, f"cuda.pathfinder ({ld.found_via})", attempts
+            if verdict is not None and verdict.version:
+                _check_version(verdict.path, verdict.version, verdict.check)
+            try:
+                ld = pathfinder.load_nvidia_dynamic_lib("cudnn")
+            except Exception as e:
+                attempts.append(("cuda.pathfinder", f"{type(e).__name__}: {e}"))
             else:
-                attempts.append(("cuda.pathfinder", "loaded but reported no path"))
+                if ld.abs_path:
+                    cdll = _try_cdll(ld.abs_path, attempts, "cuda.pathfinder")
+                    if cdll is not None:
+                        return cdll, ld.abs_path, f"cuda.pathfinder ({ld.found_via})", attempts, how_vetted
+                else:
+                    attempts.append(("cuda.pathfinder", "loaded but reported no path"))
     scanned = _candidates_on_sys_path()
     if not scanned:
         attempts.append(("sys.path scan",
                          f"no nvidia/cudnn/lib/{SONAME} under any of {len(sys.path)} sys.path entries"))
     for p in scanned:
-        cdll = _try_cdll(p, attempts, "sys.path scan")
+        cdll = _try_cdll(p, attempts, "sys.path scan", vetted=vetting)
         if cdll is not None:
-            return cdll, p, "sys.path scan", attempts
+            return cdll, p, "sys.path scan", attempts, how_vetted
     raise CudnnLibraryNotFoundError(_explain(attempts))
 
 
@@ -145,25 +433,18 @@ def load_library() -> LoadedLibrary:
     with _lock:
         if _loaded is not None:
             return _loaded
-        cdll, path, how, attempts = _locate()
+        cdll, path, how, attempts, vetted = _locate()
         # the three calls made here get their prototypes now; api.bind() sets all the others
         cdll.cudnnGetVersion.restype = cdll.cudnnGetCudartVersion.restype = ctypes.c_size_t
         cdll.cudnnGetVersion.argtypes = cdll.cudnnGetCudartVersion.argtypes = []
         cdll.cudnnGraphVersionCheck.restype, cdll.cudnnGraphVersionCheck.argtypes = ctypes.c_int, []
         version = int(cdll.cudnnGetVersion())
-        if version // 10000 < MIN_MAJOR:
-            raise CudnnVersionError(
-                f"{path} is cuDNN {version_string(version)}; cudnn_py needs cuDNN {MIN_MAJOR}.x"
-            )
-        info = LoadedLibrary(path=path, found_via=how, cdll=cdll, version=version, attempts=attempts)
+        _check_version(path, version, 0)
+        info = LoadedLibrary(path=path, found_via=how, cdll=cdll, version=version, attempts=attempts, vetted=vetted)
         info.cudart_version = int(cdll.cudnnGetCudartVersion())
-        status = int(cdll.cudnnGraphVersionCheck())
-        if status != 0:
-            raise CudnnVersionError(
-                f"cudnnGraphVersionCheck() on {path} returned {status_name(status)}: the cuDNN sub-libraries next to "
-                "it "
-                "come from different cuDNN versions (mixed wheels or a stale LD_LIBRARY_PATH copy)"
-            )
+        _check_version(path, version, int(cdll.cudnnGraphVersionCheck()))
+        if vetting_ms:
+            info.vetted += f" ({vetting_ms:.0f} ms)"
         _loaded = info
         return info
 

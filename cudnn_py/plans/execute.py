@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-import time
 from collections import OrderedDict
 from threading import get_ident
 from typing import Any
@@ -303,10 +302,11 @@ class Executor:
         if trace.active is None:
             status = self._backend_execute(handle, plan.ptr, binding[3])
         else:
-            t0 = time.perf_counter()
+            call = trace.begin("cudnnBackendExecute", handle=trace.hexptr(int(handle)), plan=plan.id,
+                               variant_pack=hex(binding[3].value or 0), plan_name=plan.name)
             status = self._backend_execute(handle, plan.ptr, binding[3])
-            trace.active.record("cudnnBackendExecute", status, t0, handle=trace.hexptr(int(handle)), plan=plan.id,
-                                variant_pack=hex(binding[3].value or 0), plan_name=plan.name)
+            if call is not None:
+                call.end(status)
         if status != 0:
             raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                             detail=f"plan {plan.name}")
