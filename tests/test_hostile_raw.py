@@ -693,3 +693,34 @@ def test_fuzz_every_settable_attribute_with_bad_values():
     assert not bad, "refusals that are neither DescriptorError nor CudnnError:\n" + "\n".join(map(str, bad[:20]))
     assert sets >= 10 * len(attrs), (sets, len(attrs))  # every attribute got its bad values
     assert outcomes.get("refused:DescriptorError", 0) > 0.9 * sets, outcomes  # refused before reaching cuDNN
+
+
+def test_reading_a_set_ragged_offset_never_asks_cudnn():
+    """Get of TENSOR_RAGGED_OFFSET_DESC crashes cuDNN 9.28 even when one is set: the descriptor set here is the
+    answer (checked in a child process: a signal there fails the test)."""
+    code = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, ROOT)
+        from tests.support.libcuda_stub import ensure_driver
+        ensure_driver()
+        from cudnn_py.backend import Descriptor
+
+        def tensor(uid, dims, dt, ragged=None):
+            strides, acc = [1] * len(dims), 1
+            for i in range(len(dims) - 1, -1, -1):
+                strides[i], acc = acc, acc * dims[i]
+            d = (Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR").set("CUDNN_ATTR_TENSOR_DATA_TYPE", dt)
+                 .set("CUDNN_ATTR_TENSOR_DIMENSIONS", dims).set("CUDNN_ATTR_TENSOR_STRIDES", strides)
+                 .set("CUDNN_ATTR_TENSOR_UNIQUE_ID", uid).set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", 16))
+            if ragged is not None:
+                d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", ragged)
+            return d.finalize()
+
+        offsets = tensor(1, [3, 1, 1, 1], "CUDNN_DATA_INT32")
+        t = tensor(2, [2, 4, 8, 16], "CUDNN_DATA_HALF", offsets)
+        assert t.get("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC") is offsets
+        print("ok")
+    """).replace("ROOT", repr(str(ROOT)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.strip().splitlines()[-1] == "ok"

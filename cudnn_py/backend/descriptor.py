@@ -34,6 +34,7 @@ from .enums import CEnum, coerce, enum_class
 from .requirements import (
     BACKEND_FILLED_KINDS,
     FILLED_FROM_JSON,
+    GET_CRASHES_ALWAYS,
     GET_CRASHES_WHEN_UNSET,
     GRAPH_MODE_NEEDS,
     HOST_POINTER_ATTRIBUTES,
@@ -357,6 +358,13 @@ class Descriptor:
         self._check_attribute(spec)
         if not spec.readable:
             raise DescriptorError(f"{spec.name} cannot be read back: cuDNN returns NOT_SUPPORTED for Get on it")
+        if spec.name in GET_CRASHES_ALWAYS:  # never asked of cuDNN: the descriptor set here is the answer
+            kept = self._keepalive.get(spec.name) if not self._filled else None
+            if kept:
+                return kept[0] if spec.max_count == 1 else list(kept)
+            raise DescriptorError(f"cannot read {spec.name} of descriptor #{self.id} ({self.kind.name}): "
+                                  f"{'it was never set' if not self._filled else 'cuDNN filled this descriptor in'}, "
+                                  f"and cuDNN cannot be asked ({GET_CRASHES_ALWAYS[spec.name]})")
         if type is None:
             type_name = spec.get_type or spec.types[0]
         else:

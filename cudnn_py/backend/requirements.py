@@ -250,6 +250,12 @@ GET_CRASHES_WHEN_UNSET: dict[str, str] = {
                                       "on a tensor built here and on a copy read back from an operation alike",
 }
 
+# Reads that crash cuDNN whatever the descriptor holds: answered from what cudnn_py set, never asked of cuDNN.
+GET_CRASHES_ALWAYS: dict[str, str] = {
+    _A + "TENSOR_RAGGED_OFFSET_DESC": "Get crashes cuDNN 9.28 (SIGSEGV) on a finalized tensor with a ragged offset "
+                                      "set as well as without one (probe, 2026-12-01)",
+}
+
 # Attributes whose value is a JSON document cuDNN parses into the whole descriptor: once one is set, cudnn_py no
 # longer knows which attributes are set (the descriptor counts as filled by cuDNN for the reads above).
 FILLED_FROM_JSON = frozenset({
