@@ -162,7 +162,7 @@ CRASHES = [
      "DescriptorError", "never set"),
     ("ragged-offset-get-on-copy-SIGSEGV", """
         a = matmul_op().get('CUDNN_ATTR_OPERATION_MATMUL_ADESC')   # a copy cuDNN filled in
-        a.get('CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC')""", "DescriptorError", "cannot tell whether it is set"),
+        a.get('CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC')""", "DescriptorError", "cuDNN filled this descriptor in"),
     ("operationgraph-handle-int-SIGSEGV", """
         og = Descriptor('CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR').set('CUDNN_ATTR_OPERATIONGRAPH_OPS', [relu_op()])
         og.set('CUDNN_ATTR_OPERATIONGRAPH_HANDLE', 12345).finalize()""", "DescriptorError", "0x3039 is not a handle"),
