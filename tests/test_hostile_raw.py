@@ -530,6 +530,8 @@ def fake_handles(monkeypatch):
     fake = FakeLib()
     monkeypatch.setattr(handle, "lib", lambda: fake)
     monkeypatch.setattr(handle, "ensure_context", lambda device=None: 0 if device is None else device)
+    # on a GPU machine earlier tests left real default handles: the fake library must not see (or destroy) them
+    monkeypatch.setattr(handle, "_defaults", {})
     yield fake
     for rec in live.live_handles():  # leave the registry and the default handles as they were
         if rec.ptr in fake.alive or rec.ptr in fake.destroyed or rec.origin == "adopt_handle":

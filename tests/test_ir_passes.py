@@ -209,3 +209,20 @@ def test_errata_table_is_data_with_sources():
         assert e.first >= 90000 and e.last >= e.first and e.source and e.effect and e.workaround
     assert {e.id for e in errata.applicable(91900)} >= {"gen-index-in-batched-matmul-epilogue"}
     assert "gen-index-in-batched-matmul-epilogue" not in {e.id for e in errata.applicable(91800)}
+
+
+def test_a_reduction_that_reduces_nothing_is_lowered_as_an_elementwise_op():
+    for mode, method in ((cudnn.reduction_mode.AMAX, "abs"), (cudnn.reduction_mode.ADD, "identity")):
+        g = cudnn.pygraph(io_data_type=F, compute_data_type=F)
+        x = g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="x")
+        y = g.reduction(x, mode).set_output(True).set_dim([1, 64, 1, 1]).set_stride([64, 1, 64, 64])
+        g.validate()
+        p = g.session.program
+        assert [n.spec.method for n in p.nodes] == [method] and p.nodes[0].outputs["OUT_0"].uid == y.uid
+        assert [n.op for n in g.nodes] == ["reduction"]  # the user's graph as built
+        g.register_backend(ReferenceEngine(program=True))
+    g2 = cudnn.pygraph(io_data_type=F, compute_data_type=F)  # a real reduction stays one
+    x2 = g2.tensor([2, 64, 4, 4], name="x")
+    g2.reduction(x2, cudnn.reduction_mode.AMAX).set_output(True).set_dim([1, 64, 1, 1])
+    g2.validate_ir()
+    assert [n.op for n in prepare(g2, NOTHING_NEW).nodes] == ["reduction"]

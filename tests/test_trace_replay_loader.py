@@ -551,6 +551,11 @@ def test_broken_install_first_call_and_info(tmp_path, broken, why):
     r = run(FIRST_CALL, CUDNN_PY_LIBRARY=path)
     assert r.returncode == 0, (r.returncode, r.stderr)
     out = r.stdout
+    if broken is _lone and "CudnnLibraryNotFoundError" not in out:
+        # seen on the H200 machine: its dynamic loader finds another cuDNN's sub-libraries system-wide, so a lone
+        # copy is not broken there (and was loaded after a successful trial load)
+        assert "vetted='in a child process" in out, out
+        pytest.skip("this machine resolves cuDNN's sub-libraries system-wide: a lone copy loads")
     assert out.splitlines()[0] == "CudnnLibraryNotFoundError" and out.count("CudnnLibraryNotFoundError") == 2
     assert "Places searched" in out and f"CUDNN_PY_LIBRARY: {path}: a trial load in a child process {why}" in out
     assert "bound: None None" in out

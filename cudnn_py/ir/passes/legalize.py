@@ -25,6 +25,7 @@ from typing import Any
 from .. import layout
 from ..node import Node
 from ..program import Program
+from ..spec import SPECS
 from ..tensor import Tensor
 
 MIN_RANK = 3
@@ -34,6 +35,7 @@ FOLD_COLUMNS = 1024
 
 def run(program: Program, options: Any) -> None:
     _reshape_fused_scalars(program)
+    _reductions_without_reduced_axes(program)
     _fold_long_vectors(program)
     _merge_leading_axes(program)
     _pad_ranks(program)
@@ -67,6 +69,31 @@ def _reshape_fused_scalars(program: Program) -> None:
                 pad = rank - len(t.dim)
                 t._raw_set("dim", [1] * pad + list(t.dim))
                 t._raw_set("stride", [1] * pad + list(t.stride))
+
+
+# ---- 1b. reductions that reduce nothing -----------------------------------------------------------------------
+# Found by the graph fuzzer on cuDNN 9.19 / H200 (seed 7, case 1827): AMAX of [1, 64, 1, 1] "per channel" (so Y's
+# dims equal X's) returns X, not |X| - the engine copies when no axis is reduced, whatever the operator. Such a
+# reduction is an elementwise op; it is lowered as one.
+_ELEMENTWISE_OF_REDUCTION = {"AMAX": "abs", "NORM1": "abs", "NORM2": "abs", "ADD": "identity", "MAX": "identity",
+                             "MIN": "identity", "MUL": "identity", "AVG": "identity"}
+
+
+def _reductions_without_reduced_axes(program: Program) -> None:
+    nodes = []
+    for n in program.nodes:
+        if n.op == "reduction":
+            x, y = n.inputs["X"], n.outputs["Y"]
+            method = _ELEMENTWISE_OF_REDUCTION.get(getattr(n.params.get("mode"), "name", ""))
+            if method is not None and [int(d) for d in x.dim] == [int(d) for d in y.dim]:
+                spec = SPECS[method]
+                twin = Node(spec.kind, n.name, spec.node_params({}), n.requested_compute_data_type, spec)
+                twin.params["compute_data_type"] = n.params["compute_data_type"]
+                twin.inputs, twin.outputs = {"IN_0": x}, {"OUT_0": y}
+                program.log.append(f"legalize: reduction {n.name!r} reduces no axis: lowered as {method}")
+                n = twin
+        nodes.append(n)
+    program.nodes = nodes
 
 
 # ---- 2. long pointwise vectors ------------------------------------------------------------------------------------
