@@ -38,6 +38,7 @@ def run(program: Program, options: Any) -> None:
     _reductions_without_reduced_axes(program)
     _fold_long_vectors(program)
     _merge_leading_axes(program)
+    _canonical_unit_strides(program)
     _pad_ranks(program)
 
 
@@ -153,6 +154,25 @@ def _merge_leading_axes(program: Program) -> None:
         if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
             n.params["axis"] = int(n.params["axis"]) - (k - 1)
     program.log.append(f"legalize: pointwise graph of rank {rank} described as rank 3 (leading axes merged)")
+
+
+# ---- 3b. strides of unit axes ---------------------------------------------------------------------------------
+def _canonical_unit_strides(program: Program) -> None:
+    """In pointwise-only graphs, an axis of extent 1 gets the stride a packed row-major tensor would give it. Such a
+    stride never addresses anything, but cuDNN 9.19's pointwise engine reads it: [64, 1, 1] with strides
+    [1, 64, 64] (a per-channel vector of a channels-last tensor, leading axes merged) came out wrong (fuzzer, seed 7,
+    case 1827). Reductions keep theirs: their engines classify channels-last layouts by all strides."""
+    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
+        return
+    changed = 0
+    for t in _distinct(program.nodes):
+        packed = layout.row_major_strides(t.dim)
+        strides = [p if int(d) == 1 else int(s) for d, s, p in zip(t.dim, t.stride, packed)]
+        if strides != [int(s) for s in t.stride]:
+            t._raw_set("stride", strides)
+            changed += 1
+    if changed:
+        program.log.append(f"legalize: {changed} tensor(s) given packed strides on their unit axes")
 
 
 # ---- 4. rank >= 3 -----------------------------------------------------------------------------------------------
