@@ -137,6 +137,35 @@ def _unverified_pointwise_broadcast(program: Any) -> str | None:
     return None
 
 
+_NOT_A_COPY = {"AMAX", "NORM1", "NORM2", "MUL_NO_ZEROS"}  # modes whose result differs from X when nothing is reduced
+
+
+def _reduction_reducing_nothing(program: Any) -> str | None:
+    for n in program.nodes:
+        if n.op == "reduction" and getattr(n.params.get("mode"), "name", "") in _NOT_A_COPY:
+            x, y = n.inputs["X"], n.outputs["Y"]
+            if [int(d) for d in x.dim] == [int(d) for d in y.dim]:
+                return f"reduction {n.name!r} ({n.params['mode'].name}) reduces no axis of {list(x.dim)}"
+    return None
+
+
+def _pointwise_unit_axis_strides(program: Any) -> str | None:
+    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
+        return None
+    from ..ir import layout
+
+    for n in program.nodes:
+        for t in list(n.inputs.values()) + list(n.outputs.values()):
+            if t.is_pass_by_value:
+                continue
+            packed = layout.row_major_strides(t.dim)
+            if any(int(d) == 1 and int(s) != p for d, s, p in zip(t.dim, t.stride, packed)):
+                if any(int(d) > 1 for d in t.dim):
+                    return (f"pointwise node {n.name!r}: tensor {t.name!r} {list(t.dim)} has strides {list(t.stride)} "
+                            "on its unit axes")
+    return None
+
+
 ERRATA: tuple[Erratum, ...] = (
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
@@ -171,6 +200,22 @@ ERRATA: tuple[Erratum, ...] = (
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (eng1_k24=34..37), 2026-12-01: e.g. "
                "[8,33,64] + [1,1,64] relative error nan, [8,33,64] + [8,1,1] 1.19, [99,1,16] + [99,1,1] 0.70; "
                "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]"),
+    Erratum(
+        id="reduction-reducing-nothing", first=91900, last=NO_UPPER,
+        match=_reduction_reducing_nothing,
+        effect="an AMAX / NORM1 / NORM2 / MUL_NO_ZEROS reduction whose output dims equal its input's returns the "
+               "input unchanged (AMAX gave X instead of |X|)",
+        workaround="use the elementwise op itself (abs for AMAX and the norms)",
+        source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: seed 7, case 1827 (AMAX of "
+               "[1, 64, 1, 1] per channel, relative error 1.46)"),
+    Erratum(
+        id="pointwise-unit-axis-strides", first=91900, last=NO_UPPER,
+        match=_pointwise_unit_axis_strides,
+        effect="a pointwise-only graph over a tensor whose unit axes carry strides other than the packed row-major "
+               "ones gives wrong results (engine eng1)",
+        workaround="make the operand contiguous, or drop its unit axes",
+        source="seen by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-01: abs over [64, 1, 1] with strides [1, 64, 64] "
+               "(seed 7, case 1827 rewritten as an elementwise op), relative error 1.46"),
 )
 
 

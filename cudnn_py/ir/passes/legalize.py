@@ -25,7 +25,6 @@ from typing import Any
 from .. import layout
 from ..node import Node
 from ..program import Program
-from ..spec import SPECS
 from ..tensor import Tensor
 
 MIN_RANK = 3
@@ -35,10 +34,8 @@ FOLD_COLUMNS = 1024
 
 def run(program: Program, options: Any) -> None:
     _reshape_fused_scalars(program)
-    _reductions_without_reduced_axes(program)
     _fold_long_vectors(program)
     _merge_leading_axes(program)
-    _canonical_unit_strides(program)
     _pad_ranks(program)
 
 
@@ -70,31 +67,6 @@ def _reshape_fused_scalars(program: Program) -> None:
                 pad = rank - len(t.dim)
                 t._raw_set("dim", [1] * pad + list(t.dim))
                 t._raw_set("stride", [1] * pad + list(t.stride))
-
-
-# ---- 1b. reductions that reduce nothing -----------------------------------------------------------------------
-# Found by the graph fuzzer on cuDNN 9.19 / H200 (seed 7, case 1827): AMAX of [1, 64, 1, 1] "per channel" (so Y's
-# dims equal X's) returns X, not |X| - the engine copies when no axis is reduced, whatever the operator. Such a
-# reduction is an elementwise op; it is lowered as one.
-_ELEMENTWISE_OF_REDUCTION = {"AMAX": "abs", "NORM1": "abs", "NORM2": "abs", "ADD": "identity", "MAX": "identity",
-                             "MIN": "identity", "MUL": "identity", "AVG": "identity"}
-
-
-def _reductions_without_reduced_axes(program: Program) -> None:
-    nodes = []
-    for n in program.nodes:
-        if n.op == "reduction":
-            x, y = n.inputs["X"], n.outputs["Y"]
-            method = _ELEMENTWISE_OF_REDUCTION.get(getattr(n.params.get("mode"), "name", ""))
-            if method is not None and [int(d) for d in x.dim] == [int(d) for d in y.dim]:
-                spec = SPECS[method]
-                twin = Node(spec.kind, n.name, spec.node_params({}), n.requested_compute_data_type, spec)
-                twin.params["compute_data_type"] = n.params["compute_data_type"]
-                twin.inputs, twin.outputs = {"IN_0": x}, {"OUT_0": y}
-                program.log.append(f"legalize: reduction {n.name!r} reduces no axis: lowered as {method}")
-                n = twin
-        nodes.append(n)
-    program.nodes = nodes
 
 
 # ---- 2. long pointwise vectors ------------------------------------------------------------------------------------
@@ -154,25 +126,6 @@ def _merge_leading_axes(program: Program) -> None:
         if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
             n.params["axis"] = int(n.params["axis"]) - (k - 1)
     program.log.append(f"legalize: pointwise graph of rank {rank} described as rank 3 (leading axes merged)")
-
-
-# ---- 3b. strides of unit axes ---------------------------------------------------------------------------------
-def _canonical_unit_strides(program: Program) -> None:
-    """In pointwise-only graphs, an axis of extent 1 gets the stride a packed row-major tensor would give it. Such a
-    stride never addresses anything, but cuDNN 9.19's pointwise engine reads it: [64, 1, 1] with strides
-    [1, 64, 64] (a per-channel vector of a channels-last tensor, leading axes merged) came out wrong (fuzzer, seed 7,
-    case 1827). Reductions keep theirs: their engines classify channels-last layouts by all strides."""
-    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
-        return
-    changed = 0
-    for t in _distinct(program.nodes):
-        packed = layout.row_major_strides(t.dim)
-        strides = [p if int(d) == 1 else int(s) for d, s, p in zip(t.dim, t.stride, packed)]
-        if strides != [int(s) for s in t.stride]:
-            t._raw_set("stride", strides)
-            changed += 1
-    if changed:
-        program.log.append(f"legalize: {changed} tensor(s) given packed strides on their unit axes")
 
 
 # ---- 4. rank >= 3 -----------------------------------------------------------------------------------------------
