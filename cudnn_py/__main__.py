@@ -117,6 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("trace")
     rp.add_argument("--in-process", action="store_true", help="replay in this process (a crash kills it)")
     rp.add_argument("--progress", help=argparse.SUPPRESS)  # used by the parent of an isolated replay
+    tp = sub.add_parser("trace", help="trace files: `trace summary FILE` (calls, time per phase, failures with "
+                                      "cuDNN's messages) or `trace replay FILE` (as replay)")
+    tp.add_argument("action", choices=["summary", "replay"])
+    tp.add_argument("trace")
+    tp.add_argument("--json", action="store_true", help="the summary as JSON")
+    ep = sub.add_parser("explain", help="run a Python script and explain every pygraph it leaves in its globals "
+                                        "(the IR as built and lowered, descriptors, heuristics, plans, errata)")
+    ep.add_argument("script")
+    ep.add_argument("--graph", help="only the pygraph bound to this global name")
+    ep.add_argument("--format", choices=["text", "json", "dot"], default="text")
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         return info()
@@ -126,7 +136,55 @@ def main(argv: list[str] | None = None) -> int:
         if args.in_process:
             return replay.replay_in_process(args.trace, progress=args.progress)
         return replay.replay(args.trace)
+    if args.cmd == "trace":
+        return trace_command(args.action, args.trace, args.json)
+    if args.cmd == "explain":
+        return explain_command(args.script, args.graph, args.format)
     return 2
+
+
+def trace_command(action: str, path: str, as_json: bool) -> int:
+    from .backend import trace, trace_summary
+
+    if action == "replay":
+        from .backend import replay
+
+        return replay.replay(path)
+    try:
+        calls = trace.calls(path)
+    except OSError as e:
+        print(f"cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    summary = trace_summary.summarize(calls)
+    if as_json:
+        import json
+
+        print(json.dumps(summary, indent=1))
+    else:
+        print(trace_summary.text(summary, path))
+    return 0
+
+
+def explain_command(script: str, name: str | None, fmt: str) -> int:
+    """Run ``script`` as __main__ would run it, then explain the pygraph objects it leaves in its globals."""
+    import runpy
+
+    from .graph import pygraph
+
+    try:
+        namespace = runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        namespace = {}
+    graphs = {k: v for k, v in namespace.items() if isinstance(v, pygraph) and (name is None or k == name)}
+    if not graphs:
+        what = f"no pygraph named {name!r}" if name else "no pygraph"
+        print(f"{script}: {what} among its globals", file=sys.stderr)
+        return 2
+    for key, g in graphs.items():
+        if len(graphs) > 1 and fmt == "text":
+            print(f"==== {key} ====")
+        print(g.explain(fmt))
+    return 0
 
 
 if __name__ == "__main__":

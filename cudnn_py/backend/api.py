@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_uint, c_void_p
 from typing import Any
 
 from .._generated.functions import FUNCTIONS
 from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError
+from . import trace
 from .loader import load_library
 
 # The headers whose functions make up the backend API (the legacy ops/cnn/adv APIs are not bound).
@@ -87,4 +89,7 @@ def error_for(status: int, function: str, *, kind: str | None = None, attribute:
               detail: str = "") -> CudnnError:
     """The exception for a failed call, reading (and thereby clearing) the last error string now."""
     cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
-    return cls(status, function, kind=kind, attribute=attribute, last_error=get_last_error_string(), detail=detail)
+    message = get_last_error_string()
+    if trace.active is not None:  # the backend's words for the failure, beside the failed call in the trace
+        trace.active.record("cudnnGetLastErrorString", None, time.perf_counter(), after=function, message=message)
+    return cls(status, function, kind=kind, attribute=attribute, last_error=message, detail=detail)
