@@ -289,6 +289,18 @@ def _conv_wgrad(node: Any, read: Read) -> np.ndarray:
     return _flip_if_convolution(dw, p)
 
 
+# ---- layout ops -------------------------------------------------------------------------------------------------
+@reference("transpose")
+def _transpose(node: Any, read: Read) -> np.ndarray:
+    return np.transpose(read(node.inputs["X"]), node.params["permutation"])
+
+
+@reference("concatenate")
+def _concatenate(node: Any, read: Read) -> np.ndarray:
+    keys = sorted((k for k in node.inputs if k.startswith("X_")), key=lambda k: int(k[2:]))
+    return np.concatenate([read(node.inputs[k]) for k in keys], axis=node.params["axis"])
+
+
 class ReferenceEngine(BaseEngine):
     """``program=True`` interprets the graph after the IR passes (decomposed, legalized) instead of the user's."""
 

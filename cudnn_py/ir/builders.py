@@ -139,8 +139,8 @@ class BuilderMixin:
         # frontend rule: an unnamed node is named after its index
         node = Node(spec.kind, name or str(len(self._nodes)), params, from_any_dtype(values["compute_data_type"]),
                     spec)
-        node.inputs = {p.port: self._as_input(values[p.arg], f"{node.name}::{p.port}")
-                       for p in spec.inputs if values.get(p.arg) is not None}
+        node.inputs = {port: self._as_input(v, f"{node.name}::{port}")
+                       for p in spec.inputs if values.get(p.arg) is not None for port, v in p.ports_of(values[p.arg])}
         ports = spec.output_ports(params)
         outs: list[Tensor | None] = [
             self._register(Tensor(name=f"{node.name}::{port}", is_virtual=True)) if port is not None else None

@@ -104,10 +104,10 @@ class Rewriter:
         node = Node(spec.kind, name, params, from_any_dtype(values["compute_data_type"]), spec)
         inputs = {}
         for p in spec.inputs:
-            v = values.get(p.arg)
-            if v is None:
+            if values.get(p.arg) is None:
                 continue
-            inputs[p.port] = v if isinstance(v, Tensor) else self._scalar(v)
+            for in_port, v in p.ports_of(values[p.arg]):
+                inputs[in_port] = v if isinstance(v, Tensor) else self._scalar(v)
         node.inputs = inputs
         outputs = {}
         for port in spec.output_ports(params):

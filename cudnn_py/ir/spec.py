@@ -32,6 +32,18 @@ class Port:
     port: str  # IR port name, e.g. "A", "IN_0", "X"
     arg: str  # classic keyword name, e.g. "A", "input"
     optional: bool = False
+    is_list: bool = False  # takes a list of tensors: node ports "<port>_0", "<port>_1", ... in order
+
+    def ports_of(self, value: Any) -> list[tuple[str, Any]]:
+        """(node port, value) pairs of a bound argument."""
+        if not self.is_list:
+            return [(self.port, value)]
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{self.arg} must be a list of tensors, got {type(value).__name__}")
+        items = list(value)
+        if not items:
+            raise ValueError(f"{self.arg} must hold at least one tensor")
+        return [(f"{self.port}_{i}", v) for i, v in enumerate(items)]
 
 
 @dataclass(frozen=True)
