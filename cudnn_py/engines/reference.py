@@ -301,6 +301,40 @@ def _concatenate(node: Any, read: Read) -> np.ndarray:
     return np.concatenate([read(node.inputs[k]) for k in keys], axis=node.params["axis"])
 
 
+# ---- normalizations ----------------------------------------------------------------------------------------------
+@reference("norm_forward")
+def _norm_forward(node: Any, read: Read) -> np.ndarray:
+    """y = (x - mean) * inv_std * scale + bias over the axes where scale is not 1 (RMS: no mean); the statistics
+    go to the MEAN / INV_VARIANCE outputs through ``node.reference_extra`` (see ReferencePlan)."""
+    x, scale = read(node.inputs["X"]), read(node.inputs["SCALE"])
+    eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
+    axes = tuple(i for i, s in enumerate(node.inputs["SCALE"].dim) if int(s) != 1)
+    rms = node.params["mode"] == "CUDNN_RMS_NORM"
+    mean = np.zeros_like(x.mean(axis=axes, keepdims=True)) if rms else x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    y = (x - mean) * inv * scale
+    if "BIAS" in node.inputs:
+        y = y + read(node.inputs["BIAS"])
+    extra = {}
+    if "MEAN" in node.outputs:
+        extra[node.outputs["MEAN"].uid] = mean
+    if "INV_VARIANCE" in node.outputs:
+        extra[node.outputs["INV_VARIANCE"].uid] = inv
+    return y if not extra else _WithExtra(y, extra)
+
+
+class _WithExtra(np.ndarray):
+    """A result array carrying the values of a node's other outputs (uid -> array)."""
+
+    extra: dict
+
+    def __new__(cls, result: np.ndarray, extra: dict) -> _WithExtra:
+        obj = np.asarray(result).view(cls)
+        obj.extra = extra
+        return obj
+
+
 class ReferenceEngine(BaseEngine):
     """``program=True`` interprets the graph after the IR passes (decomposed, legalized) instead of the user's."""
 
@@ -351,8 +385,10 @@ class ReferencePlan(CompiledPlan):
         with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
             for node in self._nodes:
                 result = REFERENCES[node.op][0](node, read)
+                extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
                 for t in node.outputs.values():
-                    values[t.uid] = np.broadcast_to(result, tuple(t.dim))
+                    value = extra.get(t.uid, result)
+                    values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
         for t in self._outputs:
             if t.uid not in buffers:
                 raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")

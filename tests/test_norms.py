@@ -1,0 +1,72 @@
+"""layernorm / rmsnorm forward on the CPU: the classic return lists (statistics only in TRAINING), inference and
+the scale/bias shape checks, deviceless lowering to one NORM_FORWARD, and the float64 reference against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.engines.reference import ReferenceEngine
+
+H, F, D = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE
+P = cudnn.norm_forward_phase
+RNG = np.random.default_rng(3)
+
+
+def test_layernorm_training_returns_stats_and_lowers_deviceless():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x")
+    s = g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="scale")
+    b = g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="bias")
+    eps = g.tensor([1, 1, 1, 1], data_type=F, is_pass_by_value=True, name="eps")
+    y, mean, inv = g.layernorm(P.TRAINING, x, s, b, eps, name="ln")
+    for t in (y, mean, inv):
+        t.set_output(True)
+    g.validate()
+    assert (y.name, mean.name, inv.name) == ("ln::Y", "ln::MEAN", "ln::INV_VARIANCE")
+    assert list(mean.dim) == [4, 1, 1, 1] and mean.data_type is F
+    attrs = g.session.lowered.operations[0].attributes
+    assert g.session.lowered.operations[0].kind.name == "CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR"
+    assert attrs["CUDNN_ATTR_OPERATION_NORM_FWD_MODE"].endswith("CUDNN_LAYER_NORM")
+    assert attrs["CUDNN_ATTR_OPERATION_NORM_FWD_PHASE"].endswith("CUDNN_NORM_FWD_TRAINING")
+
+
+def test_inference_has_no_statistics_and_rmsnorm_bias_is_optional():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x, s = g.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x"), g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="s")
+    y, inv = g.rmsnorm(P.INFERENCE, x, s, None, 1e-5)
+    assert inv is None and g.nodes[0].outputs.keys() == {"Y"}
+    y.set_output(True)
+    g.validate()
+
+
+def test_shape_checks():
+    g = cudnn.pygraph(io_data_type=H)
+    x = g.tensor([4, 64, 1, 1], name="x")
+    g.layernorm(P.TRAINING, x, g.tensor([1, 64, 1, 1], name="s"), g.tensor([1, 32, 1, 1], name="b"), 1e-5,
+                name="ln")[0].set_output(True)
+    with pytest.raises(ValueError, match=r"layernorm node 'ln': tensor 'b'.*do not fit X"):
+        g.validate_ir()
+    with pytest.raises(TypeError, match="norm_forward_phase"):
+        g.layernorm(P.NOT_SET, x, x, x, 1e-5)
+
+
+@pytest.mark.parametrize("method", ["layernorm", "rmsnorm"])
+def test_reference_matches_numpy(method):
+    xs = RNG.standard_normal((3, 8, 2, 2))
+    ss, bs = RNG.standard_normal((1, 8, 2, 2)), RNG.standard_normal((1, 8, 2, 2))
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    x, s, b = g.tensor([3, 8, 2, 2], name="x"), g.tensor([1, 8, 2, 2], name="s"), g.tensor([1, 8, 2, 2], name="b")
+    outs = getattr(g, method)(P.TRAINING, x, s, b, 1e-3)
+    for t in outs:
+        t.set_output(True)
+    g.validate_ir()
+    bufs = {t: np.zeros(tuple(t.dim)) for t in outs}
+    g.execute({x: xs, s: ss, b: bs, **bufs})
+    axes = (1, 2, 3)
+    mean = xs.mean(axis=axes, keepdims=True) if method == "layernorm" else 0.0
+    inv = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=axes, keepdims=True) + 1e-3)
+    np.testing.assert_allclose(bufs[outs[0]], (xs - mean) * inv * ss + bs, rtol=1e-12)
+    np.testing.assert_allclose(bufs[outs[-1]], inv, rtol=1e-12)
+    if method == "layernorm":
+        np.testing.assert_allclose(bufs[outs[1]], mean, rtol=1e-12)
