@@ -70,3 +70,67 @@ def test_reference_matches_numpy(method):
     np.testing.assert_allclose(bufs[outs[-1]], inv, rtol=1e-12)
     if method == "layernorm":
         np.testing.assert_allclose(bufs[outs[1]], mean, rtol=1e-12)
+
+
+def _forward(method, xs, ss, bs, eps=1e-3):
+    axes = (1, 2)
+    mean = xs.mean(axis=axes, keepdims=True) if method == "layernorm" else 0.0
+    inv = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+    return (xs - mean) * inv * ss + bs, mean, inv
+
+
+@pytest.mark.parametrize("method", ["layernorm", "rmsnorm"])
+def test_backward_reference_matches_finite_differences(method):
+    xs, dys = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 3, 4))
+    ss, bs = RNG.standard_normal((1, 3, 4)), RNG.standard_normal((1, 3, 4))
+    _, mean, inv = _forward(method, xs, ss, bs)
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    dy, x, s = g.tensor([2, 3, 4], name="dy"), g.tensor([2, 3, 4], name="x"), g.tensor([1, 3, 4], name="s")
+    iv = g.tensor([2, 1, 1], name="iv")
+    if method == "layernorm":
+        m = g.tensor([2, 1, 1], name="m")
+        outs = g.layernorm_backward(dy, x, s, m, iv)
+        feed = {m: np.broadcast_to(mean, (2, 1, 1)).copy()}
+    else:
+        outs = g.rmsnorm_backward(dy, x, s, iv, True)
+        feed = {}
+    for t in outs:
+        t.set_output(True)
+    g.validate_ir()
+    bufs = {t: np.zeros(tuple(t.dim)) for t in outs}
+    g.execute({dy: dys, x: xs, s: ss, iv: inv, **feed, **bufs})
+    dx, dscale, dbias = (bufs[t] for t in outs)
+
+    def loss(xv=xs, sv=ss, bv=bs):
+        return float((_forward(method, xv, sv, bv)[0] * dys).sum())
+
+    h = 1e-6
+    for arr, grad, name in ((xs, dx, "x"), (ss, dscale, "scale"), (bs, dbias, "bias")):
+        num = np.zeros_like(arr)
+        for idx in np.ndindex(arr.shape):
+            up, dn = arr.copy(), arr.copy()
+            up[idx] += h
+            dn[idx] -= h
+            kw = {"x": "xv", "scale": "sv", "bias": "bv"}[name]
+            num[idx] = (loss(**{kw: up}) - loss(**{kw: dn})) / (2 * h)
+        np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_batchnorm_inference_and_backward_lower_deviceless():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 64, 8, 8], name="x")
+    stats = [g.tensor([1, 64, 1, 1], [64, 1, 64, 64], data_type=F, name=n) for n in ("m", "iv", "s", "b")]
+    y = g.batchnorm_inference(x, *stats).set_output(True)
+    g.validate()
+    assert list(y.dim) == [4, 64, 8, 8]
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x2, dy2 = g2.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x"), g2.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="dy")
+    s2 = g2.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="s")
+    iv2 = g2.tensor([4, 1, 1, 1], data_type=F, name="iv")
+    dx, ds, db = g2.rmsnorm_backward(dy2, x2, s2, iv2, False)
+    assert db is None
+    dx.set_output(True)
+    ds.set_output(True)
+    g2.validate()
+    kinds = [d.kind.name for d in g2.session.lowered.operations]
+    assert kinds == ["CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]

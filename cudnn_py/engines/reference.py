@@ -307,6 +307,8 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     """y = (x - mean) * inv_std * scale + bias over the axes where scale is not 1 (RMS: no mean); the statistics
     go to the MEAN / INV_VARIANCE outputs through ``node.reference_extra`` (see ReferencePlan)."""
     x, scale = read(node.inputs["X"]), read(node.inputs["SCALE"])
+    if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
+        return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
     eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
     axes = tuple(i for i, s in enumerate(node.inputs["SCALE"].dim) if int(s) != 1)
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
@@ -322,6 +324,28 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     if "INV_VARIANCE" in node.outputs:
         extra[node.outputs["INV_VARIANCE"].uid] = inv
     return y if not extra else _WithExtra(y, extra)
+
+
+@reference("norm_backward")
+def _norm_backward(node: Any, read: Read) -> np.ndarray:
+    """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes
+    (where scale is not 1): dscale, dbias sum over the others."""
+    dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
+    inv = read(node.inputs["INV_VARIANCE"])
+    rms = node.params["mode"] == "CUDNN_RMS_NORM"
+    mean = 0.0 if rms else read(node.inputs["MEAN"])
+    dims = node.inputs["SCALE"].dim
+    norm_axes = tuple(i for i, s in enumerate(dims) if int(s) != 1)
+    other_axes = tuple(i for i, s in enumerate(dims) if int(s) == 1)
+    xhat = (x - mean) * inv
+    g = dy * scale
+    dx = g - xhat * (g * xhat).mean(axis=norm_axes, keepdims=True)
+    if not rms:
+        dx = dx - g.mean(axis=norm_axes, keepdims=True)
+    extra = {node.outputs["DSCALE"].uid: (dy * xhat).sum(axis=other_axes, keepdims=True)}
+    if "DBIAS" in node.outputs:
+        extra[node.outputs["DBIAS"].uid] = dy.sum(axis=other_axes, keepdims=True)
+    return _WithExtra(dx * inv, extra)
 
 
 class _WithExtra(np.ndarray):

@@ -7,7 +7,9 @@ from typing import Any
 from ..backend import Descriptor
 from .registry import lowers
 
-_PORTS = {"X": "XDESC", "SCALE": "SCALE_DESC", "BIAS": "BIAS_DESC", "EPSILON": "EPSILON_DESC"}
+# batchnorm inference takes MEAN / INV_VARIANCE as inputs; the training forms produce them
+_PORTS = {"X": "XDESC", "SCALE": "SCALE_DESC", "BIAS": "BIAS_DESC", "EPSILON": "EPSILON_DESC", "MEAN": "MEAN_DESC",
+          "INV_VARIANCE": "INV_VARIANCE_DESC"}
 _OUT_PORTS = {"Y": "YDESC", "MEAN": "MEAN_DESC", "INV_VARIANCE": "INV_VARIANCE_DESC"}
 
 
@@ -22,4 +24,22 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
     for port, attr in _OUT_PORTS.items():
         if port in node.outputs:
             op.set(f"CUDNN_ATTR_OPERATION_NORM_FWD_{attr}", tensors(node.outputs[port]))
+    return [op.finalize()]
+
+
+_BWD_IN = {"X": "XDESC", "DY": "DYDESC", "SCALE": "SCALE_DESC", "MEAN": "MEAN_DESC",
+           "INV_VARIANCE": "INV_VARIANCE_DESC"}
+_BWD_OUT = {"DX": "DXDESC", "DSCALE": "DSCALE_DESC", "DBIAS": "DBIAS_DESC"}
+
+
+@lowers("norm_backward")
+def lower_backward(node: Any, tensors: Any) -> list[Descriptor]:
+    op = Descriptor("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_NORM_BWD_MODE", node.params["mode"])
+    for port, attr in _BWD_IN.items():
+        if port in node.inputs:
+            op.set(f"CUDNN_ATTR_OPERATION_NORM_BWD_{attr}", tensors(node.inputs[port]))
+    for port, attr in _BWD_OUT.items():
+        if port in node.outputs:
+            op.set(f"CUDNN_ATTR_OPERATION_NORM_BWD_{attr}", tensors(node.outputs[port]))
     return [op.finalize()]

@@ -89,3 +89,86 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpe
 LAYERNORM = _norm("layernorm", "CUDNN_LAYER_NORM", with_mean=True, bias_optional=False)
 RMSNORM = _norm("rmsnorm", "CUDNN_RMS_NORM", with_mean=False, bias_optional=True)
 register(LAYERNORM, RMSNORM)
+
+
+# ---- batchnorm inference ------------------------------------------------------------------------------------------
+def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
+    op = "batchnorm_inference"
+    x, y = node.inputs["X"], node.outputs["Y"]
+    require_dims(op, node, x)
+    per_channel = [1, int(x.dim[1])] + [1] * (len(x.dim) - 2)
+    for port in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS"):
+        t = node.inputs[port]
+        if not t.dim:
+            t._infer_set("dim", per_channel)
+            t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
+        if list(t.dim) != per_channel:
+            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
+                              f"{list(x.dim)}")
+    if not y.dim:
+        y._infer_set("dim", list(x.dim))
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+    fill_data_types(node, ctx, x)
+
+
+BATCHNORM_INFERENCE = OpSpec(
+    method="batchnorm_inference", kind="norm_forward",
+    inputs=(Port("X", "input"), Port("MEAN", "mean"), Port("INV_VARIANCE", "inv_variance"), Port("SCALE", "scale"),
+            Port("BIAS", "bias")),
+    outputs=(Output("Y"),), infer=infer_batchnorm_inference,
+    fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.INFERENCE},
+    order=("input", "mean", "inv_variance", "scale", "bias", "compute_data_type", "name"), varargs=True,
+    out_dims=True, requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    doc="batchnorm_inference(input, mean, inv_variance, scale, bias) -> Y = (X - mean) * inv_variance * scale + bias.")
+
+
+# ---- backward: layernorm, rmsnorm ---------------------------------------------------------------------------------
+def infer_backward(node: Node, ctx: InferenceContext) -> None:
+    op = node.spec.method if node.spec is not None else "norm_backward"
+    dy, x, scale = node.inputs["DY"], node.inputs["X"], node.inputs["SCALE"]
+    for t in (dy, x, scale):
+        require_dims(op, node, t)
+    if list(dy.dim) != list(x.dim):
+        raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} differ from X's {list(x.dim)}")
+    if len(scale.dim) != len(x.dim) or any(int(s) not in (1, int(d)) for s, d in zip(scale.dim, x.dim)):
+        raise shape_error(op, node.name, scale, f"dims {list(scale.dim)} do not fit X {list(x.dim)}")
+    stats = [1 if int(s) != 1 else int(d) for s, d in zip(scale.dim, x.dim)]
+    for port in ("MEAN", "INV_VARIANCE"):
+        stat = node.inputs.get(port)
+        if stat is not None and stat.dim and list(stat.dim) != stats:
+            raise shape_error(op, node.name, stat, f"dims {list(stat.dim)} are not the statistics' {stats}")
+    for port, like in (("DX", x), ("DSCALE", scale), ("DBIAS", scale)):
+        grad = node.outputs.get(port)
+        if grad is None:
+            continue
+        t = grad
+        if not t.dim:
+            t._infer_set("dim", list(like.dim))
+        if not t.stride:
+            t._infer_set("stride", list(like.stride))
+    fill_data_types(node, ctx, x)
+
+
+def _has_dbias(params: Mapping[str, Any]) -> bool:
+    return bool(params.get("has_dbias", True))
+
+
+LAYERNORM_BACKWARD = OpSpec(
+    method="layernorm_backward", kind="norm_backward",
+    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
+            Port("INV_VARIANCE", "inv_variance")),
+    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward, fixed={"mode": "CUDNN_LAYER_NORM"},
+    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
+    out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_LAYER_NORM"),
+    doc="layernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias].")
+
+RMSNORM_BACKWARD = OpSpec(
+    method="rmsnorm_backward", kind="norm_backward",
+    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("INV_VARIANCE", "inv_variance")),
+    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS", _has_dbias)), infer=infer_backward,
+    params=(Param("has_dbias", True, convert=bool),), fixed={"mode": "CUDNN_RMS_NORM"},
+    order=("grad", "input", "scale", "inv_variance", "has_dbias", "compute_data_type", "name"), varargs=True,
+    out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_RMS_NORM"),
+    doc="rmsnorm_backward(grad, input, scale, inv_variance, has_dbias) -> [DX, DScale, DBias or None].")
+register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD)
