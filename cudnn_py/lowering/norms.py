@@ -13,18 +13,24 @@ _PORTS = {"X": "XDESC", "SCALE": "SCALE_DESC", "BIAS": "BIAS_DESC", "EPSILON": "
 _OUT_PORTS = {"Y": "YDESC", "MEAN": "MEAN_DESC", "INV_VARIANCE": "INV_VARIANCE_DESC"}
 
 
+def _lower(node: Any, tensors: Any, kind: str, prefix: str, ins: dict, outs: dict, extra: dict) -> list[Descriptor]:
+    op = Descriptor(kind)
+    for attr, value in extra.items():
+        op.set(prefix + attr, value)
+    for port, attr in ins.items():
+        if port in node.inputs:
+            op.set(prefix + attr, tensors(node.inputs[port]))
+    for port, attr in outs.items():
+        if port in node.outputs:
+            op.set(prefix + attr, tensors(node.outputs[port]))
+    return [op.finalize()]
+
+
 @lowers("norm_forward")
 def lower(node: Any, tensors: Any) -> list[Descriptor]:
-    op = Descriptor("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_NORM_FWD_MODE", node.params["mode"])
-    op.set("CUDNN_ATTR_OPERATION_NORM_FWD_PHASE", f"CUDNN_NORM_FWD_{node.params['norm_forward_phase'].name}")
-    for port, attr in _PORTS.items():
-        if port in node.inputs:
-            op.set(f"CUDNN_ATTR_OPERATION_NORM_FWD_{attr}", tensors(node.inputs[port]))
-    for port, attr in _OUT_PORTS.items():
-        if port in node.outputs:
-            op.set(f"CUDNN_ATTR_OPERATION_NORM_FWD_{attr}", tensors(node.outputs[port]))
-    return [op.finalize()]
+    phase = f"CUDNN_NORM_FWD_{node.params['norm_forward_phase'].name}"
+    return _lower(node, tensors, "CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", "CUDNN_ATTR_OPERATION_NORM_FWD_",
+                  _PORTS, _OUT_PORTS, {"MODE": node.params["mode"], "PHASE": phase})
 
 
 _BWD_IN = {"X": "XDESC", "DY": "DYDESC", "SCALE": "SCALE_DESC", "MEAN": "MEAN_DESC",
@@ -34,12 +40,5 @@ _BWD_OUT = {"DX": "DXDESC", "DSCALE": "DSCALE_DESC", "DBIAS": "DBIAS_DESC"}
 
 @lowers("norm_backward")
 def lower_backward(node: Any, tensors: Any) -> list[Descriptor]:
-    op = Descriptor("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_NORM_BWD_MODE", node.params["mode"])
-    for port, attr in _BWD_IN.items():
-        if port in node.inputs:
-            op.set(f"CUDNN_ATTR_OPERATION_NORM_BWD_{attr}", tensors(node.inputs[port]))
-    for port, attr in _BWD_OUT.items():
-        if port in node.outputs:
-            op.set(f"CUDNN_ATTR_OPERATION_NORM_BWD_{attr}", tensors(node.outputs[port]))
-    return [op.finalize()]
+    return _lower(node, tensors, "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_ATTR_OPERATION_NORM_BWD_",
+                  _BWD_IN, _BWD_OUT, {"MODE": node.params["mode"]})

@@ -22,20 +22,12 @@ from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
+from ..tensor import int_list
 from .common import InferenceContext, fill_data_types, require_dims
 
 
 def _ints(v: Any) -> list[int] | None:
-    if v is None:
-        return None
-    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-        raise TypeError(f"needs a list of ints, got {v!r}")
-    out = []
-    for x in v:
-        if isinstance(x, bool) or not isinstance(x, int) and not hasattr(x, "__index__"):
-            raise TypeError(f"needs a list of ints, got {v!r}")
-        out.append(int(x))
-    return out
+    return None if v is None else list(int_list(v, "a padding, stride or dilation"))
 
 
 def _mode(v: Any) -> Any:

@@ -13,18 +13,12 @@ from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
+from ..tensor import int_list
 from .common import InferenceContext, fill_data_types, require_dims
 
 
 def _int_list(v: Any) -> list[int]:
-    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-        raise TypeError(f"needs a list of ints, got {v!r}")
-    out = []
-    for x in v:
-        if isinstance(x, bool):
-            raise TypeError(f"needs a list of ints, got {v!r}")
-        out.append(operator.index(x))
-    return out
+    return list(int_list(v, "permutation"))
 
 
 def _index(v: Any) -> int:
