@@ -1,0 +1,56 @@
+"""GPU: layernorm / rmsnorm forward (TRAINING) and concatenate against float64 torch references. (Written with the
+families; first run on the device next session.)"""
+from __future__ import annotations
+
+import pytest
+
+import cudnn_py as cudnn
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+P = cudnn.norm_forward_phase
+
+
+def rel_err(out, ref):
+    assert torch.isfinite(out).all(), "not every element was written"
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("method", ["layernorm", "rmsnorm"])
+def test_norm_forward_training(method):
+    x = torch.randn(8, 256, 1, 1, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    s = torch.randn(1, 256, 1, 1, device="cuda", dtype=torch.float).to(memory_format=torch.channels_last)
+    b = torch.randn(1, 256, 1, 1, device="cuda", dtype=torch.float).to(memory_format=torch.channels_last)
+    eps = torch.full((1, 1, 1, 1), 1e-5, dtype=torch.float)  # a host scalar: pass-by-value
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    X, S, B, E = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b), g.tensor_like(eps)
+    outs = getattr(g, method)(P.TRAINING, X, S, B, E)
+    for t in outs:
+        t.set_output(True)
+    g.validate()
+    bufs = [torch.full(tuple(t.get_dim()), float("nan"), device="cuda",
+                       dtype=torch.half if t is outs[0] else torch.float) for t in outs]
+    bufs = [torch.as_strided(buf, tuple(t.get_dim()), tuple(t.get_stride())) for buf, t in zip(bufs, outs)]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    xd = x.double()
+    mean = xd.mean(dim=(1, 2, 3), keepdim=True) if method == "layernorm" else torch.zeros_like(xd[:, :1])
+    inv = 1 / torch.sqrt(((xd - mean) ** 2).mean(dim=(1, 2, 3), keepdim=True) + 1e-5)
+    assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
+    assert rel_err(bufs[-1], inv) < 1e-3
+
+
+def test_concatenate():
+    a = torch.randn(2, 16, 64, device="cuda", dtype=torch.half)
+    b = torch.randn(2, 48, 64, device="cuda", dtype=torch.half)
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    A, B = g.tensor_like(a), g.tensor_like(b)
+    Y = g.concatenate([A, B], 1).set_output(True)
+    g.validate()
+    y = torch.full(tuple(Y.get_dim()), float("nan"), device="cuda", dtype=torch.half)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({A: a, B: b, Y: y}, None)
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.cat([a, b], 1))
