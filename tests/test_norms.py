@@ -134,3 +134,28 @@ def test_batchnorm_inference_and_backward_lower_deviceless():
     g2.validate()
     kinds = [d.kind.name for d in g2.session.lowered.operations]
     assert kinds == ["CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]
+
+
+def test_instancenorm_normalizes_each_sample_and_channel():
+    xs = RNG.standard_normal((2, 3, 4, 5))
+    ss, bs = RNG.standard_normal((1, 3, 1, 1)), RNG.standard_normal((1, 3, 1, 1))
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    x, s, b = g.tensor([2, 3, 4, 5], name="x"), g.tensor([1, 3, 1, 1], name="s"), g.tensor([1, 3, 1, 1], name="b")
+    y, mean, inv = g.instancenorm(P.TRAINING, x, s, b, 1e-3)
+    for t in (y, mean, inv):
+        t.set_output(True)
+    g.validate_ir()
+    assert list(mean.dim) == [2, 3, 1, 1]
+    bufs = {t: np.zeros(tuple(t.dim)) for t in (y, mean, inv)}
+    g.execute({x: xs, s: ss, b: bs, **bufs})
+    m = xs.mean(axis=(2, 3), keepdims=True)
+    iv = 1 / np.sqrt(((xs - m) ** 2).mean(axis=(2, 3), keepdims=True) + 1e-3)
+    np.testing.assert_allclose(bufs[y], (xs - m) * iv * ss + bs, rtol=1e-12)
+    np.testing.assert_allclose(bufs[mean], m, rtol=1e-12)
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x2 = g2.tensor([2, 32, 8, 8], [2048, 1, 256, 32], name="x")
+    s2, b2 = (g2.tensor([1, 32, 1, 1], [32, 1, 32, 32], data_type=F, name=n) for n in ("s", "b"))
+    outs = g2.instancenorm(P.TRAINING, x2, s2, b2, 1e-5)
+    for t in outs:
+        t.set_output(True)
+    g2.validate()  # one NORM_FORWARD, deviceless

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..enums import diagonal_alignment, reduction_mode
 from ..errors import cudnnGraphNotSupportedError
+from ..ir.ops.norms import normalized_axes
 from .base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from .engine_ids import REFERENCE_ENGINE_ID
 
@@ -310,7 +311,7 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
     eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
-    axes = tuple(i for i, s in enumerate(node.inputs["SCALE"].dim) if int(s) != 1)
+    axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
     mean = np.zeros_like(x.mean(axis=axes, keepdims=True)) if rms else x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)

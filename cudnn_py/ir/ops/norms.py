@@ -54,7 +54,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
     if not y.stride:
         y._infer_set("stride", list(x.stride))
-    stats_dims = [1 if int(s) != 1 else int(d) for s, d in zip(scale.dim, x.dim)]
+    stats_dims = normalized_stats_dims(node.params["mode"], list(scale.dim), list(x.dim))
     for port in ("MEAN", "INV_VARIANCE"):
         t = node.outputs.get(port)
         if t is None:
@@ -67,6 +67,19 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         if t.data_type is data_type.NOT_SET:
             t._infer_set("data_type", data_type.FLOAT)  # statistics are kept in float
     fill_data_types(node, ctx, x)
+
+
+def normalized_axes(mode: str, scale_dims: list, x_dims: list) -> tuple[int, ...]:
+    """The axes a norm reduces over: instance norm every spatial axis (per sample and channel); layer / RMS norm
+    the axes where the scale is not 1 (per sample)."""
+    if mode == "CUDNN_INSTANCE_NORM":
+        return tuple(range(2, len(x_dims)))
+    return tuple(i for i, s in enumerate(scale_dims) if int(s) != 1)
+
+
+def normalized_stats_dims(mode: str, scale_dims: list, x_dims: list) -> list[int]:
+    axes = normalized_axes(mode, scale_dims, x_dims)
+    return [1 if i in axes else int(d) for i, d in enumerate(x_dims)]
 
 
 def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpec:
@@ -88,7 +101,8 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpe
 
 LAYERNORM = _norm("layernorm", "CUDNN_LAYER_NORM", with_mean=True, bias_optional=False)
 RMSNORM = _norm("rmsnorm", "CUDNN_RMS_NORM", with_mean=False, bias_optional=True)
-register(LAYERNORM, RMSNORM)
+INSTANCENORM = _norm("instancenorm", "CUDNN_INSTANCE_NORM", with_mean=True, bias_optional=False)
+register(LAYERNORM, RMSNORM, INSTANCENORM)
 
 
 # ---- batchnorm inference ------------------------------------------------------------------------------------------
