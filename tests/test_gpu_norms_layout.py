@@ -1,4 +1,4 @@
-"""GPU: layernorm / rmsnorm forward (TRAINING) and concatenate against float64 torch references. (Written with the
+"""GPU: layernorm / rmsnorm / instancenorm forward (TRAINING) and concatenate against float64 torch references. (Written with the
 families; first run on the device next session.)"""
 from __future__ import annotations
 
@@ -54,3 +54,28 @@ def test_concatenate():
     g.execute({A: a, B: b, Y: y}, None)
     torch.cuda.synchronize()
     assert torch.equal(y, torch.cat([a, b], 1))
+
+
+def test_instancenorm_forward_training():
+    x = torch.randn(4, 32, 8, 8, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    s = torch.randn(1, 32, 1, 1, device="cuda", dtype=torch.float).to(memory_format=torch.channels_last)
+    b = torch.randn(1, 32, 1, 1, device="cuda", dtype=torch.float).to(memory_format=torch.channels_last)
+    eps = torch.full((1, 1, 1, 1), 1e-5, dtype=torch.float)
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    X, S, B, E = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b), g.tensor_like(eps)
+    outs = g.instancenorm(P.TRAINING, X, S, B, E)
+    for t in outs:
+        t.set_output(True)
+    g.validate()
+    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
+                                        dtype=torch.half if t is outs[0] else torch.float),
+                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    xd = x.double()
+    mean = xd.mean(dim=(2, 3), keepdim=True)
+    inv = 1 / torch.sqrt(((xd - mean) ** 2).mean(dim=(2, 3), keepdim=True) + 1e-5)
+    assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
+    assert rel_err(bufs[1], mean) < 1e-3
+    assert rel_err(bufs[2], inv) < 1e-3

@@ -159,3 +159,65 @@ def test_instancenorm_normalizes_each_sample_and_channel():
     for t in outs:
         t.set_output(True)
     g2.validate()  # one NORM_FORWARD, deviceless
+
+
+def _instancenorm(xs, ss, bs, eps=1e-3):
+    mean = xs.mean(axis=(2, 3), keepdims=True)
+    inv = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=(2, 3), keepdims=True) + eps)
+    return (xs - mean) * inv * ss + bs, mean, inv
+
+
+def test_instancenorm_backward_reference_matches_finite_differences_and_lowers_deviceless():
+    xs, dys = RNG.standard_normal((2, 3, 2, 3)), RNG.standard_normal((2, 3, 2, 3))
+    ss, bs = RNG.standard_normal((1, 3, 1, 1)), RNG.standard_normal((1, 3, 1, 1))
+    _, mean, inv = _instancenorm(xs, ss, bs)
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    dy, x = g.tensor([2, 3, 2, 3], name="dy"), g.tensor([2, 3, 2, 3], name="x")
+    s, m, iv = g.tensor([1, 3, 1, 1], name="s"), g.tensor([2, 3, 1, 1], name="m"), g.tensor([2, 3, 1, 1], name="iv")
+    outs = g.instancenorm_backward(dy, x, s, m, iv)
+    for t in outs:
+        t.set_output(True)
+    g.validate_ir()
+    assert [list(t.dim) for t in outs] == [[2, 3, 2, 3], [1, 3, 1, 1], [1, 3, 1, 1]]
+    bufs = {t: np.zeros(tuple(t.dim)) for t in outs}
+    g.execute({dy: dys, x: xs, s: ss, m: mean, iv: inv, **bufs})
+    grads = dict(zip(("x", "s", "b"), (bufs[t] for t in outs)))
+    h = 1e-6
+    for name, arr in (("x", xs), ("s", ss), ("b", bs)):
+        num = np.zeros_like(arr)
+        for idx in np.ndindex(arr.shape):
+            vals = {"x": xs, "s": ss, "b": bs}
+            up, dn = arr.copy(), arr.copy()
+            up[idx] += h
+            dn[idx] -= h
+            f_up = (_instancenorm(**{"xs": vals["x"], "ss": vals["s"], "bs": vals["b"], f"{name}s": up})[0] * dys).sum()
+            f_dn = (_instancenorm(**{"xs": vals["x"], "ss": vals["s"], "bs": vals["b"], f"{name}s": dn})[0] * dys).sum()
+            num[idx] = (f_up - f_dn) / (2 * h)
+        np.testing.assert_allclose(grads[name], num, rtol=1e-5, atol=1e-7, err_msg=name)
+    # statistics of the wrong shape (layer-norm statistics) are refused with the tensor named
+    g_bad = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    args = [g_bad.tensor([2, 3, 2, 3], name=n) for n in ("dy", "x")]
+    bad = g_bad.instancenorm_backward(*args, g_bad.tensor([1, 3, 1, 1], name="s"), g_bad.tensor([2, 1, 1, 1], name="m"),
+                                      g_bad.tensor([2, 3, 1, 1], name="iv"))
+    for t in bad:
+        t.set_output(True)
+    with pytest.raises(ValueError, match=r"tensor 'm' .*not the statistics' \[2, 3, 1, 1\]"):
+        g_bad.validate_ir()
+    # without the statistics (the classic defaults) the IR says what is missing before cuDNN's finalize would
+    g_none = cudnn.pygraph(io_data_type=D, compute_data_type=D)
+    args = [g_none.tensor([2, 3, 2, 3], name=n) for n in ("dy", "x")]
+    for t in g_none.instancenorm_backward(*args, g_none.tensor([1, 3, 1, 1], name="s")):
+        t.set_output(True)
+    with pytest.raises(ValueError, match="instancenorm_backward .*needs the forward's mean and inv_variance"):
+        g_none.validate()
+    # on cuDNN: one NORM_BACKWARD in INSTANCE_NORM mode, finalized deviceless
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    dy2, x2 = (g2.tensor([2, 32, 8, 8], [2048, 1, 256, 32], name=n) for n in ("dy", "x"))
+    s2 = g2.tensor([1, 32, 1, 1], [32, 1, 32, 32], data_type=F, name="s")
+    m2, iv2 = (g2.tensor([2, 32, 1, 1], [32, 1, 32, 32], data_type=F, name=n) for n in ("m", "iv"))
+    for t in g2.instancenorm_backward(dy2, x2, s2, m2, iv2):
+        t.set_output(True)
+    g2.validate()
+    op = g2.session.lowered.operations[0]
+    assert op.kind.name == "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"
+    assert op.attributes["CUDNN_ATTR_OPERATION_NORM_BWD_MODE"].endswith("CUDNN_INSTANCE_NORM")

@@ -330,13 +330,13 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
 @reference("norm_backward")
 def _norm_backward(node: Any, read: Read) -> np.ndarray:
     """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes
-    (where scale is not 1): dscale, dbias sum over the others."""
+    (layer / RMS: where scale is not 1; instance: the spatial axes): dscale, dbias sum where scale is 1."""
     dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
     inv = read(node.inputs["INV_VARIANCE"])
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
     mean = 0.0 if rms else read(node.inputs["MEAN"])
     dims = node.inputs["SCALE"].dim
-    norm_axes = tuple(i for i, s in enumerate(dims) if int(s) != 1)
+    norm_axes = normalized_axes(node.params["mode"], list(dims), list(x.shape))
     other_axes = tuple(i for i, s in enumerate(dims) if int(s) == 1)
     xhat = (x - mean) * inv
     g = dy * scale

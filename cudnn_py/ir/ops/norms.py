@@ -147,7 +147,12 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} differ from X's {list(x.dim)}")
     if len(scale.dim) != len(x.dim) or any(int(s) not in (1, int(d)) for s, d in zip(scale.dim, x.dim)):
         raise shape_error(op, node.name, scale, f"dims {list(scale.dim)} do not fit X {list(x.dim)}")
-    stats = [1 if int(s) != 1 else int(d) for s, d in zip(scale.dim, x.dim)]
+    needed = ("INV_VARIANCE",) if node.params["mode"] == "CUDNN_RMS_NORM" else ("MEAN", "INV_VARIANCE")
+    missing = [p.lower() for p in needed if p not in node.inputs]
+    if missing:  # cuDNN's NORM_BACKWARD reads the forward's statistics; it refuses at finalize without them
+        raise ValueError(f"{op} node {node.name!r}: needs the forward's {' and '.join(missing)} (cuDNN's "
+                         "NORM_BACKWARD does not recompute them)")
+    stats = normalized_stats_dims(node.params["mode"], list(scale.dim), list(x.dim))
     for port in ("MEAN", "INV_VARIANCE"):
         stat = node.inputs.get(port)
         if stat is not None and stat.dim and list(stat.dim) != stats:
@@ -185,4 +190,16 @@ RMSNORM_BACKWARD = OpSpec(
     order=("grad", "input", "scale", "inv_variance", "has_dbias", "compute_data_type", "name"), varargs=True,
     out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_RMS_NORM"),
     doc="rmsnorm_backward(grad, input, scale, inv_variance, has_dbias) -> [DX, DScale, DBias or None].")
-register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD)
+
+INSTANCENORM_BACKWARD = OpSpec(
+    method="instancenorm_backward", kind="norm_backward",
+    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean", optional=True),
+            Port("INV_VARIANCE", "inv_variance", optional=True)),
+    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
+    fixed={"mode": "CUDNN_INSTANCE_NORM"},
+    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
+    out_dims=True, returns_list=True,
+    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_INSTANCE_NORM"),
+    doc="instancenorm_backward(grad, input, scale, mean=None, inv_variance=None) -> [DX, DScale, DBias]; the "
+        "statistics are per sample and channel ([N, C, 1, 1]).")
+register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD)
