@@ -79,3 +79,30 @@ def test_instancenorm_forward_training():
     assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
     assert rel_err(bufs[1], mean) < 1e-3
     assert rel_err(bufs[2], inv) < 1e-3
+
+
+def test_adalayernorm_forward_training():
+    if cudnn.backend_version() < 90900:
+        pytest.skip("ADA_LAYER_NORM needs cuDNN 9.9.0")
+    x = torch.randn(2, 128, 64, device="cuda", dtype=torch.half)
+    s = torch.randn(2, 1, 64, device="cuda", dtype=torch.float)
+    b = torch.randn(2, 1, 64, device="cuda", dtype=torch.float)
+    eps = torch.full((1, 1, 1), 1e-5, dtype=torch.float)
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    X, S, B, E = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b), g.tensor_like(eps)
+    outs = g.adalayernorm(P.TRAINING, X, S, B, E)
+    for t in outs:
+        t.set_output(True)
+    g.validate()
+    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
+                                        dtype=torch.half if t is outs[0] else torch.float),
+                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    xd = x.double()
+    mean = xd.mean(dim=2, keepdim=True)
+    inv = 1 / torch.sqrt(((xd - mean) ** 2).mean(dim=2, keepdim=True) + 1e-5)
+    assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
+    assert rel_err(bufs[1], mean) < 1e-3
+    assert rel_err(bufs[2], inv) < 1e-3

@@ -221,3 +221,81 @@ def test_instancenorm_backward_reference_matches_finite_differences_and_lowers_d
     op = g2.session.lowered.operations[0]
     assert op.kind.name == "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"
     assert op.attributes["CUDNN_ATTR_OPERATION_NORM_BWD_MODE"].endswith("CUDNN_INSTANCE_NORM")
+
+
+def _adaln(xs, ss, bs, eps=1e-3):
+    mean = xs.mean(axis=2, keepdims=True)
+    inv = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=2, keepdims=True) + eps)
+    return (xs - mean) * inv * ss + bs, mean, inv
+
+
+def test_adalayernorm_per_sample_scale_forward_backward_and_lowering():
+    xs, dys = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 3, 4))
+    ss, bs = RNG.standard_normal((2, 1, 4)), RNG.standard_normal((2, 1, 4))  # per sample: the batch axis is kept
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    x, s, b = g.tensor([2, 3, 4], name="x"), g.tensor([2, 1, 4], name="s"), g.tensor([2, 1, 4], name="b")
+    y, mean, inv = g.adalayernorm(P.TRAINING, x, s, b, 1e-3)
+    for t in (y, mean, inv):
+        t.set_output(True)
+    g.validate_ir()
+    assert list(mean.dim) == [2, 3, 1]
+    bufs = {t: np.zeros(tuple(t.dim)) for t in (y, mean, inv)}
+    g.execute({x: xs, s: ss, b: bs, **bufs})
+    y_ref, m_ref, iv_ref = _adaln(xs, ss, bs)
+    np.testing.assert_allclose(bufs[y], y_ref, rtol=1e-12)
+    np.testing.assert_allclose(bufs[mean], m_ref, rtol=1e-12)
+    np.testing.assert_allclose(bufs[inv], iv_ref, rtol=1e-12)
+
+    gb = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    dy, xb, sb = gb.tensor([2, 3, 4], name="dy"), gb.tensor([2, 3, 4], name="x"), gb.tensor([2, 1, 4], name="s")
+    mb, ivb = gb.tensor([2, 3, 1], name="m"), gb.tensor([2, 3, 1], name="iv")
+    outs = gb.adalayernorm_backward(dy, xb, sb, mb, ivb)
+    for t in outs:
+        t.set_output(True)
+    gb.validate_ir()
+    assert [list(t.dim) for t in outs] == [[2, 3, 4], [2, 1, 4], [2, 1, 4]]
+    gbufs = {t: np.zeros(tuple(t.dim)) for t in outs}
+    gb.execute({dy: dys, xb: xs, sb: ss, mb: m_ref, ivb: iv_ref, **gbufs})
+    h = 1e-6
+    for k, (name, arr) in enumerate((("xs", xs), ("ss", ss), ("bs", bs))):
+        num = np.zeros_like(arr)
+        for idx in np.ndindex(arr.shape):
+            up, dn = arr.copy(), arr.copy()
+            up[idx] += h
+            dn[idx] -= h
+            base = {"xs": xs, "ss": ss, "bs": bs}
+            num[idx] = ((_adaln(**{**base, name: up})[0] - _adaln(**{**base, name: dn})[0]) * dys).sum() / (2 * h)
+        np.testing.assert_allclose(gbufs[outs[k]], num, rtol=1e-5, atol=1e-7, err_msg=name)
+
+    # on cuDNN 9.28 (>= 9.9.0, the frontend's gate): one NORM_FORWARD / NORM_BACKWARD in ADA_LAYER_NORM mode
+    for backward in (False, True):
+        g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+        x2 = g2.tensor([2, 128, 64], name="x")
+        s2 = g2.tensor([2, 1, 64], data_type=F, name="s")
+        if backward:
+            stats = [g2.tensor([2, 128, 1], data_type=F, name=n) for n in ("m", "iv")]
+            outs2 = g2.adalayernorm_backward(g2.tensor([2, 128, 64], name="dy"), x2, s2, *stats)
+        else:
+            eps = g2.tensor([1, 1, 1], data_type=F, is_pass_by_value=True, name="eps")
+            outs2 = g2.adalayernorm(P.TRAINING, x2, s2, g2.tensor([2, 1, 64], data_type=F, name="b"), eps)
+        for t in outs2:
+            t.set_output(True)
+        g2.validate()
+        op = g2.session.lowered.operations[0]
+        assert op.attributes[f"CUDNN_ATTR_OPERATION_NORM_{'BWD' if backward else 'FWD'}_MODE"].endswith(
+            "CUDNN_ADA_LAYER_NORM")
+
+
+def test_adalayernorm_gate_names_the_frontends_minimum(monkeypatch):
+    from cudnn_py.backend import versions
+
+    monkeypatch.setattr(versions, "runtime_version", lambda: 90800)  # has the enum (9.7) but not the frontend's 9.9
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x, s = g.tensor([2, 128, 64], name="x"), g.tensor([2, 1, 64], data_type=F, name="s")
+    eps = g.tensor([1, 1, 1], data_type=F, is_pass_by_value=True, name="eps")
+    for t in g.adalayernorm(P.TRAINING, x, s, None, eps):
+        if t is not None:
+            t.set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
+        g.validate()
+    assert "9.9.0" in str(e.value) and "adalayernorm" in str(e.value)

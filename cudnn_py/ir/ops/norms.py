@@ -71,10 +71,11 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 def normalized_axes(mode: str, scale_dims: list, x_dims: list) -> tuple[int, ...]:
     """The axes a norm reduces over: instance norm every spatial axis (per sample and channel); layer / RMS norm
-    the axes where the scale is not 1 (per sample)."""
+    the axes where the scale is not 1 (per sample); adaptive layer norm those of them after the batch axis."""
     if mode == "CUDNN_INSTANCE_NORM":
         return tuple(range(2, len(x_dims)))
-    return tuple(i for i, s in enumerate(scale_dims) if int(s) != 1)
+    first = 1 if mode == "CUDNN_ADA_LAYER_NORM" else 0  # adaptive: the scale is per sample, the batch axis is kept
+    return tuple(i for i, s in enumerate(scale_dims) if i >= first and int(s) != 1)
 
 
 def normalized_stats_dims(mode: str, scale_dims: list, x_dims: list) -> list[int]:
@@ -82,7 +83,7 @@ def normalized_stats_dims(mode: str, scale_dims: list, x_dims: list) -> list[int
     return [1 if i in axes else int(d) for i, d in enumerate(x_dims)]
 
 
-def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpec:
+def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool, min_version: int = 0) -> OpSpec:
     outputs = (Output("Y"),) + ((Output("MEAN", _training),) if with_mean else ()) + (Output("INV_VARIANCE",
                                                                                              _training),)
     return OpSpec(
@@ -94,7 +95,7 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpe
         fixed={"mode": mode},
         order=("norm_forward_phase", "input", "scale", "bias", "epsilon", "compute_data_type", "name"),
         varargs=True, out_dims=True, returns_list=True,
-        requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", mode),
+        requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", mode), min_version=min_version,
         doc=f"{method}(norm_forward_phase, input, scale, bias, epsilon) -> "
             f"[Y{', mean' if with_mean else ''}, inv_variance] (statistics None unless TRAINING).")
 
@@ -102,7 +103,11 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool) -> OpSpe
 LAYERNORM = _norm("layernorm", "CUDNN_LAYER_NORM", with_mean=True, bias_optional=False)
 RMSNORM = _norm("rmsnorm", "CUDNN_RMS_NORM", with_mean=False, bias_optional=True)
 INSTANCENORM = _norm("instancenorm", "CUDNN_INSTANCE_NORM", with_mean=True, bias_optional=False)
-register(LAYERNORM, RMSNORM, INSTANCENORM)
+# the frontend converts ADA_LAYER_NORM only from cuDNN 9.9.0 (the header has the enum since 9.7.0)
+ADA_LAYER_NORM_MIN_VERSION = 90900
+ADALAYERNORM = _norm("adalayernorm", "CUDNN_ADA_LAYER_NORM", with_mean=True, bias_optional=True,
+                     min_version=ADA_LAYER_NORM_MIN_VERSION)
+register(LAYERNORM, RMSNORM, INSTANCENORM, ADALAYERNORM)
 
 
 # ---- batchnorm inference ------------------------------------------------------------------------------------------
@@ -202,4 +207,15 @@ INSTANCENORM_BACKWARD = OpSpec(
     requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_INSTANCE_NORM"),
     doc="instancenorm_backward(grad, input, scale, mean=None, inv_variance=None) -> [DX, DScale, DBias]; the "
         "statistics are per sample and channel ([N, C, 1, 1]).")
-register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD)
+
+ADALAYERNORM_BACKWARD = OpSpec(
+    method="adalayernorm_backward", kind="norm_backward",
+    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
+            Port("INV_VARIANCE", "inv_variance")),
+    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
+    fixed={"mode": "CUDNN_ADA_LAYER_NORM"},
+    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
+    out_dims=True, returns_list=True, min_version=ADA_LAYER_NORM_MIN_VERSION,
+    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_ADA_LAYER_NORM"),
+    doc="adalayernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]; scale per sample.")
+register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD, ADALAYERNORM_BACKWARD)
