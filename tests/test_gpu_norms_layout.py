@@ -106,3 +106,21 @@ def test_adalayernorm_forward_training():
     assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
     assert rel_err(bufs[1], mean) < 1e-3
     assert rel_err(bufs[2], inv) < 1e-3
+
+
+def test_genstats():
+    x = torch.randn(4, 64, 16, 16, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    X = g.tensor_like(x)
+    outs = g.genstats(X)
+    for t in outs:
+        t.set_output(True).set_data_type(F)
+    g.validate()
+    bufs = [torch.full((64,), float("nan"), device="cuda").as_strided((1, 64, 1, 1), tuple(t.get_stride()))
+            for t in outs]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({X: x, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    xd = x.double()
+    assert rel_err(bufs[0], xd.sum(dim=(0, 2, 3), keepdim=True)) < 1e-3
+    assert rel_err(bufs[1], (xd * xd).sum(dim=(0, 2, 3), keepdim=True)) < 1e-3

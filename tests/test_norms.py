@@ -299,3 +299,34 @@ def test_adalayernorm_gate_names_the_frontends_minimum(monkeypatch):
     with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
         g.validate()
     assert "9.9.0" in str(e.value) and "adalayernorm" in str(e.value)
+
+
+def test_genstats_per_channel_sums_and_lowering():
+    xs = RNG.standard_normal((2, 3, 4, 5))
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    x = g.tensor([2, 3, 4, 5], name="x")
+    total, sq = g.genstats(x, name="gs")
+    assert (total.name, sq.name) == ("gs_sum_output", "gs_sq_sum_output")  # the frontend's labels
+    total.set_output(True)
+    sq.set_output(True)
+    g.validate_ir()
+    assert list(total.dim) == [1, 3, 1, 1]
+    bufs = {t: np.zeros((1, 3, 1, 1)) for t in (total, sq)}
+    g.execute({x: xs, **bufs})
+    np.testing.assert_allclose(bufs[total].reshape(-1), [xs[:, c].sum() for c in range(3)], rtol=1e-12)
+    np.testing.assert_allclose(bufs[sq].reshape(-1), [(xs[:, c] ** 2).sum() for c in range(3)], rtol=1e-12)
+    bad = cudnn.pygraph(io_data_type=D, compute_data_type=D)
+    s_bad, _ = bad.genstats(bad.tensor([2, 3, 4, 5], name="x"))
+    s_bad.set_dim([1, 4, 1, 1])
+    with pytest.raises(ValueError, match=r"not per channel \[1, 3, 1, 1\]"):
+        bad.validate_ir()
+    # on cuDNN 9.28: conv-output statistics as the frontend's conv_genstats sample builds them, deviceless
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x2 = g2.tensor([4, 64, 16, 16], [16384, 1, 1024, 64], name="x")
+    outs = g2.genstats(x2)
+    for t in outs:
+        t.set_output(True).set_data_type(F)
+    g2.validate()
+    op = g2.session.lowered.operations[0]
+    assert op.kind.name == "CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR"
+    assert op.attributes["CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC"].endswith("CUDNN_DATA_HALF")

@@ -327,6 +327,15 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     return y if not extra else _WithExtra(y, extra)
 
 
+@reference("genstats")
+def _genstats(node: Any, read: Read) -> np.ndarray:
+    """Per-channel sum and sum of squares over every axis but 1."""
+    x = read(node.inputs["X"])
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    return _WithExtra(x.sum(axis=axes, keepdims=True), {node.outputs["SQ_SUM"].uid: (x * x).sum(axis=axes,
+                                                                                             keepdims=True)})
+
+
 @reference("norm_backward")
 def _norm_backward(node: Any, read: Read) -> np.ndarray:
     """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes

@@ -143,7 +143,8 @@ class BuilderMixin:
                        for p in spec.inputs if values.get(p.arg) is not None for port, v in p.ports_of(values[p.arg])}
         ports = spec.output_ports(params)
         outs: list[Tensor | None] = [
-            self._register(Tensor(name=f"{node.name}::{port}", is_virtual=True)) if port is not None else None
+            self._register(Tensor(name=spec.output_label(port, node.name), is_virtual=True)) if port is not None
+            else None
             for port in ports]
         node.outputs = {port: t for port, t in zip(ports, outs) if port is not None and t is not None}
         self._nodes.append(node)

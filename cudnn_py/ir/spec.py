@@ -65,6 +65,7 @@ class Param:
 class Output:
     port: str
     when: Callable[[Mapping[str, Any]], bool] | None = None  # params -> does the output exist
+    label: str = "{node}::{port}"  # the output tensor's default name (the frontend's, which a few ops vary)
 
     def exists(self, params: Mapping[str, Any]) -> bool:
         return self.when is None or bool(self.when(params))
@@ -182,6 +183,10 @@ class OpSpec:
     def output_ports(self, params: Mapping[str, Any]) -> tuple[str | None, ...]:
         """Each declared output's port, or None where it does not exist for these params."""
         return tuple(o.port if o.exists(params) else None for o in self.outputs)
+
+    def output_label(self, port: str, node_name: str) -> str:
+        label = next(o.label for o in self.outputs if o.port == port)
+        return label.format(node=node_name, port=port)
 
 
 def _is_dtype_like(v: Any) -> bool:

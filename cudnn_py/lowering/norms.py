@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import Descriptor
+from ..enums import to_backend_data_type
 from .registry import lowers
 
 # batchnorm inference takes MEAN / INV_VARIANCE as inputs; the training forms produce them
@@ -42,3 +43,16 @@ _BWD_OUT = {"DX": "DXDESC", "DSCALE": "DSCALE_DESC", "DBIAS": "DBIAS_DESC"}
 def lower_backward(node: Any, tensors: Any) -> list[Descriptor]:
     return _lower(node, tensors, "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_ATTR_OPERATION_NORM_BWD_",
                   _BWD_IN, _BWD_OUT, {"MODE": node.params["mode"]})
+
+
+@lowers("genstats")
+def lower_genstats(node: Any, tensors: Any) -> list[Descriptor]:
+    x = node.inputs["X"]
+    op = Descriptor("CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_GENSTATS_MODE", "CUDNN_GENSTATS_SUM_SQSUM")
+    # the frontend sets X's data type as the math precision, not the compute type (node_lowering.md §5.2)
+    op.set("CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC", to_backend_data_type(x.data_type))
+    op.set("CUDNN_ATTR_OPERATION_GENSTATS_XDESC", tensors(x))
+    op.set("CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC", tensors(node.outputs["SUM"]))
+    op.set("CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC", tensors(node.outputs["SQ_SUM"]))
+    return [op.finalize()]

@@ -219,3 +219,30 @@ ADALAYERNORM_BACKWARD = OpSpec(
     requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_ADA_LAYER_NORM"),
     doc="adalayernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]; scale per sample.")
 register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD, ADALAYERNORM_BACKWARD)
+
+
+# ---- genstats: per-channel sum and sum of squares (the batchnorm-statistics producer) -----------------------------
+def infer_genstats(node: Node, ctx: InferenceContext) -> None:
+    x = node.inputs["X"]
+    require_dims("genstats", node, x)
+    per_channel = [1, int(x.dim[1])] + [1] * (len(x.dim) - 2)
+    for port in ("SUM", "SQ_SUM"):
+        t = node.outputs[port]
+        if not t.dim:
+            t._infer_set("dim", per_channel)
+        elif list(t.dim) != per_channel:
+            raise shape_error("genstats", node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} "
+                              f"for X {list(x.dim)}")
+        if not t.stride:
+            t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
+    fill_data_types(node, ctx, x)
+
+
+GENSTATS = OpSpec(
+    method="genstats", kind="genstats", inputs=(Port("X", "input"),),
+    outputs=(Output("SUM", label="{node}_sum_output"), Output("SQ_SUM", label="{node}_sq_sum_output")),
+    infer=infer_genstats, order=("input", "compute_data_type", "name"), varargs=True, out_dims=True,
+    returns_list=True,
+    requires=("CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR", "CUDNN_GENSTATS_SUM_SQSUM"),
+    doc="genstats(input) -> [SUM, SQ_SUM]: per-channel sum and sum of squares of X over N and the spatial axes.")
+register(GENSTATS)
