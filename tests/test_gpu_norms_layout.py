@@ -124,3 +124,32 @@ def test_genstats():
     xd = x.double()
     assert rel_err(bufs[0], xd.sum(dim=(0, 2, 3), keepdim=True)) < 1e-3
     assert rel_err(bufs[1], (xd * xd).sum(dim=(0, 2, 3), keepdim=True)) < 1e-3
+
+
+def test_batchnorm_training_with_running_statistics():
+    x = torch.randn(8, 32, 16, 16, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    per_c = [torch.randn(1, 32, 1, 1, device="cuda").to(memory_format=torch.channels_last) for _ in range(3)]
+    s, b, rm = per_c
+    rv = (torch.rand(1, 32, 1, 1, device="cuda") + 0.5).to(memory_format=torch.channels_last)
+    eps, mom = torch.full((1, 1, 1, 1), 1e-5), torch.full((1, 1, 1, 1), 0.1)
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    X, S, B, RM, RV, E, M = (g.tensor_like(t) for t in (x, s, b, rm, rv, eps, mom))
+    outs = g.batchnorm(X, S, B, RM, RV, E, M)
+    for t in outs:
+        t.set_output(True)
+    g.validate()
+    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
+                                        dtype=torch.half if t is outs[0] else torch.float),
+                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({X: x, S: s, B: b, RM: rm, RV: rv, E: eps, M: mom, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    xd = x.double()
+    mean = xd.mean(dim=(0, 2, 3), keepdim=True)
+    var = xd.var(dim=(0, 2, 3), keepdim=True, unbiased=False)
+    inv = 1 / torch.sqrt(var + 1e-5)
+    n = x.numel() // 32
+    want = [(xd - mean) * inv * s.double() + b.double(), mean, inv, 0.9 * rm.double() + 0.1 * mean,
+            0.9 * rv.double() + 0.1 * var * n / (n - 1)]
+    for got, ref, tol in zip(bufs, want, (5e-3, 1e-3, 1e-3, 1e-3, 1e-3)):
+        assert rel_err(got, ref) < tol

@@ -330,3 +330,113 @@ def test_genstats_per_channel_sums_and_lowering():
     op = g2.session.lowered.operations[0]
     assert op.kind.name == "CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR"
     assert op.attributes["CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC"].endswith("CUDNN_DATA_HALF")
+
+
+def test_batchnorm_training_running_statistics_and_backward():
+    xs = RNG.standard_normal((4, 3, 2, 5))
+    ss, bs = RNG.standard_normal((1, 3, 1, 1)), RNG.standard_normal((1, 3, 1, 1))
+    rm, rv = RNG.standard_normal((1, 3, 1, 1)), RNG.uniform(0.5, 2.0, (1, 3, 1, 1))
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    x, s, b = g.tensor([4, 3, 2, 5], name="x"), g.tensor([1, 3, 1, 1], name="s"), g.tensor([1, 3, 1, 1], name="b")
+    trm, trv = g.tensor([1, 3, 1, 1], name="rm"), g.tensor([1, 3, 1, 1], name="rv")
+    outs = g.batchnorm(x, s, b, trm, trv, 1e-3, 0.1, name="bn")
+    assert [t.name for t in outs] == ["bn::Y", "bn::MEAN", "bn::INV_VARIANCE", "bn::NEXT_RUNNING_MEAN",
+                                      "bn::NEXT_RUNNING_VAR"]
+    for t in outs:
+        t.set_output(True)
+    g.validate_ir()
+    bufs = {t: np.zeros(tuple(t.dim)) for t in outs}
+    g.execute({x: xs, s: ss, b: bs, trm: rm, trv: rv, **bufs})
+    mean = xs.mean(axis=(0, 2, 3), keepdims=True)
+    var = xs.var(axis=(0, 2, 3), keepdims=True)
+    inv = 1 / np.sqrt(var + 1e-3)
+    want = [(xs - mean) * inv * ss + bs, mean, inv, 0.9 * rm + 0.1 * mean, 0.9 * rv + 0.1 * var * 40 / 39]
+    for t, w in zip(outs, want):
+        np.testing.assert_allclose(bufs[t], w, rtol=1e-12, err_msg=t.name)
+
+    # without the running inputs there are no running outputs; a partial set is refused, not dropped
+    g_plain = cudnn.pygraph(io_data_type=D, compute_data_type=D)
+    xp = g_plain.tensor([4, 3, 2, 5], name="x")
+    sp, bp = g_plain.tensor([1, 3, 1, 1], name="s"), g_plain.tensor([1, 3, 1, 1], name="b")
+    assert g_plain.batchnorm(xp, sp, bp, None, None, 1e-3, None)[3:] == [None, None]
+    g_part = cudnn.pygraph(io_data_type=D, compute_data_type=D)
+    xq = g_part.tensor([4, 3, 2, 5], name="x")
+    sq, bq, rq = (g_part.tensor([1, 3, 1, 1], name=n) for n in ("s", "b", "rm"))
+    for t in g_part.batchnorm(xq, sq, bq, rq, None, 1e-3, 0.1):
+        if t is not None:
+            t.set_output(True)
+    with pytest.raises(ValueError, match="need in_running_mean, in_running_var and momentum together"):
+        g_part.validate_ir()
+
+    # backward against finite differences of the forward's Y
+    dys = RNG.standard_normal(xs.shape)
+    gb = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    dy, xb, sb = gb.tensor([4, 3, 2, 5], name="dy"), gb.tensor([4, 3, 2, 5], name="x"), gb.tensor([1, 3, 1, 1], name="s")
+    mb, ivb = gb.tensor([1, 3, 1, 1], name="m"), gb.tensor([1, 3, 1, 1], name="iv")
+    grads = gb.batchnorm_backward(dy, xb, sb, mb, ivb)
+    for t in grads:
+        t.set_output(True)
+    gb.validate_ir()
+    gbufs = {t: np.zeros(tuple(t.dim)) for t in grads}
+    gb.execute({dy: dys, xb: xs, sb: ss, mb: mean, ivb: inv, **gbufs})
+
+    def y_of(xv, sv, bv):
+        m = xv.mean(axis=(0, 2, 3), keepdims=True)
+        return (xv - m) / np.sqrt(xv.var(axis=(0, 2, 3), keepdims=True) + 1e-3) * sv + bv
+
+    h = 1e-6
+    for k, arr in enumerate((xs, ss, bs)):
+        num = np.zeros_like(arr)
+        for idx in np.ndindex(arr.shape):
+            up, dn = [xs, ss, bs], [xs, ss, bs]
+            up[k], dn[k] = arr.copy(), arr.copy()
+            up[k][idx] += h
+            dn[k][idx] -= h
+            num[idx] = ((y_of(*up) - y_of(*dn)) * dys).sum() / (2 * h)
+        np.testing.assert_allclose(gbufs[grads[k]], num, rtol=1e-5, atol=1e-7, err_msg=str(k))
+
+
+def test_batchnorm_training_and_backward_lower_deviceless():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 32, 16, 16], [8192, 1, 512, 32], name="x")
+    per_c = [1, 32, 1, 1], [32, 1, 32, 32]
+    s, b, rm, rv = (g.tensor(*per_c, data_type=F, name=n) for n in ("s", "b", "rm", "rv"))
+    eps, mom = (g.tensor([1, 1, 1, 1], data_type=F, is_pass_by_value=True, name=n) for n in ("eps", "mom"))
+    for t in g.batchnorm(x, s, b, rm, rv, eps, mom):
+        t.set_output(True)
+    g.validate()
+    attrs = g.session.lowered.operations[0].attributes
+    for attr in ("EXP_AVG_FACTOR_DESC", "INPUT_RUNNING_MEAN_DESC", "OUTPUT_RUNNING_VAR_DESC"):
+        assert f"CUDNN_ATTR_OPERATION_NORM_FWD_{attr}" in attrs
+    gb = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    dy, xb = (gb.tensor([4, 32, 16, 16], [8192, 1, 512, 32], name=n) for n in ("dy", "x"))
+    sb, mb, ivb = (gb.tensor(*per_c, data_type=F, name=n) for n in ("s", "m", "iv"))
+    for t in gb.batchnorm_backward(dy, xb, sb, mb, ivb):
+        t.set_output(True)
+    gb.validate()
+    assert gb.session.lowered.operations[0].attributes["CUDNN_ATTR_OPERATION_NORM_BWD_MODE"].endswith(
+        "CUDNN_BATCH_NORM")
+
+
+def test_batchnorm_peer_stats_are_lowered_and_refused_by_the_reference():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 32, 16, 16], [8192, 1, 512, 32], name="x")
+    s, b = (g.tensor([1, 32, 1, 1], [32, 1, 32, 32], data_type=F, name=n) for n in ("s", "b"))
+    eps = g.tensor([1, 1, 1, 1], data_type=F, is_pass_by_value=True, name="eps")
+    peers = [g.tensor([2, 128, 1, 1], [128, 1, 128, 128], data_type=F, name=f"peer{i}") for i in range(2)]
+    outs = g.batchnorm(x, s, b, None, None, eps, None, peers)
+    for t in outs[:3]:
+        t.set_output(True)
+    g.validate()
+    descs = g.session.lowered.operations[0].attributes["CUDNN_ATTR_OPERATION_NORM_FWD_PEER_STAT_DESCS"]
+    assert len(descs) == 2
+    gr = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    xr = gr.tensor([2, 3, 2, 2], name="x")
+    sr, br = gr.tensor([1, 3, 1, 1], name="s"), gr.tensor([1, 3, 1, 1], name="b")
+    outs = gr.batchnorm(xr, sr, br, None, None, 1e-3, None, [gr.tensor([2, 12, 1, 1], name="peer")])
+    for t in outs[:3]:
+        t.set_output(True)
+    bufs = {t: np.zeros(tuple(t.dim)) for t in outs[:3]}
+    with pytest.raises(ValueError, match="peer statistics come from other GPUs"):
+        gr.execute({xr: RNG.standard_normal((2, 3, 2, 2)), sr: np.ones((1, 3, 1, 1)), br: np.ones((1, 3, 1, 1)),
+                    **bufs})

@@ -310,6 +310,9 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     x, scale = read(node.inputs["X"]), read(node.inputs["SCALE"])
     if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
+    if any(k.startswith("PEER_STATS_") for k in node.inputs):
+        raise ValueError(f"batchnorm {node.name!r}: peer statistics come from other GPUs; the float64 reference "
+                         "has no peers")
     eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
     axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
@@ -324,6 +327,12 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
         extra[node.outputs["MEAN"].uid] = mean
     if "INV_VARIANCE" in node.outputs:
         extra[node.outputs["INV_VARIANCE"].uid] = inv
+    if "NEXT_RUNNING_MEAN" in node.outputs:  # exponential averages; the variance's is unbiased (n / (n - 1))
+        m = float(read(node.inputs["MOMENTUM"]).reshape(-1)[0])
+        n = x.size // mean.size
+        extra[node.outputs["NEXT_RUNNING_MEAN"].uid] = (1 - m) * read(node.inputs["PREV_RUNNING_MEAN"]) + m * mean
+        extra[node.outputs["NEXT_RUNNING_VAR"].uid] = ((1 - m) * read(node.inputs["PREV_RUNNING_VAR"])
+                                                       + m * var * n / max(n - 1, 1))
     return y if not extra else _WithExtra(y, extra)
 
 
@@ -340,6 +349,9 @@ def _genstats(node: Any, read: Read) -> np.ndarray:
 def _norm_backward(node: Any, read: Read) -> np.ndarray:
     """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes
     (layer / RMS: where scale is not 1; instance: the spatial axes): dscale, dbias sum where scale is 1."""
+    if any(k.startswith("PEER_STATS_") for k in node.inputs):
+        raise ValueError(f"batchnorm_backward {node.name!r}: peer statistics come from other GPUs; the float64 "
+                         "reference has no peers")
     dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
     inv = read(node.inputs["INV_VARIANCE"])
     rms = node.params["mode"] == "CUDNN_RMS_NORM"

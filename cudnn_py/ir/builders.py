@@ -141,7 +141,7 @@ class BuilderMixin:
                     spec)
         node.inputs = {port: self._as_input(v, f"{node.name}::{port}")
                        for p in spec.inputs if values.get(p.arg) is not None for port, v in p.ports_of(values[p.arg])}
-        ports = spec.output_ports(params)
+        ports = spec.output_ports(params, values)
         outs: list[Tensor | None] = [
             self._register(Tensor(name=spec.output_label(port, node.name), is_virtual=True)) if port is not None
             else None

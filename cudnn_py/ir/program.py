@@ -110,7 +110,7 @@ class Rewriter:
                 inputs[in_port] = v if isinstance(v, Tensor) else self._scalar(v)
         node.inputs = inputs
         outputs = {}
-        for port in spec.output_ports(params):
+        for port in spec.output_ports(params, values):
             if port is None:
                 continue
             if out is not None:

@@ -41,7 +41,7 @@ class Port:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise TypeError(f"{self.arg} must be a list of tensors, got {type(value).__name__}")
         items = list(value)
-        if not items:
+        if not items and not self.optional:
             raise ValueError(f"{self.arg} must hold at least one tensor")
         return [(f"{self.port}_{i}", v) for i, v in enumerate(items)]
 
@@ -66,8 +66,11 @@ class Output:
     port: str
     when: Callable[[Mapping[str, Any]], bool] | None = None  # params -> does the output exist
     label: str = "{node}::{port}"  # the output tensor's default name (the frontend's, which a few ops vary)
+    given: tuple[str, ...] = ()  # classic arguments that must all be given (not None) for the output to exist
 
-    def exists(self, params: Mapping[str, Any]) -> bool:
+    def exists(self, params: Mapping[str, Any], values: Mapping[str, Any] | None = None) -> bool:
+        if self.given and (values is None or any(values.get(arg) is None for arg in self.given)):
+            return False
         return self.when is None or bool(self.when(params))
 
 
@@ -180,9 +183,10 @@ class OpSpec:
             self.finish(params)
         return params
 
-    def output_ports(self, params: Mapping[str, Any]) -> tuple[str | None, ...]:
-        """Each declared output's port, or None where it does not exist for these params."""
-        return tuple(o.port if o.exists(params) else None for o in self.outputs)
+    def output_ports(self, params: Mapping[str, Any], values: Mapping[str, Any] | None = None
+                     ) -> tuple[str | None, ...]:
+        """Each declared output's port, or None where it does not exist for these params and call values."""
+        return tuple(o.port if o.exists(params, values) else None for o in self.outputs)
 
     def output_label(self, port: str, node_name: str) -> str:
         label = next(o.label for o in self.outputs if o.port == port)

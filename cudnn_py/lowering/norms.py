@@ -10,8 +10,10 @@ from .registry import lowers
 
 # batchnorm inference takes MEAN / INV_VARIANCE as inputs; the training forms produce them
 _PORTS = {"X": "XDESC", "SCALE": "SCALE_DESC", "BIAS": "BIAS_DESC", "EPSILON": "EPSILON_DESC", "MEAN": "MEAN_DESC",
-          "INV_VARIANCE": "INV_VARIANCE_DESC"}
-_OUT_PORTS = {"Y": "YDESC", "MEAN": "MEAN_DESC", "INV_VARIANCE": "INV_VARIANCE_DESC"}
+          "INV_VARIANCE": "INV_VARIANCE_DESC", "PREV_RUNNING_MEAN": "INPUT_RUNNING_MEAN_DESC",
+          "PREV_RUNNING_VAR": "INPUT_RUNNING_VAR_DESC", "MOMENTUM": "EXP_AVG_FACTOR_DESC"}
+_OUT_PORTS = {"Y": "YDESC", "MEAN": "MEAN_DESC", "INV_VARIANCE": "INV_VARIANCE_DESC",
+              "NEXT_RUNNING_MEAN": "OUTPUT_RUNNING_MEAN_DESC", "NEXT_RUNNING_VAR": "OUTPUT_RUNNING_VAR_DESC"}
 
 
 def _lower(node: Any, tensors: Any, kind: str, prefix: str, ins: dict, outs: dict, extra: dict) -> list[Descriptor]:
@@ -24,6 +26,9 @@ def _lower(node: Any, tensors: Any, kind: str, prefix: str, ins: dict, outs: dic
     for port, attr in outs.items():
         if port in node.outputs:
             op.set(prefix + attr, tensors(node.outputs[port]))
+    peers = sorted((k for k in node.inputs if k.startswith("PEER_STATS_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+    if peers:  # batchnorm across GPUs: the other devices' statistics buffers
+        op.set(prefix + "PEER_STAT_DESCS", [tensors(node.inputs[k]) for k in peers])
     return [op.finalize()]
 
 

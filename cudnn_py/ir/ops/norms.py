@@ -74,6 +74,8 @@ def normalized_axes(mode: str, scale_dims: list, x_dims: list) -> tuple[int, ...
     the axes where the scale is not 1 (per sample); adaptive layer norm those of them after the batch axis."""
     if mode == "CUDNN_INSTANCE_NORM":
         return tuple(range(2, len(x_dims)))
+    if mode == "CUDNN_BATCH_NORM":  # per channel: over the batch and the spatial axes
+        return tuple(i for i in range(len(x_dims)) if i != 1)
     first = 1 if mode == "CUDNN_ADA_LAYER_NORM" else 0  # adaptive: the scale is per sample, the batch axis is kept
     return tuple(i for i, s in enumerate(scale_dims) if i >= first and int(s) != 1)
 
@@ -246,3 +248,82 @@ GENSTATS = OpSpec(
     requires=("CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR", "CUDNN_GENSTATS_SUM_SQSUM"),
     doc="genstats(input) -> [SUM, SQ_SUM]: per-channel sum and sum of squares of X over N and the spatial axes.")
 register(GENSTATS)
+
+
+# ---- batchnorm training and backward ------------------------------------------------------------------------------
+_RUNNING = ("in_running_mean", "in_running_var", "momentum")
+
+
+def _per_channel(x_dims: list) -> list[int]:
+    return [1, int(x_dims[1])] + [1] * (len(x_dims) - 2)
+
+
+def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
+    op = "batchnorm"
+    x, y = node.inputs["X"], node.outputs["Y"]
+    require_dims(op, node, x)
+    running = [port for port in ("PREV_RUNNING_MEAN", "PREV_RUNNING_VAR", "MOMENTUM") if port in node.inputs]
+    if running and len(running) != 3:  # the frontend drops a partial set silently; say so instead
+        raise ValueError(f"batchnorm node {node.name!r}: running statistics need in_running_mean, in_running_var "
+                         f"and momentum together; got only {', '.join(p.lower() for p in running)}")
+    per_channel = _per_channel(list(x.dim))
+    nhwc = layout.nhwc_order(len(per_channel))
+    for port in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR"):
+        t = node.inputs.get(port)
+        if t is None:
+            continue
+        if not t.dim:
+            t._infer_set("dim", per_channel)
+            t._infer_set("stride", layout.strides_from_order(per_channel, nhwc))
+        if list(t.dim) != per_channel:
+            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
+                              f"{list(x.dim)}")
+    if not y.dim:
+        y._infer_set("dim", list(x.dim))
+    elif list(y.dim) != list(x.dim):
+        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+    for port in ("MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"):
+        t = node.outputs.get(port)
+        if t is None:
+            continue
+        if not t.dim:
+            t._infer_set("dim", per_channel)
+        elif list(t.dim) != per_channel:
+            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel}")
+        if not t.stride:
+            t._infer_set("stride", layout.strides_from_order(per_channel, nhwc))
+        if t.data_type is data_type.NOT_SET:
+            t._infer_set("data_type", data_type.FLOAT)
+    fill_data_types(node, ctx, x)
+
+
+BATCHNORM = OpSpec(
+    method="batchnorm", kind="norm_forward",
+    inputs=(Port("X", "input"), Port("SCALE", "scale"), Port("BIAS", "bias"),
+            Port("PREV_RUNNING_MEAN", "in_running_mean", optional=True),
+            Port("PREV_RUNNING_VAR", "in_running_var", optional=True), Port("EPSILON", "epsilon"),
+            Port("MOMENTUM", "momentum", optional=True), Port("PEER_STATS", "peer_stats", optional=True, is_list=True)),
+    outputs=(Output("Y"), Output("MEAN"), Output("INV_VARIANCE"), Output("NEXT_RUNNING_MEAN", given=_RUNNING),
+             Output("NEXT_RUNNING_VAR", given=_RUNNING)),
+    infer=infer_batchnorm, fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.TRAINING},
+    order=("input", "scale", "bias", "in_running_mean", "in_running_var", "epsilon", "momentum", "peer_stats",
+           "compute_data_type", "name"),
+    varargs=True, out_dims=True, returns_list=True,
+    requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    doc="batchnorm(input, scale, bias, in_running_mean, in_running_var, epsilon, momentum, peer_stats=[]) -> "
+        "[Y, mean, inv_variance, next_running_mean, next_running_var] (running outputs None unless all three "
+        "running inputs are given).")
+
+BATCHNORM_BACKWARD = OpSpec(
+    method="batchnorm_backward", kind="norm_backward",
+    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
+            Port("INV_VARIANCE", "inv_variance"), Port("PEER_STATS", "peer_stats", optional=True, is_list=True)),
+    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
+    fixed={"mode": "CUDNN_BATCH_NORM"},
+    order=("grad", "input", "scale", "mean", "inv_variance", "peer_stats", "compute_data_type", "name"),
+    varargs=True, out_dims=True, returns_list=True,
+    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    doc="batchnorm_backward(grad, input, scale, mean, inv_variance, peer_stats=[]) -> [DX, DScale, DBias].")
+register(BATCHNORM, BATCHNORM_BACKWARD)
