@@ -71,7 +71,7 @@ _BINARY = ["add", "mul", "sub", "max", "min"]
 def _pointwise(r: random.Random) -> dict:
     rank = r.randint(1, 4)
     shape = [r.choice([1, 2, 3, 4, 8, 16, 33, 64]) for _ in range(rank)]
-    ops = []
+    ops: list[dict[str, Any]] = []
     for _ in range(r.randint(1, 4)):
         if r.random() < 0.5:
             ops.append({"op": r.choice(_UNARY)})
@@ -151,7 +151,8 @@ def _layout(shape: list, kind: str) -> tuple:
     else:
         inner = [cols, 1]
         mat = rows * cols
-    strides, acc = [], mat
+    strides: list[int] = []
+    acc = mat
     for d in reversed(b):
         strides.insert(0, acc)
         acc *= d
