@@ -17,6 +17,13 @@ def rel_err(out, ref):
     return ((out.double() - ref).norm() / ref.norm()).item()
 
 
+def poisoned(t, dtype):
+    """NaN-filled device memory laid out as the graph tensor ``t`` (its dims and strides)."""
+    dims, strides = tuple(t.get_dim()), tuple(t.get_stride())
+    size = 1 + sum((d - 1) * st for d, st in zip(dims, strides))
+    return torch.full((size,), float("nan"), device="cuda", dtype=dtype).as_strided(dims, strides)
+
+
 @pytest.mark.parametrize("method", ["layernorm", "rmsnorm"])
 def test_norm_forward_training(method):
     x = torch.randn(8, 256, 1, 1, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
@@ -29,9 +36,7 @@ def test_norm_forward_training(method):
     for t in outs:
         t.set_output(True)
     g.validate()
-    bufs = [torch.full(tuple(t.get_dim()), float("nan"), device="cuda",
-                       dtype=torch.half if t is outs[0] else torch.float) for t in outs]
-    bufs = [torch.as_strided(buf, tuple(t.get_dim()), tuple(t.get_stride())) for buf, t in zip(bufs, outs)]
+    bufs = [poisoned(t, torch.half if t is outs[0] else torch.float) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()
@@ -67,9 +72,7 @@ def test_instancenorm_forward_training():
     for t in outs:
         t.set_output(True)
     g.validate()
-    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
-                                        dtype=torch.half if t is outs[0] else torch.float),
-                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    bufs = [poisoned(t, torch.half if t is outs[0] else torch.float) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()
@@ -94,9 +97,7 @@ def test_adalayernorm_forward_training():
     for t in outs:
         t.set_output(True)
     g.validate()
-    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
-                                        dtype=torch.half if t is outs[0] else torch.float),
-                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    bufs = [poisoned(t, torch.half if t is outs[0] else torch.float) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({X: x, S: s, B: b, E: eps, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()
@@ -116,8 +117,7 @@ def test_genstats():
     for t in outs:
         t.set_output(True).set_data_type(F)
     g.validate()
-    bufs = [torch.full((64,), float("nan"), device="cuda").as_strided((1, 64, 1, 1), tuple(t.get_stride()))
-            for t in outs]
+    bufs = [poisoned(t, torch.float) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({X: x, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()
@@ -138,9 +138,7 @@ def test_batchnorm_training_with_running_statistics():
     for t in outs:
         t.set_output(True)
     g.validate()
-    bufs = [torch.as_strided(torch.full((t.get_dim()[0] * t.get_stride()[0],), float("nan"), device="cuda",
-                                        dtype=torch.half if t is outs[0] else torch.float),
-                             tuple(t.get_dim()), tuple(t.get_stride())) for t in outs]
+    bufs = [poisoned(t, torch.half if t is outs[0] else torch.float) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({X: x, S: s, B: b, RM: rm, RV: rv, E: eps, M: mom, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()

@@ -298,11 +298,16 @@ def _transpose(node: Any, read: Read) -> np.ndarray:
 
 @reference("concatenate")
 def _concatenate(node: Any, read: Read) -> np.ndarray:
-    keys = sorted((k for k in node.inputs if k.startswith("X_")), key=lambda k: int(k[2:]))
-    return np.concatenate([read(node.inputs[k]) for k in keys], axis=node.params["axis"])
+    return np.concatenate([read(t) for t in node.list_input("X")], axis=node.params["axis"])
 
 
 # ---- normalizations ----------------------------------------------------------------------------------------------
+def _refuse_peer_stats(node: Any) -> None:
+    if node.list_input("PEER_STATS"):
+        raise ValueError(f"{node.spec.method if node.spec else node.op} {node.name!r}: peer statistics come from "
+                         "other GPUs; the float64 reference has no peers")
+
+
 @reference("norm_forward")
 def _norm_forward(node: Any, read: Read) -> np.ndarray:
     """y = (x - mean) * inv_std * scale + bias over the axes where scale is not 1 (RMS: no mean); the statistics
@@ -310,9 +315,7 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     x, scale = read(node.inputs["X"]), read(node.inputs["SCALE"])
     if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
-    if any(k.startswith("PEER_STATS_") for k in node.inputs):
-        raise ValueError(f"batchnorm {node.name!r}: peer statistics come from other GPUs; the float64 reference "
-                         "has no peers")
+    _refuse_peer_stats(node)
     eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
     axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
@@ -349,9 +352,7 @@ def _genstats(node: Any, read: Read) -> np.ndarray:
 def _norm_backward(node: Any, read: Read) -> np.ndarray:
     """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes
     (layer / RMS: where scale is not 1; instance: the spatial axes): dscale, dbias sum where scale is 1."""
-    if any(k.startswith("PEER_STATS_") for k in node.inputs):
-        raise ValueError(f"batchnorm_backward {node.name!r}: peer statistics come from other GPUs; the float64 "
-                         "reference has no peers")
+    _refuse_peer_stats(node)
     dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
     inv = read(node.inputs["INV_VARIANCE"])
     rms = node.params["mode"] == "CUDNN_RMS_NORM"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..enums import data_type
 from ..errors import frozen_error
+from .spec import list_port_key
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -51,6 +52,13 @@ class Node:
     @property
     def compute_data_type(self) -> Any:
         return self.params.get("compute_data_type", data_type.NOT_SET)
+
+    def list_input(self, port: str) -> list[Tensor]:
+        """The tensors of a list port (node ports ``<port>_0``, ``<port>_1``, ...), in order; [] if none."""
+        out: list[Tensor] = []
+        while list_port_key(port, len(out)) in self.inputs:
+            out.append(self.inputs[list_port_key(port, len(out))])
+        return out
 
     def tensors(self):
         """Every tensor the node touches, inputs first (with their ragged-offset tensors)."""

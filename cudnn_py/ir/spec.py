@@ -22,6 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+
+def list_port_key(port: str, index: int) -> str:
+    """The node port of a list port's index-th tensor."""
+    return f"{port}_{index}"
+
 REQUIRED: Any = inspect.Parameter.empty  # a Param or Port without a default
 
 
@@ -43,7 +48,7 @@ class Port:
         items = list(value)
         if not items and not self.optional:
             raise ValueError(f"{self.arg} must hold at least one tensor")
-        return [(f"{self.port}_{i}", v) for i, v in enumerate(items)]
+        return [(list_port_key(self.port, i), v) for i, v in enumerate(items)]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ def lower_transpose(node: Any, tensors: Any) -> list[Descriptor]:
 
 @lowers("concatenate")
 def lower_concatenate(node: Any, tensors: Any) -> list[Descriptor]:
-    inputs = [node.inputs[k] for k in sorted((k for k in node.inputs if k.startswith("X_")), key=lambda k: int(k[2:]))]
+    inputs = node.list_input("X")
     op = Descriptor("CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR")
     op.set("CUDNN_ATTR_OPERATION_CONCAT_INPUT_DESCS", [tensors(t) for t in inputs])
     op.set("CUDNN_ATTR_OPERATION_CONCAT_OUTPUT_DESC", tensors(node.outputs["Y"]))

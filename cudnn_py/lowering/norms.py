@@ -26,9 +26,9 @@ def _lower(node: Any, tensors: Any, kind: str, prefix: str, ins: dict, outs: dic
     for port, attr in outs.items():
         if port in node.outputs:
             op.set(prefix + attr, tensors(node.outputs[port]))
-    peers = sorted((k for k in node.inputs if k.startswith("PEER_STATS_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+    peers = node.list_input("PEER_STATS")
     if peers:  # batchnorm across GPUs: the other devices' statistics buffers
-        op.set(prefix + "PEER_STAT_DESCS", [tensors(node.inputs[k]) for k in peers])
+        op.set(prefix + "PEER_STAT_DESCS", [tensors(t) for t in peers])
     return [op.finalize()]
 
 

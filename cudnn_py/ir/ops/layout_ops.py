@@ -53,7 +53,7 @@ def infer_transpose(node: Node, ctx: InferenceContext) -> None:
 
 def infer_concatenate(node: Node, ctx: InferenceContext) -> None:
     op = "concatenate"
-    xs = [node.inputs[k] for k in sorted((k for k in node.inputs if k.startswith("X_")), key=lambda k: int(k[2:]))]
+    xs = node.list_input("X")
     y = node.outputs["Y"]
     for t in xs:
         require_dims(op, node, t)

@@ -112,20 +112,33 @@ ADALAYERNORM = _norm("adalayernorm", "CUDNN_ADA_LAYER_NORM", with_mean=True, bia
 register(LAYERNORM, RMSNORM, INSTANCENORM, ADALAYERNORM)
 
 
+# ---- per-channel tensors (batch norm, genstats) -------------------------------------------------------------------
+def per_channel_dims(x_dims: list) -> list[int]:
+    return [1, int(x_dims[1])] + [1] * (len(x_dims) - 2)
+
+
+def fit_per_channel(op: str, node: Node, x: Any, tensors: list, statistics: bool = False) -> None:
+    """Each tensor is per channel of X: dims (1, C, 1, ...) filled in or checked, NHWC strides where unset;
+    ``statistics`` outputs are kept in float unless set."""
+    per_channel = per_channel_dims(list(x.dim))
+    for t in tensors:
+        if not t.dim:
+            t._infer_set("dim", per_channel)
+        elif list(t.dim) != per_channel:
+            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
+                              f"{list(x.dim)}")
+        if not t.stride:
+            t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
+        if statistics and t.data_type is data_type.NOT_SET:
+            t._infer_set("data_type", data_type.FLOAT)
+
+
 # ---- batchnorm inference ------------------------------------------------------------------------------------------
 def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
     op = "batchnorm_inference"
     x, y = node.inputs["X"], node.outputs["Y"]
     require_dims(op, node, x)
-    per_channel = [1, int(x.dim[1])] + [1] * (len(x.dim) - 2)
-    for port in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS"):
-        t = node.inputs[port]
-        if not t.dim:
-            t._infer_set("dim", per_channel)
-            t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
-        if list(t.dim) != per_channel:
-            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
-                              f"{list(x.dim)}")
+    fit_per_channel(op, node, x, [node.inputs[p] for p in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS")])
     if not y.dim:
         y._infer_set("dim", list(x.dim))
     if not y.stride:
@@ -227,16 +240,7 @@ register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM
 def infer_genstats(node: Node, ctx: InferenceContext) -> None:
     x = node.inputs["X"]
     require_dims("genstats", node, x)
-    per_channel = [1, int(x.dim[1])] + [1] * (len(x.dim) - 2)
-    for port in ("SUM", "SQ_SUM"):
-        t = node.outputs[port]
-        if not t.dim:
-            t._infer_set("dim", per_channel)
-        elif list(t.dim) != per_channel:
-            raise shape_error("genstats", node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} "
-                              f"for X {list(x.dim)}")
-        if not t.stride:
-            t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
+    fit_per_channel("genstats", node, x, [node.outputs["SUM"], node.outputs["SQ_SUM"]])
     fill_data_types(node, ctx, x)
 
 
@@ -254,10 +258,6 @@ register(GENSTATS)
 _RUNNING = ("in_running_mean", "in_running_var", "momentum")
 
 
-def _per_channel(x_dims: list) -> list[int]:
-    return [1, int(x_dims[1])] + [1] * (len(x_dims) - 2)
-
-
 def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
     op = "batchnorm"
     x, y = node.inputs["X"], node.outputs["Y"]
@@ -266,36 +266,17 @@ def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
     if running and len(running) != 3:  # the frontend drops a partial set silently; say so instead
         raise ValueError(f"batchnorm node {node.name!r}: running statistics need in_running_mean, in_running_var "
                          f"and momentum together; got only {', '.join(p.lower() for p in running)}")
-    per_channel = _per_channel(list(x.dim))
-    nhwc = layout.nhwc_order(len(per_channel))
-    for port in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR"):
-        t = node.inputs.get(port)
-        if t is None:
-            continue
-        if not t.dim:
-            t._infer_set("dim", per_channel)
-            t._infer_set("stride", layout.strides_from_order(per_channel, nhwc))
-        if list(t.dim) != per_channel:
-            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
-                              f"{list(x.dim)}")
+    fit_per_channel(op, node, x, [node.inputs[p] for p in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR")
+                                  if p in node.inputs])
     if not y.dim:
         y._infer_set("dim", list(x.dim))
     elif list(y.dim) != list(x.dim):
         raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
     if not y.stride:
         y._infer_set("stride", list(x.stride))
-    for port in ("MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"):
-        t = node.outputs.get(port)
-        if t is None:
-            continue
-        if not t.dim:
-            t._infer_set("dim", per_channel)
-        elif list(t.dim) != per_channel:
-            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel}")
-        if not t.stride:
-            t._infer_set("stride", layout.strides_from_order(per_channel, nhwc))
-        if t.data_type is data_type.NOT_SET:
-            t._infer_set("data_type", data_type.FLOAT)
+    fit_per_channel(op, node, x, [node.outputs[p] for p in ("MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
+                                                             "NEXT_RUNNING_VAR") if p in node.outputs],
+                    statistics=True)
     fill_data_types(node, ctx, x)
 
 
