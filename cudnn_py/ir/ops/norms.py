@@ -29,6 +29,16 @@ def _training(params: Mapping[str, Any]) -> bool:
     return params["norm_forward_phase"] is norm_forward_phase.TRAINING
 
 
+def _y_like_x(op: str, node: Node, y: Any, x: Any) -> None:
+    """The normalized output has X's dims (checked where set) and, unless set, X's strides."""
+    if not y.dim:
+        y._infer_set("dim", list(x.dim))
+    elif list(y.dim) != list(x.dim):
+        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+
+
 def infer(node: Node, ctx: InferenceContext) -> None:
     op = node.spec.method if node.spec is not None else "norm"
     x, scale, y = node.inputs["X"], node.inputs["SCALE"], node.outputs["Y"]
@@ -48,12 +58,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     bias = node.inputs.get("BIAS")
     if bias is not None and list(bias.dim) != list(scale.dim):
         raise shape_error(op, node.name, bias, f"dims {list(bias.dim)} differ from the scale's {list(scale.dim)}")
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    elif list(y.dim) != list(x.dim):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    _y_like_x(op, node, y, x)
     stats_dims = normalized_stats_dims(node.params["mode"], list(scale.dim), list(x.dim))
     for port in ("MEAN", "INV_VARIANCE"):
         t = node.outputs.get(port)
@@ -157,7 +162,7 @@ BATCHNORM_INFERENCE = OpSpec(
     doc="batchnorm_inference(input, mean, inv_variance, scale, bias) -> Y = (X - mean) * inv_variance * scale + bias.")
 
 
-# ---- backward: layernorm, rmsnorm ---------------------------------------------------------------------------------
+# ---- backward: layernorm, rmsnorm, instancenorm, adalayernorm ------------------------------------------------------
 def infer_backward(node: Node, ctx: InferenceContext) -> None:
     op = node.spec.method if node.spec is not None else "norm_backward"
     dy, x, scale = node.inputs["DY"], node.inputs["X"], node.inputs["SCALE"]
@@ -181,11 +186,10 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         grad = node.outputs.get(port)
         if grad is None:
             continue
-        t = grad
-        if not t.dim:
-            t._infer_set("dim", list(like.dim))
-        if not t.stride:
-            t._infer_set("stride", list(like.stride))
+        if not grad.dim:
+            grad._infer_set("dim", list(like.dim))
+        if not grad.stride:
+            grad._infer_set("stride", list(like.stride))
     fill_data_types(node, ctx, x)
 
 
@@ -193,14 +197,22 @@ def _has_dbias(params: Mapping[str, Any]) -> bool:
     return bool(params.get("has_dbias", True))
 
 
-LAYERNORM_BACKWARD = OpSpec(
-    method="layernorm_backward", kind="norm_backward",
-    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
-            Port("INV_VARIANCE", "inv_variance")),
-    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward, fixed={"mode": "CUDNN_LAYER_NORM"},
-    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
-    out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_LAYER_NORM"),
-    doc="layernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias].")
+def _norm_backward(method: str, mode: str, stats_optional: bool = False, min_version: int = 0,
+                   note: str = "") -> OpSpec:
+    """A backward norm that takes the forward's mean and inv_variance (layer, instance, adaptive layer norm)."""
+    return OpSpec(
+        method=method, kind="norm_backward",
+        inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"),
+                Port("MEAN", "mean", optional=stats_optional),
+                Port("INV_VARIANCE", "inv_variance", optional=stats_optional)),
+        outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward, fixed={"mode": mode},
+        order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
+        out_dims=True, returns_list=True, min_version=min_version,
+        requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", mode),
+        doc=f"{method}(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]{note}.")
+
+
+LAYERNORM_BACKWARD = _norm_backward("layernorm_backward", "CUDNN_LAYER_NORM")
 
 RMSNORM_BACKWARD = OpSpec(
     method="rmsnorm_backward", kind="norm_backward",
@@ -211,28 +223,10 @@ RMSNORM_BACKWARD = OpSpec(
     out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_RMS_NORM"),
     doc="rmsnorm_backward(grad, input, scale, inv_variance, has_dbias) -> [DX, DScale, DBias or None].")
 
-INSTANCENORM_BACKWARD = OpSpec(
-    method="instancenorm_backward", kind="norm_backward",
-    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean", optional=True),
-            Port("INV_VARIANCE", "inv_variance", optional=True)),
-    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
-    fixed={"mode": "CUDNN_INSTANCE_NORM"},
-    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
-    out_dims=True, returns_list=True,
-    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_INSTANCE_NORM"),
-    doc="instancenorm_backward(grad, input, scale, mean=None, inv_variance=None) -> [DX, DScale, DBias]; the "
-        "statistics are per sample and channel ([N, C, 1, 1]).")
-
-ADALAYERNORM_BACKWARD = OpSpec(
-    method="adalayernorm_backward", kind="norm_backward",
-    inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
-            Port("INV_VARIANCE", "inv_variance")),
-    outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
-    fixed={"mode": "CUDNN_ADA_LAYER_NORM"},
-    order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
-    out_dims=True, returns_list=True, min_version=ADA_LAYER_NORM_MIN_VERSION,
-    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_ADA_LAYER_NORM"),
-    doc="adalayernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]; scale per sample.")
+INSTANCENORM_BACKWARD = _norm_backward("instancenorm_backward", "CUDNN_INSTANCE_NORM", stats_optional=True,
+                                       note="; the statistics are per sample and channel ([N, C, 1, 1])")
+ADALAYERNORM_BACKWARD = _norm_backward("adalayernorm_backward", "CUDNN_ADA_LAYER_NORM",
+                                       min_version=ADA_LAYER_NORM_MIN_VERSION, note="; the scale is per sample")
 register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD, ADALAYERNORM_BACKWARD)
 
 
@@ -268,12 +262,7 @@ def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
                          f"and momentum together; got only {', '.join(p.lower() for p in running)}")
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR")
                                   if p in node.inputs])
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    elif list(y.dim) != list(x.dim):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    _y_like_x(op, node, y, x)
     fit_per_channel(op, node, x, [node.outputs[p] for p in ("MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
                                                              "NEXT_RUNNING_VAR") if p in node.outputs],
                     statistics=True)
