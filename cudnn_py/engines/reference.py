@@ -216,7 +216,7 @@ def _diagonal_band_mask_op(node: Any, read: Read) -> np.ndarray:
     """The unified op, one bound: left keeps j + L > i; right keeps i + R >= j (R = 0 without a BOUND)."""
     x = read(node.inputs["X"])
     fill = read(node.inputs["B"]).reshape(-1)[0]
-    bound = float(read(node.inputs["BOUND"]).reshape(-1)[0]) if "BOUND" in node.inputs else 0.0
+    bound = _scalar(read, node.inputs["BOUND"]) if "BOUND" in node.inputs else 0.0
     rows, cols = _band_indices(x.shape)
     keep = cols + bound > rows if node.params["side"] == "left" else rows + bound >= cols
     return np.where(keep, x, fill)
@@ -302,6 +302,11 @@ def _concatenate(node: Any, read: Read) -> np.ndarray:
 
 
 # ---- normalizations ----------------------------------------------------------------------------------------------
+def _scalar(read: Read, t: Any) -> float:
+    """The one value of a scalar operand (epsilon, momentum, a bound)."""
+    return float(read(t).reshape(-1)[0])
+
+
 def _refuse_peer_stats(node: Any) -> None:
     if node.list_input("PEER_STATS"):
         raise ValueError(f"{node.spec.method if node.spec else node.op} {node.name!r}: peer statistics come from "
@@ -316,10 +321,12 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
     _refuse_peer_stats(node)
-    eps = float(read(node.inputs["EPSILON"]).reshape(-1)[0])
+    eps = _scalar(read, node.inputs["EPSILON"])
     axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
-    mean = np.zeros_like(x.mean(axis=axes, keepdims=True)) if rms else x.mean(axis=axes, keepdims=True)
+    mean = x.mean(axis=axes, keepdims=True)
+    if rms:  # RMS norm: no centring
+        mean = np.zeros_like(mean)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
     inv = 1.0 / np.sqrt(var + eps)
     y = (x - mean) * inv * scale
@@ -331,7 +338,7 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
     if "INV_VARIANCE" in node.outputs:
         extra[node.outputs["INV_VARIANCE"].uid] = inv
     if "NEXT_RUNNING_MEAN" in node.outputs:  # exponential averages; the variance's is unbiased (n / (n - 1))
-        m = float(read(node.inputs["MOMENTUM"]).reshape(-1)[0])
+        m = _scalar(read, node.inputs["MOMENTUM"])
         n = x.size // mean.size
         extra[node.outputs["NEXT_RUNNING_MEAN"].uid] = (1 - m) * read(node.inputs["PREV_RUNNING_MEAN"]) + m * mean
         extra[node.outputs["NEXT_RUNNING_VAR"].uid] = ((1 - m) * read(node.inputs["PREV_RUNNING_VAR"])
