@@ -107,6 +107,14 @@ def _set_output(op: str, node: Node, out: Any, expected: list[int] | None, what:
         out._infer_set("stride", _nhwc_strides(list(out.dim)))  # the frontend's default: channels-last
 
 
+def _check_dy(op: str, node: Node, dy: Any, image: Any, filt: Any, image_name: str, filt_name: str) -> None:
+    """DY of a backward convolution must be the fprop output of the image and the filter."""
+    expected = conv_output_dims(image, filt, node.params)
+    if list(dy.dim) != expected:
+        raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} are not the fprop output {expected} of "
+                          f"{image_name} {list(image.dim)} and {filt_name} {list(filt.dim)}")
+
+
 def infer_fprop(node: Node, ctx: InferenceContext) -> None:
     op = "conv_fprop"
     x, w, y = node.inputs["X"], node.inputs["W"], node.outputs["Y"]
@@ -120,10 +128,7 @@ def infer_dgrad(node: Node, ctx: InferenceContext) -> None:
     dy, w, dx = node.inputs["DY"], node.inputs["W"], node.outputs["DX"]
     _set_output(op, node, dx, None, "DX")
     _check_image_and_filter(op, node, dx, w, "DX")
-    expected = conv_output_dims(dx, w, node.params)
-    if list(dy.dim) != expected:
-        raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} are not the fprop output {expected} of DX "
-                          f"{list(dx.dim)} and W {list(w.dim)}")
+    _check_dy(op, node, dy, dx, w, "DX", "W")
     fill_data_types(node, ctx, dy)
 
 
@@ -132,10 +137,7 @@ def infer_wgrad(node: Node, ctx: InferenceContext) -> None:
     x, dy, dw = node.inputs["X"], node.inputs["DY"], node.outputs["DW"]
     _set_output(op, node, dw, None, "DW")
     _check_image_and_filter(op, node, x, dw, "image")
-    expected = conv_output_dims(x, dw, node.params)
-    if list(dy.dim) != expected:
-        raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} are not the fprop output {expected} of X "
-                          f"{list(x.dim)} and DW {list(dw.dim)}")
+    _check_dy(op, node, dy, x, dw, "X", "DW")
     fill_data_types(node, ctx, x)
 
 
