@@ -9,7 +9,7 @@ from __future__ import annotations
 
 PYTHON_ENGINE_ID_BASE = 1 << 24
 BACKEND_HEURISTIC_ENGINE_ID = -1
-REFERENCE_ENGINE_ID = PYTHON_ENGINE_ID_BASE  # the float64 numpy interpreter (engines/reference.py)
+REFERENCE_ENGINE_ID = PYTHON_ENGINE_ID_BASE  # the float64 numpy interpreter (engines/reference/)
 
 
 def is_python_engine(engine_id: object) -> bool:

@@ -2,7 +2,7 @@
 
 To add an op: write its spec (and inference) in its family's module here, its lowering in
 ``cudnn_py/lowering/<family>.py`` (``@lowers(kind)``) and its float64 reference in
-``cudnn_py/engines/reference.py`` (``@reference(kind)``); ARCHITECTURE.md walks through it.
+``cudnn_py/engines/reference/<family>.py`` (``@reference(kind)``); ARCHITECTURE.md walks through it.
 """
 from . import conv, layout_ops, masks, matmul, norms, pointwise, reduction  # noqa: F401  (registration)
 from .common import InferenceContext, check_tensor

@@ -1,0 +1,143 @@
+"""The reference engine: interprets a graph node by node with the registered float64 functions."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ...errors import cudnnGraphNotSupportedError
+from ..base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
+from ..engine_ids import REFERENCE_ENGINE_ID
+from .registry import REFERENCES
+
+
+class ReferenceEngine(BaseEngine):
+    """``program=True`` interprets the graph after the IR passes (decomposed, legalized) instead of the user's."""
+
+    engine_id = REFERENCE_ENGINE_ID
+    name = "reference_float64"
+
+    def __init__(self, program: bool = False) -> None:
+        self.program = program
+
+    def _nodes(self, graph: Any) -> list:
+        if not self.program:
+            return graph.nodes
+        from ...ir.passes import PassOptions, prepare  # the passes only ask what the running cuDNN offers
+
+        return prepare(graph, PassOptions(available=lambda feature, at_least=0: False)).nodes
+
+    def check_support(self, graph: Any) -> None:
+        for node in self._nodes(graph):
+            entry = REFERENCES.get(node.op)
+            why = f"{node.op} nodes are not supported" if entry is None else entry[1](node)
+            if why:
+                raise cudnnGraphNotSupportedError(f"reference engine: {why} (node {node.name!r})")
+
+    def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        return ReferencePlan(graph, config, self._nodes(graph))
+
+
+class ReferencePlan(CompiledPlan):
+    def __init__(self, graph: Any, config: PlanConfig, nodes: list) -> None:
+        self.engine_id = config.engine_id
+        self.name = config.name
+        self._nodes = nodes  # the graph is frozen: this snapshot stays valid
+        self._outputs = graph.get_outputs()
+
+    def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
+        values: dict[int, np.ndarray] = {}
+
+        def read(t: Any) -> np.ndarray:
+            if t.uid not in values:
+                if t.uid in buffers:
+                    values[t.uid] = _to_float64(_host(buffers[t.uid]), t)
+                elif t.pass_by_value is not None:
+                    values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
+                else:
+                    raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
+            return values[t.uid]
+
+        with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
+            for node in self._nodes:
+                result = REFERENCES[node.op][0](node, read)
+                extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
+                for t in node.outputs.values():
+                    value = extra.get(t.uid, result)
+                    values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
+        for t in self._outputs:
+            if t.uid not in buffers:
+                raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
+            _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
+
+
+# ---- host adapter: the only place that knows about frameworks -------------------------------------------------------
+def _framework(obj: Any) -> str:
+    return type(obj).__module__.split(".")[0]
+
+
+def _host(data: Any) -> np.ndarray:
+    """A numpy view or copy of a buffer. Raw device pointers cannot be read here."""
+    if isinstance(data, np.ndarray):
+        return data
+    if isinstance(data, (bool, int, float, np.generic)):
+        return np.asarray(data)
+    kind = _framework(data)
+    if kind == "torch":
+        t = data.detach()
+        if any(k in str(t.dtype) for k in ("bfloat16", "float8", "float4")):
+            t = t.float()  # numpy has no bf16 / fp8 / fp4
+        return t.cpu().numpy()
+    if kind == "cupy":
+        return data.get()
+    if hasattr(data, "__dlpack__"):
+        return np.from_dlpack(data)
+    raise TypeError(f"the reference engine reads arrays or framework tensors, not {type(data).__name__}")
+
+
+def _to_float64(arr: np.ndarray, t: Any) -> np.ndarray:
+    dims = tuple(t.dim)
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.shape == dims:
+        return arr
+    if arr.size == 1:
+        return np.full(dims, arr.reshape(()).item())
+    if arr.ndim == 1:  # a flat buffer: read it through the tensor's strides
+        return _strided(arr, t).copy()
+    if arr.size == int(np.prod(dims)):
+        return arr.reshape(dims)
+    raise ValueError(f"buffer of shape {arr.shape} does not match tensor {t.name!r} dims {list(dims)}")
+
+
+def _strided(flat: np.ndarray, t: Any) -> np.ndarray:
+    dims, strides = tuple(t.dim), tuple(t.stride)
+    span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+    if span > flat.size:
+        raise ValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
+                         f"(dims {list(dims)}, stride {list(strides)})")
+    return np.lib.stride_tricks.as_strided(flat, dims, tuple(s * flat.itemsize for s in strides))
+
+
+def _write(dst: Any, result: np.ndarray, t: Any) -> None:
+    """Cast the float64 result to the buffer's dtype and copy it in place."""
+    if isinstance(dst, np.ndarray):
+        view = dst if dst.shape == result.shape or dst.ndim != 1 else _strided(dst, t)
+        np.copyto(view, result.reshape(view.shape), casting="unsafe")
+        return
+    kind = _framework(dst)
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        src = torch.from_numpy(np.array(result, copy=True)).to(device=dst.device, dtype=dst.dtype)
+        flat = dst.dim() == 1 and tuple(dst.shape) != result.shape
+        view = dst.as_strided(tuple(t.dim), tuple(t.stride)) if flat else dst
+        view.copy_(src.reshape(view.shape))
+        return
+    if kind == "cupy":
+        cupy = sys.modules["cupy"]
+        dst[...] = cupy.asarray(result.reshape(dst.shape).astype(dst.dtype))
+        return
+    if hasattr(dst, "__dlpack__"):
+        _write(np.from_dlpack(dst), result, t)  # host DLPack producers share memory with the numpy view
+        return
+    raise TypeError(f"the reference engine writes into arrays or framework tensors, not {type(dst).__name__}")
