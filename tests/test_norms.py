@@ -136,6 +136,15 @@ def test_batchnorm_inference_and_backward_lower_deviceless():
     assert kinds == ["CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]
 
 
+def test_batchnorm_inference_refuses_a_set_output_of_other_dims():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 64, 8, 8], name="x")
+    stats = [g.tensor([1, 64, 1, 1], [64, 1, 64, 64], data_type=F, name=n) for n in ("m", "iv", "s", "b")]
+    y = g.batchnorm_inference(x, *stats, name="bn").set_output(True).set_dim([4, 64, 8, 4])
+    with pytest.raises(ValueError, match=r"batchnorm_inference.*bn.*\[4, 64, 8, 4\] differ from X"):
+        g.validate()
+
+
 def test_instancenorm_normalizes_each_sample_and_channel():
     xs = RNG.standard_normal((2, 3, 4, 5))
     ss, bs = RNG.standard_normal((1, 3, 1, 1)), RNG.standard_normal((1, 3, 1, 1))

@@ -144,10 +144,7 @@ def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
     x, y = node.inputs["X"], node.outputs["Y"]
     require_dims(op, node, x)
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS")])
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    _y_like_x(op, node, y, x)
     fill_data_types(node, ctx, x)
 
 
