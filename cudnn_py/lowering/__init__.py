@@ -7,8 +7,8 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 from __future__ import annotations
 
 from . import conv, layout_ops, masks, matmul, norms, pointwise, reduction, rope  # noqa: F401  (registration)
-from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .layout_ops import slice_aliases
+from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers
 from .tensors import TensorTable, host_scalar, lower_tensor, pointer_alignment
 

@@ -7,8 +7,6 @@ reference engine does not compute it.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
