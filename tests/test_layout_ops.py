@@ -199,9 +199,8 @@ def _sliced_matmul(g):
 
 @pytest.mark.parametrize("native", [True, False], ids=["native_slice", "before_9_22"])
 def test_slice_view_pointer_is_the_inputs_plus_the_offset(native, monkeypatch):
-    from tests.test_execute_correctness import HANDLE, FakePlan, Recorder, new_address
-
     from cudnn_py.backend import live
+    from tests.test_execute_correctness import HANDLE, FakePlan, Recorder, new_address
 
     if native and not versions.available("CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR"):
         pytest.skip("the SLICE op needs cuDNN 9.22")
