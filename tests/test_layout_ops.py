@@ -317,3 +317,17 @@ def test_rope_checks_its_shapes_and_the_reference_refuses():
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"rope is not computed by the reference engine.*"
                                                                 r"\(node 'r'\)"):
         ReferenceEngine().check_support(g)
+
+
+def test_view_outputs_take_their_inputs_type_and_a_lone_slice_before_9_22_is_refused(monkeypatch):
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=F)
+    x = g.tensor([4, 6, 8], name="x")
+    views = [g.slice(x, [slice(1, 3)]), g.reshape(x, out_dims=[24, 8]), g.transpose(x, [2, 1, 0])]
+    views[0].set_output(True)
+    g.validate_ir()
+    assert [v.data_type for v in views] == [cudnn.data_type.HALF] * 3  # not the intermediate FLOAT
+    monkeypatch.setattr(versions, "_runtime_version", 91900)  # the H200's cuDNN
+    g = cudnn.pygraph(io_data_type=F)
+    g.slice(g.tensor([4, 6], name="x"), [slice(1, 3)], name="s").set_output(True)
+    with pytest.raises(FeatureVersionError, match=r"a graph of slices alone.*give it an op that reads it.*9.22"):
+        g.validate()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ...enums import dtype_info, reshape_mode
+from ...enums import data_type, dtype_info, reshape_mode
 from ...errors import shape_error
 from .. import layout
 from ..node import Node
@@ -65,10 +65,20 @@ def infer_reshape(node: Node, ctx: InferenceContext) -> None:
                           "count")
     if not y.stride:  # the frontend's default: channels-last order
         y._infer_set("stride", layout.strides_from_order(y.dim, layout.nhwc_order(len(y.dim))))
-    fill_data_types(node, ctx, x)
+    _output_type_from_input(node, ctx, x, y)
     if node.params["reshape_mode"] is reshape_mode.LOGICAL and y.data_type is not x.data_type:
         raise shape_error(op, node.name, y, f"data type {y.data_type} differs from the input's {x.data_type}: a "
                           "LOGICAL reshape keeps the data type (only VIEW_ONLY may relabel it)")
+
+
+def _output_type_from_input(node: Node, ctx: InferenceContext, x: Any, y: Any) -> None:
+    """The frontend's rule for the view ops: an unset output type is the input's, not the graph's intermediate
+    type that fill_data_types gives a virtual tensor."""
+    if x.data_type is data_type.NOT_SET:
+        x._infer_set("data_type", ctx.intermediate_data_type if x.is_virtual else ctx.io_data_type)
+    if y.data_type is data_type.NOT_SET:
+        y._infer_set("data_type", x.data_type)
+    fill_data_types(node, ctx, x)
 
 
 def slice_ranges(slices: tuple[slice, ...], dims: list[int]) -> list[tuple[int, int, int]]:
@@ -105,7 +115,7 @@ def infer_slice(node: Node, ctx: InferenceContext) -> None:
     elif any(d > 1 and int(a) != b for d, a, b in zip(y.dim, y.stride, strides)):
         raise shape_error(op, node.name, y, f"strides {list(y.stride)} are not the view's {strides} (X's strides "
                           "times the steps): a slice's output aliases its input's memory")
-    fill_data_types(node, ctx, x)
+    _output_type_from_input(node, ctx, x, y)
     if y.data_type is not x.data_type:
         raise shape_error(op, node.name, y, f"data type {y.data_type} differs from the input's {x.data_type}")
     if x.is_virtual:
@@ -137,7 +147,7 @@ def infer_transpose(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not X's {list(x.dim)} permuted by {perm}")
     if not y.stride:
         y._infer_set("stride", [int(x.stride[p]) for p in perm])
-    fill_data_types(node, ctx, x)
+    _output_type_from_input(node, ctx, x, y)
     if y.data_type is not x.data_type:
         raise shape_error(op, node.name, y, f"data type {y.data_type} differs from the input's {x.data_type}")
 
