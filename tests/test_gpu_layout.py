@@ -159,6 +159,12 @@ def test_slice_feeding_a_matmul(rows):
     c = poisoned(C)
     run(g, {X: x, B: b, C: c})
     assert rel_err(c, x[:, rows].double() @ b.double()) < TOL
+    # again through the bound fast path, with other buffers: the view's pointer follows the new X
+    x2, c2 = rnd(2, 128, 64), poisoned(C)
+    g.execute({X: x2, B: b, C: c2}, None)
+    g.execute({X: x2, B: b, C: c2}, None)
+    torch.cuda.synchronize()
+    assert rel_err(c2, x2[:, rows].double() @ b.double()) < TOL
 
 
 def test_slice_at_an_offset_of_four_bytes():

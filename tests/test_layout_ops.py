@@ -10,7 +10,7 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
-from cudnn_py.errors import FeatureVersionError
+from cudnn_py.errors import FeatureVersionError, NotImplementedOptionError
 from cudnn_py.plans import execute as execute_mod
 
 F, D = cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE
@@ -331,3 +331,12 @@ def test_view_outputs_take_their_inputs_type_and_a_lone_slice_before_9_22_is_ref
     g.slice(g.tensor([4, 6], name="x"), [slice(1, 3)], name="s").set_output(True)
     with pytest.raises(FeatureVersionError, match=r"a graph of slices alone.*give it an op that reads it.*9.22"):
         g.validate()
+
+
+def test_slice_graphs_are_not_serialized():
+    """A serialized plan would lose the view's pointer offset: refused rather than replayed wrong."""
+    g = cudnn.pygraph(io_data_type=F)
+    _sliced_matmul(g)
+    g.validate()
+    with pytest.raises(NotImplementedOptionError, match="serialize.*slice.*pointer offset"):
+        g.session.serialize({})

@@ -118,9 +118,10 @@ def infer_slice(node: Node, ctx: InferenceContext) -> None:
     _output_type_from_input(node, ctx, x, y)
     if y.data_type is not x.data_type:
         raise shape_error(op, node.name, y, f"data type {y.data_type} differs from the input's {x.data_type}")
-    if x.is_virtual:
-        raise shape_error(op, node.name, x, "is virtual: a slice's output is a view into its input's memory, so the "
-                          "input must be a graph input (or a non-virtual output)")
+    if x.is_virtual or x.is_pass_by_value:
+        raise shape_error(op, node.name, x, f"is {'virtual' if x.is_virtual else 'pass-by-value'}: a slice's output "
+                          "is a view into its input's device memory, so the input must be a graph input (or a "
+                          "non-virtual output); to slice a slice, compose the two into one")
     offset = slice_offset_elements(ranges, list(x.stride))
     if offset and dtype_info(x.data_type).bits % 8:
         raise shape_error(op, node.name, x, f"a {x.data_type} slice starting at element {offset} does not start "
