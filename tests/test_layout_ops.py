@@ -340,3 +340,26 @@ def test_slice_graphs_are_not_serialized():
     g.validate()
     with pytest.raises(NotImplementedOptionError, match="serialize.*slice.*pointer offset"):
         g.session.serialize({})
+
+
+@pytest.mark.parametrize("pattern", ["concatenate", "reshape_view", "slice", "transpose"])
+def test_the_gpu_patterns_finalize_deviceless(pattern):
+    """What tests/test_gpu_layout.py runs on the device (a layout op feeding a matmul) passes cuDNN's own checks
+    here first."""
+    op = {"concatenate": "CONCAT", "reshape_view": "RESHAPE", "slice": "SLICE", "transpose": "TRANSPOSE"}[pattern]
+    if not versions.available(f"CUDNN_BACKEND_OPERATION_{op}_DESCRIPTOR"):
+        pytest.skip(f"{op} needs a newer cuDNN")
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=F, compute_data_type=F)
+    if pattern == "concatenate":
+        a = g.concatenate([g.tensor([2, 16, 64], name="a"), g.tensor([2, 48, 64], name="b")], 1).set_data_type(
+            cudnn.data_type.HALF)
+    elif pattern == "reshape_view":
+        a = g.reshape(g.tensor([2, 32, 64], name="a"), out_dims=[2, 64, 32]).set_stride([2048, 1, 64])
+    elif pattern == "slice":
+        a = g.slice(g.tensor([2, 128, 64], name="x"), [slice(None), slice(0, None, 2)])
+    else:
+        a = g.transpose(g.tensor([2, 64, 64], name="a"), [0, 2, 1])
+    g.matmul(a, g.tensor([2, 64, 32], name="w")).set_output(True).set_data_type(cudnn.data_type.HALF)
+    g.validate()
+    assert [o.kind.name for o in g.session.lowered.operations] == [
+        f"CUDNN_BACKEND_OPERATION_{op}_DESCRIPTOR", "CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR"]
