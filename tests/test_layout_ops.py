@@ -354,7 +354,7 @@ def test_the_gpu_patterns_finalize_deviceless(pattern):
         a = g.concatenate([g.tensor([2, 16, 64], name="a"), g.tensor([2, 48, 64], name="b")], 1).set_data_type(
             cudnn.data_type.HALF)
     elif pattern == "reshape_view":
-        a = g.reshape(g.tensor([2, 32, 64], name="a"), out_dims=[2, 64, 32]).set_stride([2048, 1, 64])
+        a = g.reshape(g.tensor([2, 64, 64], name="a"), out_dims=[2, 64, 64]).set_stride([4096, 1, 64])
     elif pattern == "slice":
         a = g.slice(g.tensor([2, 128, 64], name="x"), [slice(None), slice(0, None, 2)])
     else:
