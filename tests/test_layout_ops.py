@@ -127,8 +127,15 @@ def test_reshape_references():
     g = cudnn.pygraph(io_data_type=D, backends=[ReferenceEngine()])
     X = g.tensor([4, 6, 8], name="x")
     g.reshape(X, name="bad", out_dims=[4, 8, 6]).set_stride([60, 1, 8]).set_output(True)  # past X's end
+    with pytest.raises(ValueError, match=r"reshape node 'bad'.*reach element 227 of the input's memory, which ends "
+                                         r"at element 191"):
+        g.validate_ir()
+    g = cudnn.pygraph(io_data_type=D, backends=[ReferenceEngine()])
+    X = g.tensor([4, 6, 8], stride=[0, 8, 1], name="x")  # broadcast: its memory holds each element 4 times
+    view = g.reshape(X, name="overlap", out_dims=[4, 48]).set_stride([0, 1])
+    g.relu(view).set_output(True).set_stride([48, 1])
     g.validate_ir()
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"reads memory its input .* does not hold.*'bad'"):
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"reads memory its input .* does not hold.*'overlap'"):
         ReferenceEngine().check_support(g)
 
 

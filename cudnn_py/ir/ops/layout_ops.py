@@ -65,6 +65,12 @@ def infer_reshape(node: Node, ctx: InferenceContext) -> None:
                           "count")
     if not y.stride:  # the frontend's default: channels-last order
         y._infer_set("stride", layout.strides_from_order(y.dim, layout.nhwc_order(len(y.dim))))
+    if node.params["reshape_mode"] is reshape_mode.VIEW_ONLY:
+        last_y, last_x = (sum((int(d) - 1) * int(st) for d, st in zip(t.dim, t.stride)) for t in (y, x))
+        if last_y > last_x:
+            raise shape_error(op, node.name, y, f"dims {list(y.dim)} with strides {list(y.stride)} reach element "
+                              f"{last_y} of the input's memory, which ends at element {last_x} (dims {list(x.dim)}, "
+                              f"strides {list(x.stride)}): a VIEW_ONLY reshape reads X's memory through Y's strides")
     _output_type_from_input(node, ctx, x, y)
     if node.params["reshape_mode"] is reshape_mode.LOGICAL and y.data_type is not x.data_type:
         raise shape_error(op, node.name, y, f"data type {y.data_type} differs from the input's {x.data_type}: a "
