@@ -1,5 +1,5 @@
-"""GPU: layernorm / rmsnorm / instancenorm forward (TRAINING) and concatenate against float64 torch references. (Written with the
-families; first run on the device next session.)"""
+"""GPU: layernorm / rmsnorm / instancenorm forward (TRAINING) against float64 torch references. (Written with the
+families; first run on the device next session.) The layout ops are in test_gpu_layout.py."""
 from __future__ import annotations
 
 import pytest
@@ -45,20 +45,6 @@ def test_norm_forward_training(method):
     inv = 1 / torch.sqrt(((xd - mean) ** 2).mean(dim=(1, 2, 3), keepdim=True) + 1e-5)
     assert rel_err(bufs[0], (xd - mean) * inv * s.double() + b.double()) < 5e-3
     assert rel_err(bufs[-1], inv) < 1e-3
-
-
-def test_concatenate():
-    a = torch.randn(2, 16, 64, device="cuda", dtype=torch.half)
-    b = torch.randn(2, 48, 64, device="cuda", dtype=torch.half)
-    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
-    A, B = g.tensor_like(a), g.tensor_like(b)
-    Y = g.concatenate([A, B], 1).set_output(True)
-    g.validate()
-    y = torch.full(tuple(Y.get_dim()), float("nan"), device="cuda", dtype=torch.half)
-    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.execute({A: a, B: b, Y: y}, None)
-    torch.cuda.synchronize()
-    assert torch.equal(y, torch.cat([a, b], 1))
 
 
 def test_instancenorm_forward_training():

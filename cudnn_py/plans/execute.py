@@ -114,7 +114,9 @@ _NO_BINDING = (None, None, None, None, None)
 class Executor:
     """Variant-pack binding and execution for one lowered graph."""
 
-    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any]):
+    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None):
+        """``aliases``: view uid -> (source uid, byte offset). A view's pointer is its source's plus the offset (a
+        slice's output: the frontend's variant-pack replacement); the caller binds the source, never the view."""
         from ..lowering.tensors import host_scalar
 
         self._uids = sorted(uids)
@@ -140,6 +142,15 @@ class Executor:
                 self._slot_by_key[name] = slot
         self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
+        slot_of = {uid: slot for slot, uid in enumerate(self._uids)}
+        # (view slot, source slot, byte offset), sources before the views made from them
+        self._aliases = tuple((slot_of[v], slot_of[src], off) for v, (src, off) in sorted(
+            (aliases or {}).items(), key=lambda item: _alias_depth(item[0], aliases or {})))
+        self._views = {v: src for v, src, _ in self._aliases}
+        # keys naming a view go to _slot, which explains what to bind instead
+        self._view_keys = {k: v for k, v in self._fast_slots.items() if v in self._views}
+        for key in self._view_keys:
+            del self._fast_slots[key]
         self._bound: dict[int, Any] = {}
         self._bound_items: tuple = ()  # (slot, value) of data bound at build time
         self._template = [0] * len(self._uids)
@@ -162,11 +173,17 @@ class Executor:
         try:
             s = self._fast_slots.get(key)
             if s is None:
+                s = self._view_keys.get(key)
+            if s is None:
                 s = self._slot_by_key.get(key)
         except TypeError:  # an unhashable key: reported below
             s = None
         if s is None:
             s = self._fixed_slot_by_id.get(id(key))
+        if s is not None and s in self._views:
+            view, source = self._tensors[s], self._tensors[self._views[s]]
+            raise ValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
+                             "which aliases its input's memory): bind the source; the view's pointer is derived")
         if s is not None:
             return s
         if isinstance(key, str) and key in self._ambiguous:
@@ -220,8 +237,10 @@ class Executor:
             ptrs[slot] = getter(value)
             if placement is None:
                 placement = where
+        for view, source, offset in self._aliases:
+            ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
         if 0 in ptrs:
-            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0]
+            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
             raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
         return ptrs, same, placement
 
@@ -343,7 +362,7 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles = _live_handles
+        live_handles, aliases = _live_handles, self._aliases
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -383,6 +402,8 @@ class Executor:
                     ptrs[slot] = getter(value)
                     if placement is None:
                         placement = where
+            for view, source, offset in aliases:
+                ptrs[view] = ptrs[source] + offset
             stream, h = None, handle  # `handle` stays the caller's: the slow path gets what the caller gave
             if h is not None and h not in live_handles:  # the slow path raises, naming why
                 return slow(variant_pack, workspace, handle)
@@ -434,6 +455,14 @@ class Executor:
         vp.set("CUDNN_ATTR_VARIANT_PACK_WORKSPACE", ws)
         vp._keepalive["scalars"] = list(self._fixed.values())
         return vp.finalize()
+
+
+def _alias_depth(uid: int, aliases: dict[int, tuple[int, int]]) -> int:
+    """How many views lie between ``uid`` and memory the caller binds (a slice of a slice: 2)."""
+    depth = 0
+    while uid in aliases:
+        uid, depth = aliases[uid][0], depth + 1
+    return depth
 
 
 def _check_operand(t: Any, info: OperandInfo) -> None:

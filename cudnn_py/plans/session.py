@@ -32,11 +32,17 @@ from .. import enums
 from ..backend import Descriptor, versions
 from ..backend.enums import enum_class
 from ..backend.handle import default_handle
-from ..errors import CudaUnavailableError, CudnnError, PhaseError, cudnnGraphNotSupportedError
+from ..errors import (
+    CudaUnavailableError,
+    CudnnError,
+    NotImplementedOptionError,
+    PhaseError,
+    cudnnGraphNotSupportedError,
+)
 from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
-from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
+from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
 from . import cuda_graph, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
@@ -128,7 +134,13 @@ class PlanningSession:
             if t.is_virtual or t.is_compile_time_constant:
                 continue
             checked[uid] = program.user_tensor(uid) or t
-        executor = Executor(list(checked), checked)
+        aliases = slice_aliases(program)
+        for view, (source, _) in aliases.items():
+            # the source is bound even where no operation reads it (a slice on cuDNN < 9.22 has no op), and
+            # the view is a slot whether or not an operation reads it
+            checked.setdefault(source, program.user_tensor(source) or program.tensors[source])
+            checked.setdefault(view, program.user_tensor(view) or program.tensors[view])
+        executor = Executor(list(checked), checked, aliases)
         executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)
         self.bound_tensors = [checked[uid] for uid in sorted(checked)]
@@ -380,6 +392,9 @@ class PlanningSession:
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
     def serialize(self, graph_doc: dict) -> bytes:
         """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
+        if self.program is not None and slice_aliases(self.program):
+            raise NotImplementedOptionError("serialize() of a graph with a slice is not implemented: the blob does "
+                                            "not record the slice output's pointer offset")
         return serialize.dump(self.plan(), self.bound_tensors, graph_doc)
 
     @classmethod
