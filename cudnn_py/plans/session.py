@@ -37,7 +37,7 @@ from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
-from . import cuda_graph, errata, heuristics, serialize
+from . import cuda_graph, device_gates, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
@@ -151,6 +151,9 @@ class PlanningSession:
             return
         assert self.lowered is not None
         handle = self.planning_handle()
+        if handle is not None:
+            assert self.program is not None
+            device_gates.check(self.program.nodes, self.options.handle or default_handle())
         if handle is not None and self.lowered.handle is None:
             finalize_operation_graph(self.lowered, handle)
         self._advance(Phase.OPERATION_GRAPH)
