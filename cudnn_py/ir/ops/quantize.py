@@ -148,6 +148,12 @@ def dequantize_scale_dims(op: str, node: Node, x: Any, blocks: list[int]) -> lis
     return dims
 
 
+def dequantize_block_axis(rank: int, blocks: list[int]) -> int:
+    """The block axis of a swizzled descale: the last axis with a block size other than 1 (else the last)."""
+    aligned = list(enumerate(blocks, start=rank - len(blocks)))
+    return next((i for i, b in reversed(aligned) if b != 1), rank - 1)
+
+
 def infer_dequantize(node: Node, ctx: InferenceContext) -> None:
     op = "block_scale_dequantize"
     x, descale, y = node.inputs["X"], node.inputs["SCALE"], node.outputs["Y"]
@@ -155,10 +161,7 @@ def infer_dequantize(node: Node, ctx: InferenceContext) -> None:
     require_dims(op, node, descale)
     blocks = node.params["block_size"]
     needed = dequantize_scale_dims(op, node, x, blocks)
-    # the block axis of a swizzled scale: the last axis with a block size other than 1 (the last one if none)
-    aligned = list(enumerate(blocks, start=len(x.dim) - len(blocks)))
-    axis = next((i for i, b in reversed(aligned) if b != 1), len(x.dim) - 1)
-    _check_scale(op, node, x, descale, needed, axis)
+    _check_scale(op, node, x, descale, needed, dequantize_block_axis(len(x.dim), blocks))
     if not y.is_virtual:
         raise shape_error(op, node.name, y, "the dequantized output must stay virtual: cuDNN fuses dequantize into "
                           "the op that reads it (e.g. a matmul); do not set_output(True) on it")
