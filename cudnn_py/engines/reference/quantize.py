@@ -96,7 +96,8 @@ def unswizzle(stored: np.ndarray, t: Any, block_axis: int) -> np.ndarray:
     flat = np.zeros(int(np.prod(stored.shape)))
     np.lib.stride_tricks.as_strided(flat, stored.shape, tuple(int(st) * flat.itemsize for st in t.stride))[...] = stored
     rows_axis, _ = _tile_axes(stored.ndim, block_axis)
-    shape = list(np.moveaxis(np.empty(stored.shape, dtype=bool), (rows_axis, block_axis), (-2, -1)).shape)
+    dims = [int(d) for d in stored.shape]
+    shape = [d for i, d in enumerate(dims) if i not in (rows_axis, block_axis)] + [dims[rows_axis], dims[block_axis]]
     rows, cols = shape[-2:]
     memory = flat.reshape(shape[:-2] + [rows * cols])
     tiles = memory[..., tile_positions(rows, cols).reshape(-1)].reshape(shape)
