@@ -514,3 +514,16 @@ def test_cublaslt_probe_does_not_crash():
     device_gates.cublaslt_version.cache_clear()
     v = device_gates.cublaslt_version()
     assert isinstance(v, int) and v >= 0
+
+
+def test_planning_checks_the_device_gates_before_the_operation_graph_meets_the_gpu(monkeypatch):
+    from cudnn_py.plans.session import PlanningSession
+
+    if not HAS_BLOCK_SCALE:
+        pytest.skip("needs cuDNN >= 9.7")
+    g, *_ = _quantize_graph([128, 64])
+    g.validate()  # deviceless: no gate yet
+    monkeypatch.setattr(PlanningSession, "planning_handle", lambda self: 0xDEAD)  # as if a GPU were there
+    monkeypatch.setattr(device_gates, "compute_capability", lambda device: 90)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"node 'q'\) needs a GPU of compute capability 10\.0"):
+        g.build_operation_graph()

@@ -27,8 +27,11 @@ def compute_capability(device: int) -> int:
     except ImportError:
         return 0
     A = driver.CUdevice_attribute
-    err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
-    err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    err, dev = driver.cuDeviceGet(int(device))
+    if int(err) != 0:
+        return 0
+    err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
     if int(err_major) != 0 or int(err_minor) != 0:
         return 0
     return int(major) * 10 + int(minor)
@@ -66,7 +69,8 @@ def _version(v: int) -> str:
 
 
 def check(nodes: Any, handle: Any) -> None:
-    """Refuse the first node whose spec's device gates the GPU of ``handle`` (or the current device) fails."""
+    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
+    device: the current device, whose default handle planning uses)."""
     device = getattr(handle, "device", None)
     device = current_device() if device is None else int(device)
     for node in nodes:
@@ -76,7 +80,7 @@ def check(nodes: Any, handle: Any) -> None:
         what = f"{spec.method}() (node {node.name!r})"
         if spec.min_compute_capability:
             cc = compute_capability(device)
-            if cc and cc < spec.min_compute_capability:
+            if cc and cc < spec.min_compute_capability:  # unreadable (0): cuDNN's own support check decides
                 need = spec.min_compute_capability
                 raise cudnnGraphNotSupportedError(
                     f"{what} needs a GPU of compute capability {need // 10}.{need % 10} or newer (cuDNN has its "

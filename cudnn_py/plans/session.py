@@ -153,7 +153,7 @@ class PlanningSession:
         handle = self.planning_handle()
         if handle is not None:
             assert self.program is not None
-            device_gates.check(self.program.nodes, self.options.handle or default_handle())
+            device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
         if handle is not None and self.lowered.handle is None:
             finalize_operation_graph(self.lowered, handle)
         self._advance(Phase.OPERATION_GRAPH)
