@@ -114,7 +114,7 @@ def test_block_scale_dequantize_matmul_mxfp8():
         expect_block_scale_refusal(lambda: (g.validate(), g.build(HEUR)))
         return
     g.build(HEUR)
-    dev = {t: torch.from_numpy(bufs[src]).to("cuda") for t, src in ((QA, qa), (QB, qb), (SA, sa), (SB, sb))}
+    dev = {t: torch.from_numpy(bufs[src]).to("cuda").float() for t, src in ((QA, qa), (QB, qb), (SA, sa), (SB, sb))}
     qa_d = dev[QA].to(torch.float8_e4m3fn).reshape(1, m, k)
     qb_d = dev[QB].to(torch.float8_e4m3fn).reshape(1, n, k).transpose(1, 2)  # dims [1, K, N], K fastest
     sa_d = dev[SA].to(torch.float8_e8m0fnu).reshape(1, m, 4)
