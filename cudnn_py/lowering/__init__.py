@@ -6,7 +6,7 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 """
 from __future__ import annotations
 
-from . import conv, layout_ops, masks, matmul, norms, pointwise, reduction, rope  # noqa: F401  (registration)
+from . import conv, layout_ops, masks, matmul, moe, norms, pointwise, quantize, reduction, rope  # noqa: F401  (registration)
 from .layout_ops import slice_aliases
 from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers

@@ -43,7 +43,7 @@ from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
-from . import cuda_graph, errata, heuristics, serialize
+from . import cuda_graph, device_gates, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
@@ -163,6 +163,9 @@ class PlanningSession:
             return
         assert self.lowered is not None
         handle = self.planning_handle()
+        if handle is not None:
+            assert self.program is not None
+            device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
         if handle is not None and self.lowered.handle is None:
             finalize_operation_graph(self.lowered, handle)
         self._advance(Phase.OPERATION_GRAPH)
