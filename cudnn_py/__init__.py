@@ -5,6 +5,12 @@ Importing needs no GPU, no torch and not even libcudnn: the library is loaded by
 """
 __version__ = "0.1.0"
 
+import logging as _logging
+
+# The `cudnn_py` logger (and its per-module children) is silent unless the application configures logging:
+# graph builds and their times, heuristics results, plan choices, cache hits and misses, workspace allocations.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from .backend import (  # noqa: F401
                       backend_version,
                       backend_version_string,

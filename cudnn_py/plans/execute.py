@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from threading import get_ident
@@ -55,6 +56,7 @@ from ..interop import (
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
+_log = logging.getLogger(__name__)
 
 
 
@@ -319,6 +321,9 @@ class Executor:
             binding = self._vp_cache.get(key)
             if binding is not None:
                 self._vp_cache.move_to_end(key)
+        if _log.isEnabledFor(logging.DEBUG):  # not on the fast path: only when the pointers change
+            _log.debug("variant pack cache %s: plan %s, %d pointer(s), workspace 0x%x (%d cached)",
+                       "hit" if binding is not None else "miss", plan.name, len(ptrs), ws, len(self._vp_cache))
         if binding is None:
             if not checked:
                 self._check_operands(variant_pack, ptrs)
