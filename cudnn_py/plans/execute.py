@@ -474,13 +474,13 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
 
 def _check_workspace(workspace: Any, plan: Any) -> None:
     try:
-        on_host = operand_info(workspace).device_type == KDL_CPU
+        info: OperandInfo | None = operand_info(workspace)
     except TypeError:  # an object only known by its pointer
-        on_host = False
-    if on_host:
+        info = None
+    if info is not None and info.device_type == KDL_CPU:
         raise ValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
                          "device memory")
-    nbytes = None
+    nbytes = info.nbytes if info is not None else None  # untyped memory (a cuda.core Buffer) knows its size
     if hasattr(workspace, "nbytes"):
         nbytes = int(workspace.nbytes)
     elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):
