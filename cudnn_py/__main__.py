@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ep.add_argument("script")
     ep.add_argument("--graph", help="only the pygraph bound to this global name")
     ep.add_argument("--format", choices=["text", "json", "dot"], default="text")
+    ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
+                                                    "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         return info()
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "trace":
         return trace_command(args.action, args.trace, args.json)
     if args.cmd == "explain":
-        return explain_command(args.script, args.graph, args.format)
+        return explain_command(args.script, args.graph, args.format, args.render)
     return 2
 
 
@@ -230,7 +232,7 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
     return 0
 
 
-def explain_command(script: str, name: str | None, fmt: str) -> int:
+def explain_command(script: str, name: str | None, fmt: str, render: str | None = None) -> int:
     """Run ``script`` as __main__ would run it, then explain the pygraph objects it leaves in its globals."""
     import runpy
 
@@ -245,10 +247,19 @@ def explain_command(script: str, name: str | None, fmt: str) -> int:
         what = f"no pygraph named {name!r}" if name else "no pygraph"
         print(f"{script}: {what} among its globals", file=sys.stderr)
         return 2
+    if render is not None and len(graphs) > 1:
+        print(f"--render writes one image: pick one of {sorted(graphs)} with --graph", file=sys.stderr)
+        return 2
     for key, g in graphs.items():
         if len(graphs) > 1 and fmt == "text":
             print(f"==== {key} ====")
         print(g.explain(fmt))
+        if render is not None:
+            try:
+                print(f"wrote {g.render_dot(render)}", file=sys.stderr)
+            except RuntimeError as e:
+                print(f"cannot render {render}: {e}", file=sys.stderr)
+                return 2
     return 0
 
 
