@@ -79,8 +79,8 @@ def framework_lines() -> list[str]:
     lines.append("  operands: torch tensors and cupy arrays run on their framework's current stream, with "
                  "workspace=None from torch's caching allocator / cupy's memory pool on that stream;")
     core = found["cuda.core"]
-    lines.append("  cuda.core Buffers, int pointers and other DLPack / CUDA-array-interface objects run on the handle's "
-                 "stream (else the legacy default stream), with workspace=None from "
+    lines.append("  cuda.core Buffers, int pointers and other DLPack / CUDA-array-interface objects run on the "
+                 "handle's stream (else the legacy default stream), with workspace=None from "
                  + (f"cuda.core {core.split()[0]}" if core else
                     "cuda.core, WHICH IS NOT INSTALLED: pass a workspace, or pip install cuda-core"))
     return lines

@@ -50,7 +50,8 @@ def report(g: Any) -> dict:
     if session.program is not None:
         # read, not re-run: which errata of the loaded cuDNN this program matches (validate refuses the first)
         try:
-            doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where} for x in applicable(versions.runtime_version())
+            known = applicable(versions.runtime_version())
+            doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where} for x in known
                                               if (where := x.match(session.program)) is not None]
         except Exception as e:
             doc["cudnn"]["errata_matched_error"] = str(e)

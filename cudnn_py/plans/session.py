@@ -44,7 +44,6 @@ from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
 
-
 _log = logging.getLogger(__name__)
 
 
