@@ -1,6 +1,7 @@
 """The examples in docs/ run: every ```python block is marked `runnable` (run here, on any machine), `gpu` (run on
-a GPU machine) or `norun` (with the reason in the block). The blocks of one page run in order, each in a fresh
-process, in one directory per page (a later block may read a file an earlier one wrote)."""
+a GPU machine) or `norun` (with the reason in the block); ```bash blocks marked `runnable` run too (install
+commands and the like stay unmarked). The blocks of one page run in order, each in a fresh process, in one
+directory per page (a later block may read a file an earlier one wrote)."""
 from __future__ import annotations
 
 import os
@@ -25,29 +26,36 @@ del sys.path[0]
 """
 
 
-def python_blocks(page: Path) -> list[tuple[int, str, str]]:
-    """(line, mark, code) of every ```python block of a page."""
+def blocks(page: Path) -> list[tuple[int, str, str, str]]:
+    """(line, language, mark, code) of every ```python block and every marked ```bash block of a page."""
     text = page.read_text()
     out = []
     for m in FENCE.finditer(text):
-        if m.group("lang") != "python":
-            continue
-        tags = set(m.group("tags").split())
+        lang, tags = m.group("lang"), set(m.group("tags").split())
         line = text.count("\n", 0, m.start()) + 1
         marks = tags & MARKS
-        assert len(marks) == 1, f"{page.name}:{line}: mark the python block with one of {sorted(MARKS)}, got {tags}"
-        out.append((line, marks.pop(), m.group("code")))
+        if lang == "bash" and not marks:
+            continue
+        if lang not in ("python", "bash"):
+            continue
+        assert len(marks) == 1, f"{page.name}:{line}: mark the {lang} block with one of {sorted(MARKS)}, got {tags}"
+        out.append((line, lang, marks.pop(), m.group("code")))
     return out
+
+
+def python_blocks(page: Path) -> list[tuple[int, str, str]]:
+    return [(line, mark, code) for line, lang, mark, code in blocks(page) if lang == "python"]
 
 
 def run_blocks(page: Path, marks: set[str], tmp_path: Path) -> int:
     ran = 0
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for line, mark, code in python_blocks(page):
+    # `python` in a bash block is this interpreter
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    for line, lang, mark, code in blocks(page):
         if mark not in marks:
             continue
-        r = subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True, text=True, cwd=tmp_path,
-                           env=env, timeout=600)
+        cmd = [sys.executable, "-c", PRELUDE + code] if lang == "python" else ["bash", "-euo", "pipefail", "-c", code]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
         assert r.returncode == 0, f"{page.name}:{line} ({mark}) failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
         ran += 1
     return ran
@@ -59,7 +67,7 @@ def test_every_python_block_is_marked():
     assert {mark for _, mark, _ in blocks} <= MARKS
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(m == "runnable" for _, m, _ in python_blocks(p))],
+@pytest.mark.parametrize("page", [p for p in PAGES if any(m == "runnable" for _, _, m, _ in blocks(p))],
                          ids=lambda p: p.name)
 def test_runnable_blocks(page, tmp_path):
     assert run_blocks(page, {"runnable"}, tmp_path) > 0
