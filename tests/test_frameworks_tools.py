@@ -239,3 +239,39 @@ def test_first_graph_cli_offers_every_framework():
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "{torch,cupy,cuda.core}" in r.stdout
+
+
+def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():
+    """The engine-config part of explain, from a session filled as heuristics and plans fill it on a GPU (the CPU
+    cannot run heuristics): ranks per mode, knobs by name, notes, workspace, the failure reason, the default."""
+    from types import SimpleNamespace
+
+    g = matmul_bias_relu()
+    g.validate()
+    s = g.session
+    note = SimpleNamespace(name="CUDNN_NUMERICAL_NOTE_TENSOR_CORE")
+
+    def config(name, engine, knobs, ws):
+        return SimpleNamespace(name=name, source="CUDNN_HEUR_MODE_A", engine_index=engine, knobs=knobs,
+                               numerical_notes=[note], behavior_notes=[], workspace=ws)
+
+    s.configs = [config("eng7_k24=41", 7, [(24, 41)], 0), config("eng1_k2=3", 1, [(2, 3)], 4096)]
+    s.heuristics_report = [("CUDNN_HEUR_MODE_A", "2 config(s), 2 new"), ("CUDNN_HEUR_MODE_FALLBACK", "1 config(s), 0 new")]
+    s.heuristics_ranked = [("CUDNN_HEUR_MODE_A", ["eng7_k24=41", "eng1_k2=3"]), ("CUDNN_HEUR_MODE_FALLBACK", ["eng1_k2=3"])]
+    s.failures = {0: "CUDNN_STATUS_NOT_SUPPORTED: no kernel"}
+    s.plans = {1: SimpleNamespace(workspace=4096)}
+    s.candidate = 1
+    doc = json.loads(g.explain("json"))
+    first, second = doc["engine_configs"]
+    assert first["rank_by_mode"] == {"CUDNN_HEUR_MODE_A": 0}
+    assert second["rank_by_mode"] == {"CUDNN_HEUR_MODE_A": 1, "CUDNN_HEUR_MODE_FALLBACK": 0}
+    assert doc["heuristics"][1]["configs"] == ["eng1_k2=3"]
+    assert doc["default_plan"] == 1 and doc["default_plan_name"] == "eng1_k2=3"
+    text = g.explain()
+    configs = text.split("engine configs")[1]
+    assert ("0: eng7_k24=41 (A#0), ws 0, [CUDNN_NUMERICAL_NOTE_TENSOR_CORE], knobs {" in configs
+            and "-> failed: CUDNN_STATUS_NOT_SUPPORTED: no kernel" in configs)
+    assert "1: eng1_k2=3 (A#1, FALLBACK#0), ws 4096" in configs and "-> built  <- default" in configs
+    assert "default plan: 1 (eng1_k2=3)" in text
+    knob_24 = cudnn.backend.enums.enum_class("cudnnBackendKnobType_t")(24).name.removeprefix("CUDNN_KNOB_TYPE_")
+    assert f"knobs {{{knob_24}=41}}" in configs

@@ -61,7 +61,12 @@ def report(g: Any) -> dict:
         doc["backend_operations"] = [{"id": d.id, "node": name}
                                      for d, name in zip(session.lowered.operations, session.lowered.op_names)]
     doc["heuristics"] = [{"mode": m, "result": r} for m, r in session.heuristics_report]
+    ranked = getattr(session, "heuristics_ranked", [])
+    for h in doc["heuristics"]:
+        h["configs"] = next((names for m, names in ranked if m == h["mode"]), [])
     doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(session.configs)]
+    for c in doc["engine_configs"]:  # the rank each mode gave it (a config several modes returned is kept once)
+        c["rank_by_mode"] = {m: names.index(c["name"]) for m, names in ranked if c["name"] in names}
     doc["default_plan"] = session.candidate
     if session.candidate is not None and session.candidate < len(session.configs):
         doc["default_plan_name"] = session.configs[session.candidate].name
@@ -150,14 +155,15 @@ def text(doc: dict) -> str:
         out.append("\nheuristics:")
         out += [f"  {h['mode']}: {h['result']}" for h in doc["heuristics"]]
     if doc.get("engine_configs"):
-        out.append("\nengine configs (rank: name, from, workspace, notes -> plan):")
+        out.append("\nengine configs (rank: name (mode#rank in that mode), workspace, notes, knobs -> plan):")
         for c in doc["engine_configs"]:
             notes = ",".join(c.get("numerical_notes", []) + c.get("behavior_notes", []))
             default = "  <- default" if c["rank"] == doc.get("default_plan") else ""
             why = c.get("failure") or c.get("filtered_because") or ""
             knobs = ",".join(f"{k.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in c["knobs"].items())
-            out.append(f"  {c['rank']}: {c['name']} ({c['source']}), ws {c.get('workspace', '?')}, [{notes}], "
-                       f"knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}{default}")
+            ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
+            out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
+                       f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")
     return "\n".join(out)

@@ -89,6 +89,7 @@ class PlanningSession:
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
+        self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
         self._on_default_plan_change = on_default_plan_change
@@ -210,6 +211,7 @@ class PlanningSession:
                 _log.debug("graph %r: engine config %d %s (from %s)", self.graph.name,
                            len(self.configs) + res.configs.index(c), c.name, c.source)
         self.heuristics_report.extend(res.per_mode)
+        self.heuristics_ranked.extend(res.ranked)
         self.configs.extend(res.configs)
         if not self.configs:
             from ..backend.api import get_last_error_string
