@@ -275,3 +275,42 @@ def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():
     assert "default plan: 1 (eng1_k2=3)" in text
     knob_24 = cudnn.backend.enums.enum_class("cudnnBackendKnobType_t")(24).name.removeprefix("CUDNN_KNOB_TYPE_")
     assert f"knobs {{{knob_24}=41}}" in configs
+
+
+# ------------------------------------------------------------------------------------------------- Buffer workspace
+class FakeBuffer:
+    """The interface of a cuda.core Buffer (a real one needs the driver to say where it lives)."""
+
+    handle = size = 0
+    device_id, is_device_accessible = 0, True
+
+    def __init__(self, handle: int, size: int):
+        self.handle, self.size = handle, size
+
+
+FakeBuffer.__module__ = "cuda.core._memory._buffer"
+
+
+def test_a_buffer_workspace_takes_the_fast_path_and_is_size_checked(monkeypatch):
+    from cudnn_py.backend import live
+    from cudnn_py.plans import execute as execute_mod
+    from tests.test_execute_correctness import FakePlan, new_address, square_matmul
+
+    handle = 0x77
+    monkeypatch.setattr(live, "_live", dict(live._live))
+    monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    live.register(handle, None, owned=False, origin="adopt_handle")
+    ex, A, B, C = square_matmul()
+    slow_calls = []
+    slow = ex.execute
+    monkeypatch.setattr(ex, "execute", lambda *a: (slow_calls.append(a), slow(*a))[1])
+    fast = ex.fast(FakePlan(workspace=4096))
+    pack = {A: new_address(), B: new_address(), C: new_address()}
+    ws = FakeBuffer(new_address(), 4096)
+    for _ in range(3):
+        fast(pack, ws, handle)
+    assert len(slow_calls) == 1 and len(ex._backend_execute.calls) == 3  # only the first call binds
+    assert ex._backend_execute.calls[-1][2] == ws.handle
+    with pytest.raises(ValueError, match="workspace too small: plan fake_plan needs 4096 bytes, got 16"):
+        fast(pack, FakeBuffer(ws.handle, 16), handle)  # the same address, a smaller buffer
+    assert len(ex._backend_execute.calls) == 3

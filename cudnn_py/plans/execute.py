@@ -46,6 +46,7 @@ from ..interop import (
     POINTER_GETTERS,
     SIGNATURE_GETTERS,
     OperandInfo,
+    _buffer_ptr,
     _torch_signature,
     data_ptr,
     operand_info,
@@ -348,7 +349,7 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles = _live_handles
+        live_handles, buffer_ptr = _live_handles, _buffer_ptr
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -419,6 +420,8 @@ class Executor:
             else:
                 getter = getters.get(workspace.__class__)
                 nbytes = getattr(workspace, "nbytes", None)
+                if nbytes is None and getter is buffer_ptr:  # a cuda.core Buffer knows its size in bytes
+                    nbytes = workspace.size
                 if getter is None or nbytes is None or nbytes < plan_ws:  # the slow path checks and reports
                     return slow(variant_pack, workspace, handle)
                 ws = getter(workspace)
