@@ -111,7 +111,7 @@ def case_cupy() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------- cuda.core
-class Device:
+class CoreMemory:
     """cuda.core device memory and copies, on one stream of our own."""
 
     def __init__(self) -> None:
@@ -135,7 +135,7 @@ class Device:
 
 def _raw_memory_case(as_ints: bool) -> dict[str, Any]:
     g, A, B, C, with_ws = matmul_graph()
-    dev = Device()
+    dev = CoreMemory()
     handle = cudnn.create_handle()
     cudnn.set_stream(handle, dev.stream)
     errors: dict[str, float] = {}
