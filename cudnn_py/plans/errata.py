@@ -26,6 +26,7 @@ class Erratum:
     effect: str
     workaround: str
     source: str
+    seen_on: str  # the GPUs it was seen on; the table has no GPU condition: a match is refused on every GPU
 
     def applies_to(self, version: int) -> bool:
         return self.first <= version <= self.last
@@ -174,6 +175,7 @@ ERRATA: tuple[Erratum, ...] = (
                "(a silently wrong mask)",
         workaround="run the mask as a graph of its own, use batch 1, or the unified band mask "
                    "(implementation=UNIFIED, cuDNN >= 9.21)",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py on H200 / cuDNN 9.19.0 (plan eng7_k24=41), 2026-12-01: "
                "tests/test_gpu_passes.py::test_band_mask_after_a_batched_matmul_is_refused"),
     Erratum(
@@ -182,6 +184,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a matmul input widened by a fused cast, with K or N not a multiple of 4, overruns a staging buffer: "
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
+        seen_on="H200 (sm90)",
         source="shared/reference/errata.md #1 (cudnn-frontend PR #330); reproduced on H200 / cuDNN 9.19"),
     Erratum(
         id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
@@ -189,6 +192,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a matmul input made by a fused cast of an operand with padded (non-packed) strides gives wrong "
                "results (relative error 0.6-1.0)",
         workaround="make the operand contiguous before the graph, or cast in a graph of its own",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (plans eng7_k24=32..41), 2026-12-01: "
                "fuzz/graph_fuzz.py seed 20261201, cases 20, 82, 211, 229, 263, 463, 716, 904, 1009, ..."),
     Erratum(
@@ -197,6 +201,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a pointwise-only graph whose operand broadcasts along two or more axes (or along an axis of an "
                "output with a unit axis) gives wrong results or leaves outputs unwritten (engine eng1)",
         workaround="broadcast along one axis at a time (one op per broadcast axis), or expand the operand first",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (eng1_k24=34..37), 2026-12-01: e.g. "
                "[8,33,64] + [1,1,64] relative error nan, [8,33,64] + [8,1,1] 1.19, [99,1,16] + [99,1,1] 0.70; "
                "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]"),
@@ -206,6 +211,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="an AMAX / NORM1 / NORM2 / MUL_NO_ZEROS reduction whose output dims equal its input's returns the "
                "input unchanged (AMAX gave X instead of |X|)",
         workaround="use the elementwise op itself (abs for AMAX and the norms)",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: seed 7, case 1827 (AMAX of "
                "[1, 64, 1, 1] per channel, relative error 1.46)"),
     Erratum(
@@ -214,6 +220,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a pointwise-only graph over a tensor whose unit axes carry strides other than the packed row-major "
                "ones gives wrong results (engine eng1)",
         workaround="make the operand contiguous, or drop its unit axes",
+        seen_on="H200 (sm90)",
         source="seen by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-01: abs over [64, 1, 1] with strides [1, 64, 64] "
                "(seed 7, case 1827 rewritten as an elementwise op), relative error 1.46"),
 )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from threading import get_ident
@@ -45,6 +46,7 @@ from ..interop import (
     POINTER_GETTERS,
     SIGNATURE_GETTERS,
     OperandInfo,
+    _buffer_ptr,
     _torch_signature,
     data_ptr,
     operand_info,
@@ -55,6 +57,7 @@ from ..interop import (
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
+_log = logging.getLogger(__name__)
 
 
 
@@ -338,6 +341,9 @@ class Executor:
             binding = self._vp_cache.get(key)
             if binding is not None:
                 self._vp_cache.move_to_end(key)
+        if _log.isEnabledFor(logging.DEBUG):  # not on the fast path: only when the pointers change
+            _log.debug("variant pack cache %s: plan %s, %d pointer(s), workspace 0x%x (%d cached)",
+                       "hit" if binding is not None else "miss", plan.name, len(ptrs), ws, len(self._vp_cache))
         if binding is None:
             if not checked:
                 self._check_operands(variant_pack, ptrs)
@@ -362,7 +368,7 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles, aliases = _live_handles, self._aliases
+        live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -435,6 +441,8 @@ class Executor:
             else:
                 getter = getters.get(workspace.__class__)
                 nbytes = getattr(workspace, "nbytes", None)
+                if nbytes is None and getter is buffer_ptr:  # a cuda.core Buffer knows its size in bytes
+                    nbytes = workspace.size
                 if getter is None or nbytes is None or nbytes < plan_ws:  # the slow path checks and reports
                     return slow(variant_pack, workspace, handle)
                 ws = getter(workspace)
@@ -498,13 +506,13 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
 
 def _check_workspace(workspace: Any, plan: Any) -> None:
     try:
-        on_host = operand_info(workspace).device_type == KDL_CPU
+        info: OperandInfo | None = operand_info(workspace)
     except TypeError:  # an object only known by its pointer
-        on_host = False
-    if on_host:
+        info = None
+    if info is not None and info.device_type == KDL_CPU:
         raise ValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
                          "device memory")
-    nbytes = None
+    nbytes = info.nbytes if info is not None else None  # untyped memory (a cuda.core Buffer) knows its size
     if hasattr(workspace, "nbytes"):
         nbytes = int(workspace.nbytes)
     elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):

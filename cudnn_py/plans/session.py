@@ -24,6 +24,8 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 from __future__ import annotations
 
 import enum
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,12 @@ from . import cuda_graph, device_gates, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
+
+_log = logging.getLogger(__name__)
+
+
+def _ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
 
 
 class Phase(enum.IntEnum):
@@ -87,6 +95,7 @@ class PlanningSession:
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
+        self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
         self._on_default_plan_change = on_default_plan_change
@@ -108,6 +117,7 @@ class PlanningSession:
             return  # (a deserialized session starts EXECUTABLE)
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
+        t0 = time.perf_counter()
         self.program = prepare(self.graph, PassOptions(available=versions_available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
@@ -115,6 +125,9 @@ class PlanningSession:
                                      self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
         self._advance(Phase.VALIDATED)
+        _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
+                  "graph finalized %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
+                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle")
 
     def _alignments(self) -> dict[int, int]:
         """The byte alignment of data bound at build time (framework arrays given to op builders)."""
@@ -167,7 +180,10 @@ class PlanningSession:
             assert self.program is not None
             device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
         if handle is not None and self.lowered.handle is None:
+            t0 = time.perf_counter()
             finalize_operation_graph(self.lowered, handle)
+            _log.info("graph %r: operation graph finalized with handle 0x%x in %.2f ms", self.graph.name, handle,
+                      _ms_since(t0))
         self._advance(Phase.OPERATION_GRAPH)
 
     @property
@@ -201,8 +217,16 @@ class PlanningSession:
         self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
+        t0 = time.perf_counter()
         res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
+                      "; ".join(f"{m}: {r}" for m, r in res.per_mode))
+            for c in res.configs:
+                _log.debug("graph %r: engine config %d %s (from %s)", self.graph.name,
+                           len(self.configs) + res.configs.index(c), c.name, c.source)
         self.heuristics_report.extend(res.per_mode)
+        self.heuristics_ranked.extend(res.ranked)
         self.configs.extend(res.configs)
         if not self.configs:
             from ..backend.api import get_last_error_string
@@ -312,11 +336,16 @@ class PlanningSession:
             return
         if i in self.barred:
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
+        t0 = time.perf_counter()
         try:
             self.plans[i] = ExecutionPlan.build(self.configs[i])
         except CudnnError as e:
             self.failures[i] = str(e)
+            _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self.configs[i].name,
+                      _ms_since(t0), e)
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
+        _log.info("graph %r: plan %d (%s) built in %.2f ms, workspace %d bytes", self.graph.name, i,
+                  self.configs[i].name, _ms_since(t0), self.plans[i].workspace)
         self._advance(Phase.PLANS)
         if self.candidate is None:
             self._set_candidate(i)
@@ -341,6 +370,7 @@ class PlanningSession:
 
     def _set_candidate(self, index: int) -> None:
         if index != self.candidate:
+            _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, self.configs[index].name)
             self.candidate = index
             self._on_default_plan_change()  # a bound execute targets the old plan
         self._advance(Phase.EXECUTABLE)
