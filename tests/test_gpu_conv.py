@@ -76,8 +76,8 @@ def build_and_run(g, pack):
     torch.cuda.synchronize()
 
 
-def graph(io, compute=F):
-    return cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=compute)
+def graph(io):
+    return cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F)
 
 
 def torch_fprop(x, w, pre, post, stride, dilation, groups, mode):
@@ -157,8 +157,8 @@ def _conv_kwargs(case):
 
 
 def conv_graph(case, g, operands):
-    """The case's single-conv graph over ``operands`` (role -> tensor with dims/strides: torch or numpy-like
-    dims given by ``tensor_like``); returns (graph tensors by role, the output)."""
+    """The case's single-conv graph on ``g``; ``operands`` maps each input role to a torch tensor (declared by
+    ``tensor_like``) or to (dims, strides, data type). Returns (graph tensors by role, the output)."""
     _, direction, _, layout, x_dims, w_dims, pre, post, stride, dilation, *_ = case
     kw = _conv_kwargs(case)
     ts = {role: g.tensor_like(v) if hasattr(v, "data_ptr") else g.tensor(*v, name=role)
@@ -244,15 +244,15 @@ def test_int8_conv_runs_exactly_or_is_refused_clearly():
     g = cudnn.pygraph(io_data_type=DT.INT8, intermediate_data_type=F, compute_data_type=DT.INT32)
     X, W = g.tensor_like(x), g.tensor_like(w)
     Y = g.conv_fprop(X, W, **KW).set_output(True).set_data_type(F)
-    g.validate()
-    y = poisoned(Y)
     try:
+        g.validate()
+        y = poisoned(Y)
         build_and_run(g, {X: x, W: w, Y: y})
     except cudnn.cudnnGraphNotSupportedError as e:
         assert str(e).strip(), "a refusal must say why"
         pytest.xfail(f"cuDNN {cudnn.backend_version()} refuses int8 conv fprop here: {str(e)[:300]}")
     ref = torch_fprop(x, w, [1, 1], [1, 1], [1, 1], [1, 1], 1, XC)
-    assert torch.isfinite(y).all() and torch.equal(y.double(), ref)
+    assert rel_err(y, ref) < 1e-7  # integer sums: exact in fp32
 
 
 # ---- fusions ------------------------------------------------------------------------------------------------------
@@ -311,18 +311,20 @@ def test_conv_genstats(prologue):
     x, w = nhwc_random(gen, [4, 32, 16, 16]), nhwc_random(gen, [64, 32, 3, 3])
     s, b = nhwc_random(gen, [1, 32, 1, 1]), nhwc_random(gen, [1, 32, 1, 1])
     g = graph(H)
-    X, W, S, B = (g.tensor_like(t) for t in (x, w, s, b))
-    inp = g.relu(g.bias(g.scale(X, S), B)) if prologue == "scale_bias_relu" else X
+    X, W = g.tensor_like(x), g.tensor_like(w)
+    pack = {X: x, W: w}
+    inp = X
+    if prologue == "scale_bias_relu":
+        S, B = g.tensor_like(s), g.tensor_like(b)
+        pack.update({S: s, B: b})
+        inp = g.relu(g.bias(g.scale(X, S), B))
     Y = g.conv_fprop(inp, W, **KW).set_output(True).set_data_type(H)
     SUM, SQ = g.genstats(Y)
     for t in (SUM, SQ):
         t.set_output(True).set_data_type(F)
     g.validate()
     y, total, sq = poisoned(Y), poisoned(SUM), poisoned(SQ)
-    pack = {X: x, W: w, Y: y, SUM: total, SQ: sq}
-    if prologue == "scale_bias_relu":
-        pack.update({S: s, B: b})
-    build_and_run(g, pack)
+    build_and_run(g, {**pack, Y: y, SUM: total, SQ: sq})
     xin = torch.relu(x.double() * s.double() + b.double()) if prologue == "scale_bias_relu" else x
     ref = torch_fprop(xin, w, [1, 1], [1, 1], [1, 1], [1, 1], 1, XC)
     assert rel_err(y, ref) < TOL["HALF"]

@@ -47,8 +47,8 @@ def graph(io):
     return cudnn.pygraph(io_data_type=DT[io], intermediate_data_type=F, compute_data_type=F)
 
 
-def host_scalar(value):
-    return torch.full((1, 1, 1, 1), value, dtype=torch.float32)  # a CPU tensor: pass-by-value
+def host_scalar(value, rank=4):
+    return torch.full((1,) * rank, value, dtype=torch.float32)  # a CPU tensor of X's rank: pass-by-value
 
 
 def run(g, pack, outs):
@@ -105,7 +105,7 @@ def test_norm_forward(method, phase, io):
         pytest.skip("ADA_LAYER_NORM needs cuDNN 9.9.0")
     gen = torch.Generator(device="cuda").manual_seed(FORWARD.index((method, phase, io)))
     x, s, b, axes, ref = forward_operands(method, io, gen)
-    eps = host_scalar(EPS)
+    eps = host_scalar(EPS, x.dim())
     g = graph(io)
     X, S, E = g.tensor_like(x), g.tensor_like(s), g.tensor_like(eps)
     B = g.tensor_like(b) if b is not None else None
@@ -194,9 +194,10 @@ def test_norm_backward(method, io):
 @pytest.mark.parametrize("running", [True, False], ids=["running_stats", "no_running_stats"])
 def test_batchnorm_training(io, running):
     """The running statistics' expectation is torch's batch_norm(training=True): the variance's average is the
-    unbiased one (n / (n - 1)), as the reference engine assumes."""
+    unbiased one (n / (n - 1)), as the reference engine assumes. n = 64 per channel, so that the two conventions
+    differ by ~1e-3 in the running variance, ten times its tolerance."""
     gen = torch.Generator(device="cuda").manual_seed(7 if running else 8)
-    x = rand(gen, (8, 32, 16, 16), TORCH[io], channels_last=True)
+    x = rand(gen, (4, 32, 4, 4) if running else (8, 32, 16, 16), TORCH[io], channels_last=True)
     s, b, rm = (rand(gen, (1, 32, 1, 1), channels_last=True) for _ in range(3))
     rv = rand(gen, (1, 32, 1, 1), channels_last=True, positive=True)
     eps, mom = host_scalar(EPS), host_scalar(0.1)
