@@ -11,6 +11,11 @@
 * PLANS: at least one execution plan finalized (where support is really decided and kernels compile).
 * EXECUTABLE: a default plan is selected and operands can be bound and executed.
 
+Devices. A session belongs to one device: its planning handle's (``device``, known from OPERATION_GRAPH on).
+Everything it builds — the operation graph with a handle, engine configs, plans, variant packs, workspaces — is
+for that device, made with that handle's CUDA context current (``backend.context.bound``), and its executor
+refuses operands and handles of another device.
+
 Each method states the phase it needs; a call made too early raises :class:`~cudnn_py.errors.PhaseError`
 naming it (``pygraph`` advances the cheap phases itself, as the classic API does). The session owns its
 descriptors, configs, plans and executor.
@@ -30,8 +35,9 @@ from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
+from ..backend import context as cuda_context
 from ..backend.enums import enum_class
-from ..backend.handle import default_handle
+from ..backend.handle import context_of, default_handle, device_of
 from ..errors import CudaUnavailableError, CudnnError, PhaseError, cudnnGraphNotSupportedError
 from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
@@ -83,6 +89,8 @@ class PlanningSession:
         self.heuristics_report: list[tuple] = []
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
+        self.device: int | None = None  # the planning handle's device (None: not known yet)
+        self.context: int | None = None  # that handle's CUDA context (None: not known)
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -151,9 +159,21 @@ class PlanningSession:
             return
         assert self.lowered is not None
         handle = self.planning_handle()
-        if handle is not None and self.lowered.handle is None:
-            finalize_operation_graph(self.lowered, handle)
+        if handle is not None:
+            self._bind_device(handle)
+            if self.lowered.handle is None:
+                with self.on_device():
+                    finalize_operation_graph(self.lowered, handle)
         self._advance(Phase.OPERATION_GRAPH)
+
+    def _bind_device(self, handle: Any) -> None:
+        self.device, self.context = device_of(handle), context_of(handle)
+        if self.executor is not None:
+            self.executor.set_device(self.device)
+
+    def on_device(self) -> cuda_context.bound:
+        """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""
+        return cuda_context.bound(self.context)
 
     @property
     def operation_graph(self) -> Descriptor:
@@ -171,7 +191,8 @@ class PlanningSession:
         engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
         engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", self.operation_graph)
         engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_id))
-        engine.finalize()
+        with self.on_device():
+            engine.finalize()
         out = []
         for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
             out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
@@ -186,7 +207,8 @@ class PlanningSession:
         self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
-        res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        with self.on_device():
+            res = heuristics.query(self.operation_graph, names, self.options.sm_count)
         self.heuristics_report.extend(res.per_mode)
         self.configs.extend(res.configs)
         if not self.configs:
@@ -205,7 +227,8 @@ class PlanningSession:
         if not 0 <= int(engine_id) < count:
             raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
-        self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        with self.on_device():
+            self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
         self._advance(Phase.ENGINE_CONFIGS)
 
     def _bar(self, method: str, predicate: Callable[[EngineConfig], bool], why: str) -> None:
@@ -298,7 +321,8 @@ class PlanningSession:
         if i in self.barred:
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
         try:
-            self.plans[i] = ExecutionPlan.build(self.configs[i])
+            with self.on_device():  # kernels are compiled and loaded into the current context
+                self.plans[i] = ExecutionPlan.build(self.configs[i])
         except CudnnError as e:
             self.failures[i] = str(e)
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
@@ -386,11 +410,13 @@ class PlanningSession:
     def deserialized(cls, graph: Any, options: SessionOptions, blob: Any, handle: int,
                      on_default_plan_change: Callable[[], None] = lambda: None) -> PlanningSession:
         """A session that starts EXECUTABLE: the plan rebuilt from a blob, operands checked against its records."""
-        plan, records = serialize.load(blob, handle)
+        with cuda_context.bound(context_of(handle)):
+            plan, records = serialize.load(blob, handle)
         s = cls(graph, options, on_default_plan_change)
         by_uid = {r.uid: r for r in records}
         s.executor = Executor(list(by_uid), by_uid)
         s.executor.graph_handle = handle
+        s._bind_device(handle)
         s.bound_tensors = records
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
         s.phase = Phase.EXECUTABLE
