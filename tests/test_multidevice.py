@@ -15,18 +15,10 @@ import pytest
 from cudnn_py.backend import context as context_mod
 from cudnn_py.backend import live
 from cudnn_py.plans import execute as execute_mod
-from tests.test_execute_correctness import (  # noqa: F401  (fixtures: torch, cupy, handles)
-    FakeDevice,
-    FakePlan,
-    Tensor,
-    cupy,
-    handles,
-    ndarray,
-    new_address,
-    square_matmul,
-    torch,
-    uint8,
-)
+from tests import test_execute_correctness as fakes
+from tests.test_execute_correctness import FakeDevice, FakePlan, Tensor, ndarray, new_address, square_matmul, uint8
+
+torch, cupy, handles = fakes.torch, fakes.cupy, fakes.handles  # the fakes' fixtures, shared
 
 CUDA1 = FakeDevice("cuda", 1)
 H0, H1 = 0x9000, 0x9100  # explicit handles of device 0 and device 1

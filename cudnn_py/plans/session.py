@@ -113,8 +113,9 @@ class PlanningSession:
         self.program = prepare(self.graph, PassOptions(available=versions_available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
-        self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
-                                     self.options.dynamic_shapes)
+        with cuda_context.bound(context_of(handle) if handle is not None else None):
+            self.lowered = lower_program(self.program, self._alignments(),
+                                         int(handle) if handle is not None else None, self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
         self._advance(Phase.VALIDATED)
 
