@@ -394,12 +394,14 @@ class PlanningSession:
     # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
     def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp  # kept alive as long as the graph may run
 
     def update_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp
 
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
