@@ -8,6 +8,7 @@ calls. The second device is a device id on the fakes: nothing here needs a GPU.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import pytest
@@ -38,13 +39,18 @@ class FakeDriver:
     """The current CUDA context of each thread, and every cuCtxSetCurrent."""
 
     def __init__(self, initial: int = CTX0):
-        self.initial, self.current, self.sets = initial, {}, []
+        self.initial, self.current, self.sets, self.buffers = initial, {}, [], {}
+        self.devices = 2  # the devices the process sees
 
     def now(self) -> int:
         return self.current.get(threading.get_ident(), self.initial)
 
-    def probe(self):
-        return self.now
+    def get(self, addr: int) -> int:  # cuCtxGetCurrent(CUcontext *out)
+        ctypes.c_void_p.from_address(addr).value = self.now()
+        return 0
+
+    def reader(self):
+        return self.get, self.buffers
 
     def set_current(self, ctx: int) -> None:
         self.sets.append(ctx)
@@ -54,7 +60,9 @@ class FakeDriver:
 @pytest.fixture
 def driver(monkeypatch):
     d = FakeDriver()
-    monkeypatch.setattr(context_mod, "probe", d.probe)
+    monkeypatch.setattr(context_mod, "reader", d.reader)
+    monkeypatch.setattr(context_mod, "_buffers", d.buffers)
+    monkeypatch.setattr(context_mod, "several_devices", lambda: d.devices > 1)
     monkeypatch.setattr(context_mod, "set_current", d.set_current)
     return d
 
@@ -253,6 +261,27 @@ def test_the_fast_path_does_not_switch_when_the_context_is_current(torch, driver
     assert driver.sets == [] and seen == [(H1, CTX1)] * 3
 
 
+def test_with_one_device_the_fast_path_reads_no_context(torch, driver):
+    """One device, one primary context: the fast path skips the per-call read (the slow path still binds)."""
+    driver.devices = 1
+    ex, A, B, C = graph_on(0)
+    reads = []
+    inner = driver.get
+    driver.get = lambda addr: reads.append(addr) or inner(addr)
+    plan = FakePlan()
+    fast = ex.fast(plan)
+    a, b, c = (Tensor((2, 16, 16)) for _ in range(3))
+    fast({A: a, B: b, C: c}, None, H0)  # the first call takes the slow path
+    n = len(reads)
+    for _ in range(3):
+        fast({A: a, B: b, C: c}, None, H0)
+    assert len(reads) == n and len(ex._backend_execute.calls) == 4
+    driver.devices = 2  # the same binding, now with a read per call
+    fast = ex.fast(plan)
+    fast({A: a, B: b, C: c}, None, H0)
+    assert len(reads) == n + 1 and len(ex._backend_execute.calls) == 5
+
+
 def test_a_thread_without_a_context_keeps_the_handles(torch, driver):
     ex, A, B, C = graph_on(1)
     driver.initial = 0
@@ -280,7 +309,6 @@ def test_one_thread_alternating_devices_runs_each_in_its_context(torch, driver):
 def test_context_helpers_without_a_driver_change_nothing(monkeypatch):
     """The CPU stub exports no context entry points: nothing is known, nothing is switched."""
     monkeypatch.setattr(context_mod, "_driver", False)
-    monkeypatch.setattr(context_mod, "_tls", threading.local())
     assert context_mod.current() is None
     assert context_mod.device_of_pointer(0x1234) is None
     assert context_mod.device_of_current() is None

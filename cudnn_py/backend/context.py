@@ -6,8 +6,9 @@ current would launch on the wrong GPU. So cudnn_py records each handle's context
 makes it current (:class:`bound`) when another one is, restoring the caller's context afterwards — the device
 guard torch puts around its own ops.
 
-Reading the current context costs one ctypes call (about 0.25 us): the execute fast path does it on every call
-through a per-thread :func:`probe`, and only a context other than the handle's leaves the fast path.
+Reading the current context costs one ctypes call (about 0.3 us): the execute fast path makes it on every call
+(inlined, see :func:`reader`) in a process that sees several devices (:func:`several_devices`), and only a
+context other than the handle's leaves the fast path.
 
 Without a driver that exports these entry points (the CPU test stub of ``tests/support`` exports only the six
 symbols cuDNN's engines need) every function here reports "unknown" (None) and nothing is switched: there is
@@ -17,14 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable
 from typing import Any
 
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 
 _driver: Any = None  # the ctypes libcuda once looked up; False: none with these entry points
-_tls = threading.local()
 
 
 def _lib() -> Any:
@@ -32,7 +31,8 @@ def _lib() -> Any:
     if _driver is None:
         try:
             lib = ctypes.CDLL("libcuda.so.1")
-            for name in ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuPointerGetAttribute"):
+            for name in ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuPointerGetAttribute",
+                         "cuDeviceGetCount"):
                 getattr(lib, name)
         except (OSError, AttributeError):
             _driver = False
@@ -41,38 +41,62 @@ def _lib() -> Any:
             lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
             lib.cuCtxGetDevice.argtypes = [ctypes.c_void_p]
             lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
-            for f in (lib.cuCtxGetCurrent, lib.cuCtxSetCurrent, lib.cuCtxGetDevice, lib.cuPointerGetAttribute):
+            lib.cuDeviceGetCount.argtypes = [ctypes.c_void_p]
+            for f in (lib.cuCtxGetCurrent, lib.cuCtxSetCurrent, lib.cuCtxGetDevice, lib.cuPointerGetAttribute,
+                      lib.cuDeviceGetCount):
                 f.restype = ctypes.c_int
             _driver = lib
     return _driver
 
 
-def _unknown() -> None:
-    return None
+_buffers: dict[int, tuple[ctypes.c_void_p, int]] = {}  # thread id -> its result buffer and the buffer's address
 
 
-def probe() -> Callable[[], int | None]:
-    """This thread's reader of the current context: a callable returning the ``CUcontext`` value (0: none
-    current) or None without a driver. Made once per thread (its result buffer is the thread's own)."""
-    p = getattr(_tls, "probe", None)
-    if p is None:
+def reader() -> tuple[Any, dict[int, tuple[ctypes.c_void_p, int]]]:
+    """What reading the current context takes, for callers that inline it (the execute fast path):
+    ``cuCtxGetCurrent`` as a ctypes function (None without a driver) and the per-thread result buffers
+    (``thread_buffer()`` adds this thread's)."""
+    lib = _lib()
+    return (lib.cuCtxGetCurrent if lib else None), _buffers
+
+
+def thread_buffer() -> tuple[ctypes.c_void_p, int]:
+    """This thread's result buffer for ``cuCtxGetCurrent`` and its address (a buffer per thread: the call releases
+    the GIL, so a shared one could be overwritten by another thread before it is read)."""
+    tid = threading.get_ident()
+    b = _buffers.get(tid)
+    if b is None:
+        buf = ctypes.c_void_p()
+        b = _buffers[tid] = (buf, ctypes.addressof(buf))
+    return b
+
+
+_several_devices: bool | None = None
+
+
+def several_devices() -> bool:
+    """Whether this process sees more than one CUDA device (True when that cannot be told yet). With one device
+    there is one primary context, the one every handle cudnn_py makes belongs to, and a thread with no current
+    context gets it from the CUDA runtime on its first call: the execute fast path then skips reading the current
+    context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves (cuCtxCreate) are not covered
+    then; cudnn_py never creates one."""
+    global _several_devices
+    if _several_devices is None:
         lib = _lib()
-        if not lib:
-            p = _unknown
-        else:
-            buf = ctypes.c_void_p()
-            addr, get = ctypes.addressof(buf), lib.cuCtxGetCurrent
-
-            def p() -> int | None:
-                return (buf.value or 0) if get(addr) == 0 else 0
-
-        _tls.probe = p
-    return p
+        n = ctypes.c_int()
+        if not lib or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:  # before cuInit: ask again next time
+            return True
+        _several_devices = n.value > 1
+    return _several_devices
 
 
 def current() -> int | None:
     """The current ``CUcontext`` of this thread (0: none), or None without a driver."""
-    return probe()()
+    get, _ = reader()
+    if get is None:
+        return None
+    buf, addr = thread_buffer()
+    return (buf.value or 0) if get(addr) == 0 else 0
 
 
 def set_current(ctx: int) -> None:

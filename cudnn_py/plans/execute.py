@@ -384,7 +384,11 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles, graph_device, probe = _live_handles, self.device, _context.probe
+        live_handles, graph_device = _live_handles, self.device
+        ctx_get, ctx_buffers = _context.reader()  # None without a driver: no context to check
+        if ctx_get is not None and not _context.several_devices():
+            ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
+        thread_buffer = _context.thread_buffer
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -443,8 +447,10 @@ class Executor:
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
                 h, ctx = state.handle, state.context
-            if ctx is not None and probe()() != ctx:  # another context current: the slow path switches
-                return slow(variant_pack, workspace, handle)
+            if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
+                b = ctx_buffers.get(get_ident()) or thread_buffer()
+                if ctx_get(b[1]) != 0 or b[0].value != ctx:  # another context current: the slow path switches
+                    return slow(variant_pack, workspace, handle)
             if workspace is None:
                 ws = 0
                 if plan_ws:
