@@ -323,31 +323,36 @@ class Executor:
             handle, stream, ctx = state.handle, state.stream, state.context
         device = self.device if self.device is not None else placement.device
         with _context.bound(ctx):  # the handle's context current for the call, the caller's restored after
-            ws_entry = None  # held until cuDNN returns: the buffer cannot be freed under this call
-            if workspace is None:
-                ws = 0
-                if plan.workspace > 0:
-                    if stream is None:
-                        stream = _get_stream(handle)
-                    ws_entry = self._workspaces.get(plan.workspace, placement.framework, device, stream,
-                                                    getattr(handle, "device", None))
-                    ws = ws_entry[1]
-            elif workspace.__class__ is int:
-                ws = workspace
-            else:
-                ws = data_ptr(workspace)
-                _check_workspace(workspace, plan, self.device)
-            binding = self._last  # read once: another thread may publish its own meanwhile
-            if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
-                binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
-            if trace.active is None:
-                status = self._backend_execute(handle, plan.ptr, binding[3])
-            else:
-                call = trace.begin("cudnnBackendExecute", handle=trace.hexptr(int(handle)), plan=plan.id,
-                                   variant_pack=hex(binding[3].value or 0), plan_name=plan.name)
-                status = self._backend_execute(handle, plan.ptr, binding[3])
-                if call is not None:
-                    call.end(status)
+            self._enqueue(plan, variant_pack, workspace, handle, stream, placement, device, ptrs, same)
+
+    def _enqueue(self, plan: Any, variant_pack: dict, workspace: Any, handle: Any, stream: Any, placement: Any,
+                 device: int | None, ptrs: list[int], same: bool) -> None:
+        """The rest of :meth:`execute`, with the handle's context current: workspace, binding, cudnnBackendExecute."""
+        ws_entry = None  # held until cuDNN returns: the buffer cannot be freed under this call
+        if workspace is None:
+            ws = 0
+            if plan.workspace > 0:
+                if stream is None:
+                    stream = _get_stream(handle)
+                ws_entry = self._workspaces.get(plan.workspace, placement.framework, device, stream,
+                                                getattr(handle, "device", None))
+                ws = ws_entry[1]
+        elif workspace.__class__ is int:
+            ws = workspace
+        else:
+            ws = data_ptr(workspace)
+            _check_workspace(workspace, plan, self.device)
+        binding = self._last  # read once: another thread may publish its own meanwhile
+        if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
+            binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
+        if trace.active is None:
+            status = self._backend_execute(handle, plan.ptr, binding[3])
+        else:
+            call = trace.begin("cudnnBackendExecute", handle=trace.hexptr(int(handle)), plan=plan.id,
+                               variant_pack=hex(binding[3].value or 0), plan_name=plan.name)
+            status = self._backend_execute(handle, plan.ptr, binding[3])
+            if call is not None:
+                call.end(status)
         if status != 0:
             raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                             detail=f"plan {plan.name}")
