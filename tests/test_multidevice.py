@@ -181,14 +181,17 @@ def test_default_handles_follow_the_graphs_device_for_bare_pointers(handles):
 def test_default_handles_are_per_thread_and_device(torch, handles):
     graphs = [graph_on(d) for d in (0, 1)]
     plans = [FakePlan(), FakePlan()]
+    both_alive = threading.Barrier(2, timeout=60)  # a finished thread's id may be reused: keep both alive to the end
 
     def work():
+        both_alive.wait()
         for d, (ex, A, B, C) in enumerate(graphs):
             dev = FakeDevice("cuda", d)
             a, b, c = (Tensor((2, 16, 16), device=dev) for _ in range(3))
             fast = ex.fast(plans[d])
             for _ in range(3):
                 fast({A: a, B: b, C: c}, None, None)
+        both_alive.wait()
 
     threads = [threading.Thread(target=work) for _ in range(2)]
     for t in threads:
@@ -282,14 +285,17 @@ def test_with_one_device_the_fast_path_reads_no_context(torch, driver):
     assert len(reads) == n + 1 and len(ex._backend_execute.calls) == 5
 
 
-def test_a_thread_without_a_context_keeps_the_handles(torch, driver):
+def test_a_thread_without_a_context_is_left_without_one(torch, driver):
+    """No context current: the call binds the handle's and unbinds it after (torch's current device unchanged)."""
     ex, A, B, C = graph_on(1)
     driver.initial = 0
+    seen = recording_contexts(ex, driver)
     fast = ex.fast(FakePlan())
     a, b, c = (Tensor((2, 16, 16), device=CUDA1) for _ in range(3))
     fast({A: a, B: b, C: c}, None, H1)
     fast({A: a, B: b, C: c}, None, H1)
-    assert driver.sets == [CTX1], "bound once, as the CUDA runtime binds a context lazily; not undone"
+    assert seen == [(H1, CTX1)] * 2
+    assert driver.sets == [CTX1, 0, CTX1, 0] and driver.now() == 0
 
 
 def test_one_thread_alternating_devices_runs_each_in_its_context(torch, driver):

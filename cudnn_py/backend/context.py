@@ -134,15 +134,15 @@ def device_of_pointer(ptr: int) -> int | None:
 
 
 class bound:
-    """``with bound(ctx):`` makes ``ctx`` current if another context is, and restores that one on exit. A thread
-    with no current context keeps ``ctx`` afterwards (as the CUDA runtime binds one lazily); ``ctx`` None (not
-    known) changes nothing."""
+    """``with bound(ctx):`` makes ``ctx`` current if another context (or none) is, and restores the caller's state on
+    exit — none current included, so that the CUDA runtime's notion of the thread's device (torch's
+    ``current_device()``) is the same after the call as before. ``ctx`` None (not known) changes nothing."""
 
     __slots__ = ("ctx", "before")
 
     def __init__(self, ctx: int | None):
         self.ctx: int | None = ctx
-        self.before: int | None = None
+        self.before: int | None = None  # the context to restore; None: nothing was switched
 
     def __enter__(self) -> bound:
         if self.ctx:
@@ -153,6 +153,6 @@ class bound:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.before:  # 0: no context was current before; leave this one current
+        if self.before is not None:
             set_current(self.before)
         self.before = None

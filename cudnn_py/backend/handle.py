@@ -77,8 +77,8 @@ def ensure_context(device: int | None = None) -> int:
 
 def create_handle(device: int | None = None) -> Handle:
     """``cudnnCreate`` on the current device, or on ``device`` (a cudnn_py extension; the classic call takes no
-    argument). With ``device`` given, the caller's current context is restored afterwards: the handle is made in
-    ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle."""
+    argument). With ``device`` given, the caller's current context (or none) is restored afterwards: the handle is
+    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle."""
     before = context.current()
     dev = ensure_context(device)
     ctx = context.current() or None
@@ -89,7 +89,7 @@ def create_handle(device: int | None = None) -> Handle:
         if call is not None:
             call.end(status, ptr=trace.hexptr(out.value))
     finally:
-        if device is not None and before and before != ctx:
+        if device is not None and before is not None and before != ctx:
             context.set_current(before)
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
