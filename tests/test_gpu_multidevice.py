@@ -62,6 +62,15 @@ def run_and_check(g, A, B, C, device, reps=3, handle=None):
 
 
 # ------------------------------------------------------------------------------------------------- one GPU
+@pytest.fixture(autouse=True)
+def torch_context_on_device0():
+    """Each test starts as torch code does: device 0 current, its (primary) context current on this thread."""
+    torch.cuda.set_device(0)
+    torch.zeros(1, device="cuda:0")
+    yield
+    torch.cuda.set_device(0)
+
+
 def test_a_graph_knows_its_device_and_its_handle_its_context():
     g, A, B, C = matmul_relu()
     assert g.session.device == torch.cuda.current_device() == 0
