@@ -63,12 +63,15 @@ def test_world_size_2_with_nccl_matches_one_process_on_the_whole_batch(example, 
 
 
 def test_the_example_script_runs_with_one_process():
+    import os
     import subprocess
     import sys
 
     from tests.test_data_parallel_example import EXAMPLES
 
+    env = dict(os.environ)  # this checkout's cudnn_py first, as in the test process
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(EXAMPLES)] + [p for p in [env.get("PYTHONPATH")] if p])
     r = subprocess.run([sys.executable, f"{EXAMPLES}/data_parallel_mlp.py", "--world-size", "1"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 rank(s), 5 SGD steps" in r.stdout
