@@ -340,3 +340,67 @@ def test_handles_record_their_context():
     assert (h.device, h.context) == (1, CTX1)
     assert device_of(H1) == 1 and context_of(H1) == CTX1 and context_of(0x77) is None
 
+
+
+# ------------------------------------------------------------------------------------------------- handles and planning
+@pytest.mark.parametrize("before", [CTX0, 0], ids=["device-0-current", "no-context"])
+def test_create_handle_on_a_device_restores_the_callers_context(before, driver, monkeypatch):
+    from cudnn_py.backend import handle as handle_mod
+
+    driver.initial = before
+    primary = {0: CTX0, 1: CTX1}
+    seen = []
+
+    def ensure_context(device=None):  # as the real one: make the device's primary context current
+        dev = 0 if device is None else device
+        driver.set_current(primary[dev])
+        return dev
+
+    class FakeCudnn:
+        def cudnnCreate(self, out):
+            seen.append(driver.now())
+            out._obj.value = 0xABC000
+            return 0
+
+    monkeypatch.setattr(handle_mod, "ensure_context", ensure_context)
+    monkeypatch.setattr(handle_mod, "lib", FakeCudnn)
+    h = handle_mod.create_handle(1)
+    assert (int(h), h.device, h.context) == (0xABC000, 1, CTX1)
+    assert seen == [CTX1], "cudnnCreate runs in device 1's context"
+    assert driver.now() == before, "the caller's context (or none) is restored"
+    assert live.lookup(h).context == CTX1
+
+
+def test_planning_runs_in_the_planning_handles_context(torch, driver, monkeypatch):
+    """Every planning step that reaches cuDNN with the handle (operation graph, heuristics, plans) runs with that
+    handle's context current, and the executor is then for the handle's device."""
+    import dataclasses
+    import types
+
+    from cudnn_py.plans import session as session_mod
+    from cudnn_py.plans.heuristics import HeuristicsResult
+
+    ex, A, B, C = square_matmul()
+    s = A.owner.session
+    assert s.executor is ex
+    s.options = dataclasses.replace(s.options, handle=H1)
+    seen = {}
+    monkeypatch.setattr(session_mod, "finalize_operation_graph",
+                        lambda lowered, h: seen.setdefault("operation graph", (h, driver.now())))
+    s.build_operation_graph()
+    assert (s.device, s.context, s.executor.device) == (1, CTX1, 1)
+
+    def query(operation_graph, modes, sm_count):
+        seen["heuristics"] = driver.now()
+        return HeuristicsResult(configs=[types.SimpleNamespace(name="eng0", workspace=0)])
+
+    monkeypatch.setattr(session_mod.heuristics, "query", query)
+    s.create_execution_plans([session_mod.enums.heur_mode.A])
+    plan = FakePlan()
+    monkeypatch.setattr(session_mod.ExecutionPlan, "build",
+                        staticmethod(lambda cfg: seen.setdefault("plan", driver.now()) and plan))
+    s.build_plans()
+    assert seen == {"operation graph": (H1, CTX1), "heuristics": CTX1, "plan": CTX1}
+    assert driver.now() == CTX0, "the caller's context is restored after each step"
+    with pytest.raises(ValueError, match=r"tensor 'A' .* on device 0, but the graph was built for device 1"):
+        s.execute({A: Tensor((2, 16, 16)), B: Tensor((2, 16, 16)), C: Tensor((2, 16, 16))})
