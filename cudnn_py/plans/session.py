@@ -11,6 +11,11 @@
 * PLANS: at least one execution plan finalized (where support is really decided and kernels compile).
 * EXECUTABLE: a default plan is selected and operands can be bound and executed.
 
+Devices. A session belongs to one device: its planning handle's (``device``, known from OPERATION_GRAPH on).
+Everything it builds — the operation graph with a handle, engine configs, plans, variant packs, workspaces — is
+for that device, made with that handle's CUDA context current (``backend.context.bound``), and its executor
+refuses operands and handles of another device.
+
 Each method states the phase it needs; a call made too early raises :class:`~cudnn_py.errors.PhaseError`
 naming it (``pygraph`` advances the cheap phases itself, as the classic API does). The session owns its
 descriptors, configs, plans and executor.
@@ -32,8 +37,9 @@ from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
+from ..backend import context as cuda_context
 from ..backend.enums import enum_class
-from ..backend.handle import default_handle
+from ..backend.handle import context_of, default_handle, device_of
 from ..errors import (
     CudaUnavailableError,
     CudnnError,
@@ -98,6 +104,8 @@ class PlanningSession:
         self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
+        self.device: int | None = None  # the planning handle's device (None: not known yet)
+        self.context: int | None = None  # that handle's CUDA context (None: not known)
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -121,8 +129,9 @@ class PlanningSession:
         self.program = prepare(self.graph, PassOptions(available=versions_available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
-        self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
-                                     self.options.dynamic_shapes)
+        with cuda_context.bound(context_of(handle) if handle is not None else None):
+            self.lowered = lower_program(self.program, self._alignments(),
+                                         int(handle) if handle is not None else None, self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
         self._advance(Phase.VALIDATED)
         _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
@@ -177,14 +186,25 @@ class PlanningSession:
         assert self.lowered is not None
         handle = self.planning_handle()
         if handle is not None:
+            self._bind_device(handle)
             assert self.program is not None
             device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
-        if handle is not None and self.lowered.handle is None:
-            t0 = time.perf_counter()
-            finalize_operation_graph(self.lowered, handle)
-            _log.info("graph %r: operation graph finalized with handle 0x%x in %.2f ms", self.graph.name, handle,
-                      _ms_since(t0))
+            if self.lowered.handle is None:
+                t0 = time.perf_counter()
+                with self.on_device():
+                    finalize_operation_graph(self.lowered, handle)
+                _log.info("graph %r: operation graph finalized with handle 0x%x in %.2f ms", self.graph.name, handle,
+                          _ms_since(t0))
         self._advance(Phase.OPERATION_GRAPH)
+
+    def _bind_device(self, handle: Any) -> None:
+        self.device, self.context = device_of(handle), context_of(handle)
+        if self.executor is not None:
+            self.executor.set_device(self.device)
+
+    def on_device(self) -> cuda_context.bound:
+        """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""
+        return cuda_context.bound(self.context)
 
     @property
     def operation_graph(self) -> Descriptor:
@@ -202,7 +222,8 @@ class PlanningSession:
         engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
         engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", self.operation_graph)
         engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_id))
-        engine.finalize()
+        with self.on_device():
+            engine.finalize()
         out = []
         for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
             out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
@@ -218,7 +239,8 @@ class PlanningSession:
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
         t0 = time.perf_counter()
-        res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        with self.on_device():
+            res = heuristics.query(self.operation_graph, names, self.options.sm_count)
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
@@ -244,7 +266,8 @@ class PlanningSession:
         if not 0 <= int(engine_id) < count:
             raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
-        self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        with self.on_device():
+            self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
         self._advance(Phase.ENGINE_CONFIGS)
 
     def _bar(self, method: str, predicate: Callable[[EngineConfig], bool], why: str) -> None:
@@ -338,7 +361,8 @@ class PlanningSession:
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
         t0 = time.perf_counter()
         try:
-            self.plans[i] = ExecutionPlan.build(self.configs[i])
+            with self.on_device():  # kernels are compiled and loaded into the current context
+                self.plans[i] = ExecutionPlan.build(self.configs[i])
         except CudnnError as e:
             self.failures[i] = str(e)
             _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self.configs[i].name,
@@ -414,12 +438,14 @@ class PlanningSession:
     # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
     def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp  # kept alive as long as the graph may run
 
     def update_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp
 
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
@@ -434,11 +460,13 @@ class PlanningSession:
     def deserialized(cls, graph: Any, options: SessionOptions, blob: Any, handle: int,
                      on_default_plan_change: Callable[[], None] = lambda: None) -> PlanningSession:
         """A session that starts EXECUTABLE: the plan rebuilt from a blob, operands checked against its records."""
-        plan, records = serialize.load(blob, handle)
+        with cuda_context.bound(context_of(handle)):
+            plan, records = serialize.load(blob, handle)
         s = cls(graph, options, on_default_plan_change)
         by_uid = {r.uid: r for r in records}
         s.executor = Executor(list(by_uid), by_uid)
         s.executor.graph_handle = handle
+        s._bind_device(handle)
         s.bound_tensors = records
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
         s.phase = Phase.EXECUTABLE
