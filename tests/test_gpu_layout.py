@@ -43,6 +43,18 @@ def graph():
     return cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
 
 
+def build_or_xfail(g, pattern):
+    """Build, or xfail with cuDNN's words where heuristics offer no engine for the pattern (on the H200 with cuDNN
+    9.19, 2026-12-01: concatenate before or after a matmul, and a reshape view before or after one, find none; the
+    frontend's attention graphs use reshape inside the fused attention engines only). Any other error fails."""
+    try:
+        g.build(MODES)
+    except cudnn.cudnnGraphNotSupportedError as e:
+        if "No valid engine configs" not in str(e):
+            raise
+        pytest.xfail(f"{pattern} has no engine on cuDNN {cudnn.backend_version()}: {str(e)[:300]}")
+
+
 def run(g, pack):
     g.build(MODES)
     g.execute(pack, None)
@@ -58,7 +70,9 @@ def test_concatenate_feeding_a_matmul():
     C = g.matmul(cat, W).set_output(True).set_data_type(H)
     g.validate()
     c = poisoned(C)
-    run(g, {A: a, B: b, W: w, C: c})
+    build_or_xfail(g, "concatenate + matmul")
+    g.execute({A: a, B: b, W: w, C: c}, None)
+    torch.cuda.synchronize()
     assert rel_err(c, torch.cat([a, b], 1).double() @ w.double()) < TOL
 
 
@@ -110,7 +124,9 @@ def test_transpose_feeding_a_matmul():
         return
     g.validate()
     c = poisoned(C)
-    run(g, {A: a, B: b, C: c})
+    build_or_xfail(g, "reshape (VIEW_ONLY) + matmul")
+    g.execute({A: a, B: b, C: c}, None)
+    torch.cuda.synchronize()
     assert rel_err(c, a.double().transpose(1, 2) @ b.double()) < TOL
 
 
@@ -125,7 +141,9 @@ def test_reshape_view_feeding_a_matmul():
     C = g.matmul(At, B).set_output(True).set_data_type(H)
     g.validate()
     c = poisoned(C)
-    run(g, {A: a, B: b, C: c})
+    build_or_xfail(g, "reshape (VIEW_ONLY) + matmul")
+    g.execute({A: a, B: b, C: c}, None)
+    torch.cuda.synchronize()
     assert rel_err(c, a.double().transpose(1, 2) @ b.double()) < TOL
 
 

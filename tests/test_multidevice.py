@@ -57,7 +57,7 @@ class FakeDriver:
         self.current[threading.get_ident()] = ctx
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)  # every test: a real driver would be handed the fake contexts (and crash)
 def driver(monkeypatch):
     d = FakeDriver()
     monkeypatch.setattr(context_mod, "reader", d.reader)
