@@ -22,6 +22,7 @@ from tests.test_execute_correctness import FakeDevice, FakePlan, Tensor, ndarray
 torch, cupy, handles = fakes.torch, fakes.cupy, fakes.handles  # the fakes' fixtures, shared
 
 CUDA1 = FakeDevice("cuda", 1)
+_REAL_DRIVER_CALLS = {n: getattr(context_mod, n) for n in ("reader", "set_current", "several_devices")}
 H0, H1 = 0x9000, 0x9100  # explicit handles of device 0 and device 1
 CTX0, CTX1 = 0xC0C0, 0xC1C1  # their contexts
 
@@ -314,6 +315,8 @@ def test_one_thread_alternating_devices_runs_each_in_its_context(torch, driver):
 
 def test_context_helpers_without_a_driver_change_nothing(monkeypatch):
     """The CPU stub exports no context entry points: nothing is known, nothing is switched."""
+    for name, fn in _REAL_DRIVER_CALLS.items():  # not the fake driver: the module's own calls, without a libcuda
+        monkeypatch.setattr(context_mod, name, fn)
     monkeypatch.setattr(context_mod, "_driver", False)
     assert context_mod.current() is None
     assert context_mod.device_of_pointer(0x1234) is None
