@@ -250,6 +250,7 @@ class PlanningSession:
         self.heuristics_report.extend(res.per_mode)
         self.heuristics_ranked.extend(res.ranked)
         self.configs.extend(res.configs)
+        self._bar_erratic_engines()
         if not self.configs:
             from ..backend.api import get_last_error_string
 
@@ -268,7 +269,19 @@ class PlanningSession:
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
         with self.on_device():
             self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        self._bar_erratic_engines()
         self._advance(Phase.ENGINE_CONFIGS)
+
+    def _bar_erratic_engines(self) -> None:
+        """Bar the configs of engines an engine-level erratum says are wrong on this program."""
+        assert self.program is not None
+        version = versions.runtime_version()
+        for e, where in errata.engine_errata(self.program, version):
+            why = errata.engine_reason(e, where, version)
+            for i, c in enumerate(self.configs):
+                if i not in self.barred and c.engine_index in e.engines:
+                    self.barred[i] = why
+                    _log.info("graph %r: engine config %s barred: %s", self.graph.name, c.name, why)
 
     def _bar(self, method: str, predicate: Callable[[EngineConfig], bool], why: str) -> None:
         self._need(Phase.ENGINE_CONFIGS, method)
