@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
-import time
 from collections import Counter
 from typing import Any
+
+from fuzz import harness
 
 TOL = {"FLOAT": 1e-2, "HALF": 1e-2, "BFLOAT16": 4e-2}  # fp32 io may run as TF32 on tensor cores
 
@@ -275,66 +274,11 @@ def _build_reduction(s: dict):
 
 # ---- workers and the parent ---------------------------------------------------------------------------------------
 def worker(seed: int, cases: list[int]) -> None:
-    """Run cases in order, one JSON line before ("start") and after each; exit at the first CUDA error."""
-    for case in cases:
-        print(json.dumps({"start": case}), flush=True)
-        spec = make_case(seed, case)
-        t0 = time.perf_counter()
-        try:
-            result = run_case(spec)
-        except Exception as e:
-            text = str(e)
-            fatal = "CUDA" in text or "EXECUTION_FAILED" in text or "illegal" in text.lower()
-            result = {"outcome": "died" if fatal else "error", "reason": f"{type(e).__name__}: {text[:200]}"}
-            print(json.dumps({"case": case, "kind": spec["kind"], "ms": _ms(t0), **result}), flush=True)
-            if fatal:
-                os._exit(3)  # the CUDA context may be broken: the parent starts a fresh worker
-            continue
-        print(json.dumps({"case": case, "kind": spec["kind"], "ms": _ms(t0), **result}), flush=True)
-
-
-def _ms(t0: float) -> float:
-    return round((time.perf_counter() - t0) * 1e3, 1)
+    harness.worker(make_case, run_case, "kind", seed, cases)
 
 
 def run_all(seed: int, n: int, workers: int, out_path: str | None, timeout: float) -> Counter:
-    pending = list(range(n))
-    chunks = [pending[i::workers] for i in range(workers)]
-    procs: list[tuple[subprocess.Popen, list[int]]] = []
-    results: dict[int, dict] = {}
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-    def spawn(cases: list[int]) -> None:
-        if cases:
-            p = subprocess.Popen([sys.executable, "-m", "fuzz.graph_fuzz", "--worker", "--seed", str(seed),
-                                  "--ids", ",".join(map(str, cases))], stdout=subprocess.PIPE, text=True, env=env)
-            procs.append((p, cases))
-
-    for chunk in chunks:
-        spawn(chunk)
-    deadline = time.time() + timeout
-    while procs:
-        p, cases = procs.pop(0)
-        started = None
-        assert p.stdout is not None
-        for line in p.stdout:
-            rec = json.loads(line)
-            if "start" in rec:
-                started = rec["start"]
-            else:
-                results[rec["case"]] = rec
-                started = None
-        rc = p.wait()
-        if started is not None and started not in results:  # it died inside this case
-            results[started] = {"case": started, "kind": make_case(seed, started)["kind"], "outcome": "died",
-                                "reason": f"worker exit status {rc}"}
-        rest = [c for c in cases if c not in results]
-        if rest and time.time() < deadline:
-            spawn(rest)
-    if out_path:
-        with open(out_path, "w") as f:
-            for case in sorted(results):
-                f.write(json.dumps(results[case]) + "\n")
+    results = harness.run_all("fuzz.graph_fuzz", make_case, "kind", seed, n, workers, out_path, timeout)
     return Counter((r["kind"], r["outcome"]) for r in results.values())
 
 

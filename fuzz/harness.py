@@ -1,0 +1,82 @@
+"""What the GPU fuzzers share: worker processes that run cases and report one JSON line per case, and the parent
+that spreads cases over them, notices a worker that died inside a case (a signal, a broken CUDA context) and starts
+a fresh one for the rest.
+
+A fuzzer module gives ``make_case(seed, case) -> spec`` and ``run_case(spec) -> result dict``, and names the spec
+field each record carries as its category (``tag``: "kind", "direction").
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+
+def worker(make_case: Callable[[int, int], dict], run_case: Callable[[dict], dict], tag: str, seed: int,
+           cases: list[int]) -> None:
+    """Run cases in order, one JSON line before ("start") and after each; exit at the first CUDA error."""
+    for case in cases:
+        print(json.dumps({"start": case}), flush=True)
+        spec = make_case(seed, case)
+        t0 = time.perf_counter()
+        try:
+            result = run_case(spec)
+        except Exception as e:
+            text = str(e)
+            fatal = "CUDA" in text or "EXECUTION_FAILED" in text or "illegal" in text.lower()
+            result = {"outcome": "died" if fatal else "error", "reason": f"{type(e).__name__}: {text[:200]}"}
+            print(json.dumps({"case": case, tag: spec[tag], "ms": _ms(t0), **result}), flush=True)
+            if fatal:
+                os._exit(3)  # the CUDA context may be broken: the parent starts a fresh worker
+            continue
+        print(json.dumps({"case": case, tag: spec[tag], "ms": _ms(t0), **result}), flush=True)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1e3, 1)
+
+
+def run_all(module: str, make_case: Callable[[int, int], dict], tag: str, seed: int, n: int, workers: int,
+            out_path: str | None, timeout: float) -> dict[int, dict]:
+    """Cases 0..n-1 over ``workers`` processes of ``python -m <module> --worker``; returns case -> record (and
+    writes them as JSON lines to ``out_path``). No new worker starts after ``timeout`` seconds."""
+    chunks = [list(range(n))[i::workers] for i in range(workers)]
+    procs: list[tuple[subprocess.Popen, list[int]]] = []
+    results: dict[int, dict] = {}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def spawn(cases: list[int]) -> None:
+        if cases:
+            p = subprocess.Popen([sys.executable, "-m", module, "--worker", "--seed", str(seed),
+                                  "--ids", ",".join(map(str, cases))], stdout=subprocess.PIPE, text=True, env=env)
+            procs.append((p, cases))
+
+    for chunk in chunks:
+        spawn(chunk)
+    deadline = time.time() + timeout
+    while procs:
+        p, cases = procs.pop(0)
+        started = None
+        assert p.stdout is not None
+        for line in p.stdout:
+            rec = json.loads(line)
+            if "start" in rec:
+                started = rec["start"]
+            else:
+                results[rec["case"]] = rec
+                started = None
+        rc = p.wait()
+        if started is not None and started not in results:  # it died inside this case
+            results[started] = {"case": started, tag: make_case(seed, started)[tag], "outcome": "died",
+                                "reason": f"worker exit status {rc}"}
+        rest = [c for c in cases if c not in results]
+        if rest and time.time() < deadline:
+            spawn(rest)
+    if out_path:
+        with open(out_path, "w") as f:
+            for case in sorted(results):
+                f.write(json.dumps(results[case]) + "\n")
+    return results
