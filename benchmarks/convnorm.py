@@ -56,10 +56,10 @@ def norm_graph(lib, handle, case, t):
         if case == "layernorm_fwd":
             B = g.tensor_like(t["b"])
             pack[B] = t["b"]
-            outs = g.layernorm(lib.norm_forward_phase.TRAINING, X, S, B, E)
+            outs = g.layernorm(X, S, B, E, norm_forward_phase=lib.norm_forward_phase.TRAINING)  # both modules
             names = ("y", "mean", "inv")
         else:
-            outs = g.rmsnorm(lib.norm_forward_phase.TRAINING, X, S, None, E)
+            outs = g.rmsnorm(X, S, None, E, norm_forward_phase=lib.norm_forward_phase.TRAINING)
             names = ("y", "inv")
     else:
         DY, IV = g.tensor_like(t["dy"]), g.tensor_like(t["inv"])

@@ -467,3 +467,28 @@ def test_batchnorm_peer_stats_are_lowered_and_refused_by_the_reference():
     with pytest.raises(ValueError, match="peer statistics come from other GPUs"):
         gr.execute({xr: RNG.standard_normal((2, 3, 2, 2)), sr: np.ones((1, 3, 1, 1)), br: np.ones((1, 3, 1, 1)),
                     **bufs})
+
+
+def test_forward_norms_take_the_classic_and_the_1_32_positional_orders():
+    """1.23 (pybind): layernorm(phase, input, scale, bias, epsilon); the 1.32 module: the tensors first, the phase
+    after them or by keyword. All three bind to the same node."""
+    nodes = []
+    for call in ("classic", "tensors_first", "phase_keyword"):
+        g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+        x, s = g.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x"), g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="s")
+        b, e = g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="b"), g.tensor([1, 1, 1, 1], name="eps")
+        if call == "classic":
+            outs = g.layernorm(P.TRAINING, x, s, b, e, name="ln")
+        elif call == "tensors_first":
+            outs = g.layernorm(x, s, b, e, P.TRAINING, name="ln")
+        else:
+            outs = g.layernorm(x, s, b, e, norm_forward_phase=P.TRAINING, name="ln")
+        node = g.nodes[0]
+        nodes.append(({p: t.name for p, t in node.inputs.items()}, node.params["norm_forward_phase"],
+                      [t is not None for t in outs]))
+    assert nodes[0] == nodes[1] == nodes[2] == ({"X": "x", "SCALE": "s", "BIAS": "b", "EPSILON": "eps"},
+                                                P.TRAINING, [True, True, True])
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x, s = g.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x"), g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="s")
+    y, inv = g.rmsnorm(x, s, None, 1e-5, P.INFERENCE)  # 1.32 order, no bias
+    assert inv is None and "BIAS" not in g.nodes[0].inputs

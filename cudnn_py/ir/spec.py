@@ -92,6 +92,8 @@ class OpSpec:
     legacy_order: tuple[str, ...] | None = None  # the 1.23 order (or a second overload), when a call needs it
     # decides when a positional call binds to legacy_order (default: a data type where a scalar attribute goes)
     legacy_when: Callable[[Mapping[str, Any]], bool] | None = None
+    # decides from the raw call (positional args, keywords) that it is in legacy_order, before any binding
+    legacy_call: Callable[[Sequence[Any], Mapping[str, Any]], bool] | None = None
     varargs: bool = False  # the classic surface shows (*args, name="", compute_data_type=None, **kwargs)
     out_dims: bool = False  # accepts out_dims= (the first output's dims)
     requires: tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
@@ -141,10 +143,13 @@ class OpSpec:
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Map a call onto {argument: value} (defaults filled in). Accepts the current order and, where it
         differed, the classic 1.23 positional order. Unknown keywords and missing arguments raise TypeError."""
-        values = self._bind(self.order, args, kwargs)
-        looks_legacy = self.legacy_when if self.legacy_when is not None else self._looks_legacy
-        if self.legacy_order is not None and len(args) > len(self.inputs) and looks_legacy(values):
+        if self.legacy_order is not None and self.legacy_call is not None and self.legacy_call(args, kwargs):
             values = self._bind(self.legacy_order, args, kwargs)
+        else:
+            values = self._bind(self.order, args, kwargs)
+            looks_legacy = self.legacy_when if self.legacy_when is not None else self._looks_legacy
+            if self.legacy_order is not None and len(args) > len(self.inputs) and looks_legacy(values):
+                values = self._bind(self.legacy_order, args, kwargs)
         missing = [p.arg for p in self.inputs if not p.optional and values.get(p.arg) is None]
         missing += [p.arg for p in self.params if p.default is REQUIRED and values.get(p.arg) is None]
         if missing:

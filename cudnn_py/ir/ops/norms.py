@@ -90,6 +90,11 @@ def normalized_stats_dims(mode: str, scale_dims: list, x_dims: list) -> list[int
     return [1 if i in axes else int(d) for i, d in enumerate(x_dims)]
 
 
+def _tensors_first(args: Any, kwargs: Mapping[str, Any]) -> bool:
+    """A call in the 1.32 module's order: ``layernorm(input, scale, bias, epsilon, norm_forward_phase)``."""
+    return bool(args) and not isinstance(args[0], norm_forward_phase)
+
+
 def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool, min_version: int = 0) -> OpSpec:
     outputs = (Output("Y"),) + ((Output("MEAN", _training),) if with_mean else ()) + (Output("INV_VARIANCE",
                                                                                              _training),)
@@ -101,6 +106,9 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool, min_vers
         params=(Param("norm_forward_phase", convert=_phase),),
         fixed={"mode": mode},
         order=("norm_forward_phase", "input", "scale", "bias", "epsilon", "compute_data_type", "name"),
+        # the pure-Python 1.32 module takes the tensors first and the phase after them (or by keyword)
+        legacy_order=("input", "scale", "bias", "epsilon", "norm_forward_phase", "compute_data_type", "name"),
+        legacy_call=_tensors_first,
         varargs=True, out_dims=True, returns_list=True,
         requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", mode), min_version=min_version,
         doc=f"{method}(norm_forward_phase, input, scale, bias, epsilon) -> "
