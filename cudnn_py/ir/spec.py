@@ -101,6 +101,9 @@ class OpSpec:
     finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place
     expand: Callable[..., bool] | None = None  # composite: expand(node, rewriter, options) -> decomposed?
     returns_list: bool = False  # the method returns a list (None for absent outputs) even for one output
+    # unpack(values) rewrites the bound call in place before ports and params are read (e.g. SDPA's dropout
+    # tuple into its tensor ports); it raises for arguments that cannot be honoured
+    unpack: Callable[[dict[str, Any]], None] | None = None
     doc: str = ""
 
     # ---- the classic call ------------------------------------------------------------------------------------------
@@ -146,6 +149,8 @@ class OpSpec:
         missing += [p.arg for p in self.params if p.default is REQUIRED and values.get(p.arg) is None]
         if missing:
             raise TypeError(f"{self.method}() missing required arguments {missing}")
+        if self.unpack is not None:
+            self.unpack(values)
         return values
 
     def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:

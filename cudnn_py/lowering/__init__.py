@@ -6,7 +6,7 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 """
 from __future__ import annotations
 
-from . import conv, layout_ops, masks, matmul, norms, pointwise, reduction  # noqa: F401  (registration)
+from . import attention, conv, layout_ops, masks, matmul, norms, pointwise, reduction, rng  # noqa: F401  (registration)
 from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers
 from .tensors import TensorTable, host_scalar, lower_tensor, pointer_alignment

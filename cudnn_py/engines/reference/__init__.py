@@ -11,7 +11,7 @@ against it.
 """
 from __future__ import annotations
 
-from . import conv, layout_ops, masks, matmul, norms, pointwise  # noqa: F401  (they register their kinds)
+from . import attention, conv, layout_ops, masks, matmul, norms, pointwise  # noqa: F401  (they register kinds)
 from .engine import ReferenceEngine, ReferencePlan
 from .registry import REFERENCES, Read, WithExtra, reference, scalar
 

@@ -24,7 +24,20 @@ _REDUCE: dict[Any, Callable[[np.ndarray, tuple], np.ndarray]] = {
 
 @reference("matmul")
 def _matmul(node: Any, read: Read) -> np.ndarray:
-    return np.matmul(read(node.inputs["A"]), read(node.inputs["B"]))
+    """A @ B; grouped batch dims (a divisor of the output's, attention's GQA) repeat their groups. The GEMM
+    override ports only bound what is computed: the rows / columns past them are masked by the graph."""
+    a, b = read(node.inputs["A"]), read(node.inputs["B"])
+    batch = [int(d) for d in node.outputs["C"].dim[:-2]]
+    if a.ndim == b.ndim == len(batch) + 2:
+        a, b = _grouped(a, batch), _grouped(b, batch)
+    return np.matmul(a, b)
+
+
+def _grouped(x: np.ndarray, batch: list) -> np.ndarray:
+    for axis, n in enumerate(batch):
+        if x.shape[axis] not in (1, n):
+            x = np.repeat(x, n // x.shape[axis], axis=axis)
+    return x
 
 
 @reference("reduction", lambda node: None if node.params.get("mode") in _REDUCE else
