@@ -59,9 +59,19 @@ def _reaches_batched_matmul(program: Any, t: Any, producers: dict[int, Any], see
     return None
 
 
+def _decomposed_attention(program: Any) -> tuple[str, ...]:
+    """Name prefixes of the nodes an SDPA decomposition emitted (the backend matches them as one attention
+    pattern, run by its fused attention engines, not by the generic fusion engine the erratum was seen in)."""
+    source = getattr(program, "source", None)
+    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op == "sdpa")
+
+
 def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
     producers = _producers(program)
+    attention = _decomposed_attention(program)
     for n in program.nodes:
+        if attention and n.name.startswith(attention):
+            continue
         if n.op == "pointwise" and n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
             mm = _reaches_batched_matmul(program, n.inputs["IN_0"], producers, set())
             if mm is not None:

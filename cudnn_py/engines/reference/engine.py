@@ -101,7 +101,8 @@ def _read_buffer(arr: np.ndarray, t: Any, user: Any) -> np.ndarray:
     """The value of program tensor ``t`` from the user's buffer. A pass may describe the user's memory with its
     axes permuted (attention's in-place K transpose, node_lowering.md §14.6): the buffer is then read as the user
     laid it out and viewed through the program tensor's dims and strides."""
-    if user is None or user is t or len(user.dim) != len(t.dim) or list(user.dim) == list(t.dim) or \
+    same = list(user.dim) == list(t.dim) and list(user.stride) == list(t.stride) if user is not None else True
+    if same or user is t or len(user.dim) != len(t.dim) or \
             sorted(int(d) for d in user.dim) != sorted(int(d) for d in t.dim):
         return _to_float64(arr, t)
     value = _to_float64(arr, user)

@@ -138,7 +138,7 @@ def _fail(node: Node, t: Any, message: str) -> ValueError:
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
-    q, k, v, o = node.inputs["Q"], node.inputs["K"], node.inputs["V"], node.outputs["O"]
+    q, k, v = node.inputs["Q"], node.inputs["K"], node.inputs["V"]
     for t in (q, k, v):
         require_dims(OP, node, t)
         if len(t.dim) != 4:
@@ -197,6 +197,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     ragged = [t for t in (ins["Q"], ins["K"], ins["V"], node.outputs["O"]) if t.ragged_offset is not None]
     for t in ragged:
         off = t.ragged_offset
+        assert off is not None
         if off.data_type not in (data_type.INT32, data_type.INT64):
             raise _fail(node, t, f"ragged offset {off.name!r} must be INT32 or INT64, got {off.data_type.name}")
         if [int(x) for x in off.dim] != [d["b"] + 1, 1, 1, 1]:
@@ -438,8 +439,10 @@ SDPA = OpSpec(
             Port("SCORE_MAX", "score_max", optional=True), Port("SCORE_SUM_EXP", "score_sum_exp", optional=True),
             Port("SINK_TOKEN", "sink_token", optional=True),
             # filled from the dropout tuple by _unpack (not classic keywords)
-            Port("DROPOUT_SEED", "dropout_seed", optional=True), Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
-            Port("DROPOUT_MASK", "dropout_mask", optional=True), Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
+            Port("DROPOUT_SEED", "dropout_seed", optional=True),
+            Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
+            Port("DROPOUT_MASK", "dropout_mask", optional=True),
+            Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
     outputs=(Output("O"), Output("Stats", _stats_wanted)), infer=infer,
     params=(Param("is_inference", None, convert=_optional_bool),
             Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),

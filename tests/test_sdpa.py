@@ -1,0 +1,375 @@
+"""Scaled dot-product attention on the CPU: the classic surface, every validation rule, what reaches cuDNN
+(the composite and the unified graph finalize deviceless on cuDNN 9.28), and the composite decomposition
+(``ReferenceEngine(program=True)``) against the definition (``ReferenceEngine()``) and against an independent
+numpy attention over a seeded sweep of small shapes and options."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.backend import versions
+from cudnn_py.engines.reference import ReferenceEngine
+from cudnn_py.engines.reference.attention import alibi_slopes
+from cudnn_py.errors import NotImplementedOptionError
+from cudnn_py.ir.passes import PassOptions, prepare
+
+H, F, D, I32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE, cudnn.data_type.INT32
+AI = cudnn.attention_implementation
+NOTHING_NEW = PassOptions(available=lambda feature, at_least=0: False)
+
+
+def qkv(g, b=2, h_q=4, h_k=2, s_q=12, s_kv=20, d=16, d_v=None):
+    q = g.tensor([b, h_q, s_q, d], name="q")
+    k = g.tensor([b, h_k, s_kv, d], name="k")
+    v = g.tensor([b, h_k, s_kv, d_v or d], name="v")
+    return q, k, v
+
+
+def half_graph():
+    return cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+
+
+# ---- surface ---------------------------------------------------------------------------------------------------
+def test_sdpa_returns_o_and_stats_with_the_frontend_names_and_dims():
+    g = half_graph()
+    q, k, v = qkv(g, s_q=40, s_kv=72, d=64)
+    o, stats = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, name="attn")
+    assert (o.name, stats.name) == ("attn::O", "attn::Stats")
+    o.set_output(True)
+    g.validate_ir()
+    assert o.dim == [2, 4, 40, 64] and o.stride == [4 * 40 * 64, 40 * 64, 64, 1]
+    assert stats.dim == [2, 4, 40, 1] and stats.stride == [160, 40, 1, 1]
+    o2, none = g.sdpa(q, g.tensor([2, 2, 72, 64]), g.tensor([2, 2, 72, 64]), is_inference=True)
+    assert none is None
+
+
+def test_o_follows_a_bshd_q():
+    g = half_graph()
+    b, s, h, d = 2, 16, 4, 32
+    q = g.tensor([b, h, s, d], [s * h * d, d, h * d, 1], name="q")  # BSHD memory
+    k = g.tensor([b, h, s, d], [s * h * d, d, h * d, 1], name="k")
+    v = g.tensor([b, h, s, d], [s * h * d, d, h * d, 1], name="v")
+    o, _ = g.sdpa(q, k, v, generate_stats=False)
+    o.set_output(True)
+    g.validate_ir()
+    assert o.stride == [s * h * d, d, h * d, 1]
+
+
+def test_exactly_one_of_generate_stats_and_is_inference():
+    g = half_graph()
+    q, k, v = qkv(g)
+    with pytest.raises(ValueError, match="exactly one of generate_stats and is_inference"):
+        g.sdpa(q, k, v)
+    with pytest.raises(ValueError, match="exactly one"):
+        g.sdpa(q, k, v, generate_stats=True, is_inference=False)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(use_causal_mask=True, use_causal_mask_bottom_right=True), "exclude each other"),
+    (dict(use_causal_mask=True, diagonal_band_right_bound=2), "right bound 0"),
+    (dict(sliding_window_length=3, diagonal_band_left_bound=3), "alias"),
+    (dict(sliding_window_length=0), ">= 1"),
+    (dict(use_alibi_mask=True), "use_alibi_mask needs a causal mask"),
+    (dict(diagonal_band_right_bound=-1), ">= 0"),
+])
+def test_option_conflicts_are_refused(kw, match):
+    g = half_graph()
+    q, k, v = qkv(g)
+    with pytest.raises(ValueError, match=match):
+        g.sdpa(q, k, v, generate_stats=True, **kw)
+
+
+@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table", "score_max", "sink_token"])
+def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
+    g = half_graph()
+    q, k, v = qkv(g)
+    with pytest.raises(NotImplementedOptionError, match=arg):
+        g.sdpa(q, k, v, generate_stats=True, **{arg: g.tensor([1, 1, 1, 1])})
+    with pytest.raises(NotImplementedOptionError, match="score_mod"):
+        g.sdpa(q, k, v, generate_stats=True, score_mod=lambda graph, s: s)
+    with pytest.raises(NotImplementedOptionError, match="unfuse_fma"):
+        g.sdpa(q, k, v, generate_stats=True, unfuse_fma=True)
+
+
+def test_dropout_tuples():
+    g = half_graph()
+    q, k, v = qkv(g)
+    with pytest.raises(TypeError, match="dropout must be"):
+        g.sdpa(q, k, v, generate_stats=True, dropout=0.1)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        g.sdpa(q, k, v, generate_stats=True, dropout=(1.0, g.tensor([1, 1, 1, 1]), g.tensor([1, 1, 1, 1])))
+
+
+# ---- validation: what the official validate() lets through ---------------------------------------------------
+def _validate(build):
+    g = half_graph()
+    q, k, v = qkv(g)
+    build(g, q, k, v)
+    g.validate_ir()
+
+
+@pytest.mark.parametrize("case, match", [
+    ("head_dims", r"tensor 'k'.*head dim 32 differs from q's 16"),
+    ("kv_heads", r"tensor 'k'.*3 heads do not divide q's 4 heads"),
+    ("seq_len_shape", r"tensor 'slq'.*\[b, 1, 1, 1\]"),
+    ("seq_len_dtype", r"tensor 'slq'.*must be INT32"),
+    ("seq_len_without_padding", r"only read with use_padding_mask"),
+    ("padding_without_seq_len", r"needs both seq_len_q and seq_len_kv"),
+    ("bias_broadcast", r"tensor 'bias'.*do not broadcast to the scores"),
+    ("ragged_dtype", r"ragged offset 'off'.*INT32 or INT64"),
+    ("ragged_length", r"ragged offset 'off'.*\[b \+ 1, 1, 1, 1\]"),
+    ("head_dim_8", r"not a multiple of 8"),
+    ("bottom_right_s_q", r"bottom-right causal mask needs s_q <= s_kv"),
+    ("rng_dump_shape", r"tensor 'dump'.*scores' dims"),
+])
+def test_validate_refuses_and_names_the_tensor_and_rule(case, match):
+    def build(g, q, k, v):
+        seq = dict(seq_len_q=g.tensor([2, 1, 1, 1], data_type=I32, name="slq"),
+                   seq_len_kv=g.tensor([2, 1, 1, 1], data_type=I32, name="slkv"))
+        if case == "head_dims":
+            g.sdpa(q, g.tensor([2, 2, 20, 32], name="k"), g.tensor([2, 2, 20, 32]), generate_stats=True)
+        elif case == "kv_heads":
+            g.sdpa(q, g.tensor([2, 3, 20, 16], name="k"), g.tensor([2, 3, 20, 16]), generate_stats=True)
+        elif case == "seq_len_shape":
+            g.sdpa(q, k, v, generate_stats=True, use_padding_mask=True,
+                   seq_len_q=g.tensor([2, 1, 1], data_type=I32, name="slq"), seq_len_kv=seq["seq_len_kv"])
+        elif case == "seq_len_dtype":
+            g.sdpa(q, k, v, generate_stats=True, use_padding_mask=True,
+                   seq_len_q=g.tensor([2, 1, 1, 1], data_type=F, name="slq"), seq_len_kv=seq["seq_len_kv"])
+        elif case == "seq_len_without_padding":
+            g.sdpa(q, k, v, generate_stats=True, **seq)
+        elif case == "padding_without_seq_len":
+            g.sdpa(q, k, v, generate_stats=True, use_padding_mask=True)
+        elif case == "bias_broadcast":
+            g.sdpa(q, k, v, generate_stats=True, bias=g.tensor([1, 3, 12, 20], name="bias"))
+        elif case in ("ragged_dtype", "ragged_length"):
+            dims, dt = ([3, 1, 1, 1], F) if case == "ragged_dtype" else ([2, 1, 1, 1], cudnn.data_type.INT64)
+            off = g.tensor(dims, data_type=dt, name="off")
+            rq = g.tensor([2, 4, 12, 16], name="rq", ragged_offset=off)
+            g.sdpa(rq, k, v, generate_stats=True, use_padding_mask=True, **seq)
+        elif case == "head_dim_8":
+            g.sdpa(g.tensor([2, 4, 12, 12]), g.tensor([2, 2, 20, 12]), g.tensor([2, 2, 20, 12]), generate_stats=True)
+        elif case == "bottom_right_s_q":
+            g.sdpa(g.tensor([2, 4, 24, 16]), k, v, generate_stats=True, use_causal_mask_bottom_right=True)
+        elif case == "rng_dump_shape":
+            g.sdpa(q, k, v, generate_stats=True, rng_dump=g.tensor([2, 4, 12, 19], name="dump"),
+                   dropout=(0.1, g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64),
+                            g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64)))
+    with pytest.raises(ValueError, match=match):
+        _validate(build)
+
+
+def test_unified_where_unsupported_names_the_rule():
+    g = half_graph()
+    q, k, v = qkv(g)
+    g.sdpa(q, k, v, generate_stats=True, bias=g.tensor([1, 4, 12, 20]), implementation=AI.UNIFIED)[0].set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"implementation=UNIFIED.*bias.*subgraph"):
+        g.validate()
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=H)
+    q2, k2, v2 = qkv(g2)
+    g2.sdpa(q2, k2, v2, generate_stats=False, implementation=AI.UNIFIED)[0].set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="computes in FLOAT"):
+        g2.validate()
+
+
+# ---- what reaches cuDNN ----------------------------------------------------------------------------------------
+def running(feature, at_least=0):
+    return versions.available(feature) and versions.runtime_version() >= at_least
+
+
+def _program(g, available=None):
+    return prepare(g, PassOptions(available=available or running))
+
+
+def test_auto_picks_unified_for_plain_attention_and_composite_for_a_custom_dropout_mask():
+    g = half_graph()
+    q, k, v = qkv(g, s_q=40, s_kv=72, d=64)
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()  # finalized deviceless on cuDNN 9.28
+    assert [n.op for n in _program(g).nodes] == ["sdpa"]  # this machine's cuDNN (9.28) has the unified op
+    on_919 = _program(g, lambda f, at_least=0: versions.since(f) <= 91900 and at_least <= 91900)
+    assert [n.op for n in on_919.nodes] == ["sdpa"]  # 9.19: still unified (no masks)
+    g2 = half_graph()
+    q2, k2, v2 = qkv(g2, s_q=40, s_kv=72, d=64)
+    o2, _ = g2.sdpa(q2, k2, v2, generate_stats=False, dropout=(g2.tensor([2, 4, 40, 72], name="dm"),
+                                                                  g2.tensor([1, 1, 1, 1], data_type=F, name="ds")))
+    o2.set_output(True)
+    g2.validate()
+    assert "matmul" in [n.op for n in _program(g2).nodes]
+
+
+def test_composite_forward_in_the_frontends_order_finalizes_deviceless():
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=40, s_kv=72, d=64)
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, use_padding_mask=True,
+                   seq_len_q=g.tensor([1, 1, 1, 1], data_type=I32), seq_len_kv=g.tensor([1, 1, 1, 1], data_type=I32),
+                   implementation=AI.COMPOSITE, name="sdpa")
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()
+    p = _program(g)
+    methods = [n.spec.method for n in p.nodes]
+    assert methods == ["matmul", "mul", "gen_index", "gen_index", "cmp_lt", "cmp_lt", "logical_and", "binary_select",
+                       "reduction", "sub", "exp", "reduction", "log", "add", "div", "identity", "matmul"]
+    bmm1, bmm2 = p.nodes[0], p.nodes[-1]
+    assert p.tensors[k.uid].dim == [1, 2, 64, 72] and p.tensors[k.uid].stride == [2 * 72 * 64, 72 * 64, 1, 64]
+    assert set(bmm1.inputs) == {"A", "B", "M_OVERRIDE", "N_OVERRIDE"}
+    assert set(bmm2.inputs) == {"A", "B", "M_OVERRIDE", "K_OVERRIDE"}
+    assert bmm2.inputs["A"].data_type is H  # bmm2's A in Q's type
+    assert k.dim == [1, 2, 72, 64]  # the user's K is untouched
+
+
+def test_composite_dropout_uses_an_rng_op_writing_rng_dump():
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=64, d=64)
+    i64 = cudnn.data_type.INT64
+    dump = g.tensor([1, 2, 64, 64], data_type=F, name="dump")
+    o, st = g.sdpa(q, k, v, generate_stats=True, rng_dump=dump,
+                   dropout=(0.25, g.tensor([1, 1, 1, 1], data_type=i64, name="seed"),
+                            g.tensor([1, 1, 1, 1], data_type=i64, name="offset")))
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()
+    p = _program(g)
+    rng = next(n for n in p.nodes if n.op == "rng")
+    assert rng.outputs["Y"].uid == dump.uid and rng.params["bernoulli_probability"] == 0.75
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="Philox"):
+        ReferenceEngine(program=True).check_support(g)
+
+
+def test_unified_lowering_sets_the_sdpa_fwd_attributes():
+    if versions.runtime_version() < 91500:
+        pytest.skip("needs cuDNN >= 9.15 on this machine")
+    from cudnn_py.lowering import TensorTable
+    from cudnn_py.lowering.attention import lower
+
+    g = half_graph()
+    q, k, v = qkv(g, s_q=40, s_kv=72, d=64)
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, use_padding_mask=True,
+                   seq_len_q=g.tensor([2, 1, 1, 1], data_type=I32), seq_len_kv=g.tensor([2, 1, 1, 1], data_type=I32),
+                   implementation=AI.UNIFIED)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()
+    node = _program(g).nodes[0]
+    (op,) = lower(node, TensorTable())
+    assert op.get("CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC").get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [2, 2, 72, 64]
+    for attr in ("STATSDESC", "SCALEDESC", "SEQ_LEN_QDESC", "SEQ_LEN_KVDESC"):
+        assert op.get(f"CUDNN_ATTR_OPERATION_SDPA_FWD_{attr}") is not None
+
+
+# ---- decomposition against the definition ----------------------------------------------------------------------
+def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=False, window=None, seq=None,
+                    alibi=False, dropout=None):
+    """An independent attention (einsum, explicit loops over masks), float64."""
+    b, h, s_q, _ = q.shape
+    s_kv = k.shape[2]
+    k = np.repeat(k, h // k.shape[1], axis=1)
+    v = np.repeat(v, h // v.shape[1], axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    if bias is not None:
+        s = s + bias
+    if alibi:
+        slopes = alibi_slopes(h)
+        s = s + slopes[None, :, None, None] * (np.arange(s_kv)[None, :] - np.arange(s_q)[:, None])
+    allowed = np.ones(s.shape, bool)
+    shift = s_kv - s_q if bottom_right else 0
+    for i in range(s_q):
+        for j in range(s_kv):
+            if (causal or bottom_right) and j > i + shift:
+                allowed[..., i, j] = False
+            if window is not None and j <= i + shift - window:
+                allowed[..., i, j] = False
+    if seq is not None:
+        for n in range(b):
+            allowed[n, :, seq[0][n]:, :] = False
+            allowed[n, :, :, seq[1][n]:] = False
+    s = np.where(allowed, s, -np.inf)
+    with np.errstate(invalid="ignore"):  # fully masked rows are NaN; the tests leave them out
+        lse = np.log(np.sum(np.exp(s - s.max(-1, keepdims=True)), -1, keepdims=True)) + s.max(-1, keepdims=True)
+        p = np.exp(s - lse)
+    if dropout is not None:
+        p = p * dropout[0] * dropout[1]
+    return np.einsum("bhqk,bhkd->bhqd", p, v), lse
+
+
+OPTIONS = [dict(), dict(causal=True), dict(bottom_right=True), dict(window=4, causal=True), dict(bias=True),
+           dict(seq=True), dict(seq=True, causal=True), dict(alibi=True, causal=True), dict(dropout=True),
+           dict(window=3, causal=True, bias=True, seq=True)]
+
+
+def _run(shape, opt, program, rng_seed):
+    b, h_q, h_k, s_q, s_kv, d, d_v = shape
+    rng = np.random.default_rng(rng_seed)
+    g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+    q, k, v = qkv(g, b, h_q, h_k, s_q, s_kv, d, d_v)
+    data = {q: rng.standard_normal((b, h_q, s_q, d)), k: rng.standard_normal((b, h_k, s_kv, d)),
+            v: rng.standard_normal((b, h_k, s_kv, d_v))}
+    kw, ref = {}, {}
+    if opt.get("bias"):
+        bias = g.tensor([1, h_q, s_q, s_kv], name="bias")
+        data[bias] = ref["bias"] = rng.standard_normal((1, h_q, s_q, s_kv))
+        kw["bias"] = bias
+    if opt.get("seq"):
+        lens = (rng.integers(1, s_q + 1, b), rng.integers(1, s_kv + 1, b))
+        lens[0][0], lens[1][0] = s_q, s_kv  # one full batch
+        sq_t, skv_t = g.tensor([b, 1, 1, 1], data_type=I32), g.tensor([b, 1, 1, 1], data_type=I32)
+        data[sq_t], data[skv_t] = lens[0].reshape(b, 1, 1, 1), lens[1].reshape(b, 1, 1, 1)
+        kw.update(use_padding_mask=True, seq_len_q=sq_t, seq_len_kv=skv_t)
+        ref["seq"] = lens
+    if opt.get("dropout"):
+        mask = (rng.random((b, h_q, s_q, s_kv)) > 0.25).astype(np.float64)
+        m_t, sc_t = g.tensor([b, h_q, s_q, s_kv], name="dm"), g.tensor([1, 1, 1, 1], name="ds")
+        data[m_t], data[sc_t] = mask, np.full((1, 1, 1, 1), 1 / 0.75)
+        kw["dropout"] = (m_t, sc_t)
+        ref["dropout"] = (mask, 1 / 0.75)
+    if opt.get("causal"):
+        kw["use_causal_mask"] = True
+    if opt.get("bottom_right"):
+        kw["use_causal_mask_bottom_right"] = True
+    if opt.get("window"):
+        kw["sliding_window_length"] = opt["window"]
+    if opt.get("alibi"):
+        kw["use_alibi_mask"] = True
+    scale = 1 / math.sqrt(d)
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=scale, implementation=AI.COMPOSITE, **kw)
+    o.set_output(True)
+    st.set_output(True)
+    g.register_backend(ReferenceEngine(program=program))
+    out, stats = np.full((b, h_q, s_q, d_v), np.nan), np.full((b, h_q, s_q, 1), np.nan)
+    g.execute({**data, o: out, st: stats})
+    expected = numpy_attention(data[q], data[k], data[v], scale, causal=opt.get("causal", False),
+                               bottom_right=opt.get("bottom_right", False), window=opt.get("window"),
+                               alibi=opt.get("alibi", False), **ref)
+    return (out, stats), expected, ref.get("seq")
+
+
+SHAPES = [(1, 1, 1, 8, 8, 8, 8), (2, 4, 2, 12, 20, 16, 8), (2, 4, 1, 17, 9, 8, 16), (1, 2, 2, 1, 33, 8, 8)]
+
+
+@pytest.mark.parametrize("opt", OPTIONS, ids=lambda o: "-".join(sorted(o)) or "plain")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_decomposition_and_definition_agree_with_numpy(shape, opt):
+    if opt.get("bottom_right") or opt.get("window"):
+        if shape[3] > shape[4] and not opt.get("seq"):
+            pytest.skip("bottom-right / sliding window need s_q <= s_kv")
+    for program in (False, True):
+        (out, stats), (o_ref, lse_ref), lens = _run(shape, opt, program, rng_seed=hash(str((shape, opt))) % 2**32)
+        valid = np.isfinite(lse_ref)  # fully masked rows (padding) are undefined: compared elsewhere
+        if lens is not None:
+            for n in range(shape[0]):
+                valid[n, :, lens[0][n]:, :] = False
+        rows = np.broadcast_to(valid, out.shape)
+        np.testing.assert_allclose(out[rows], o_ref[rows], rtol=1e-10, atol=1e-10, err_msg=f"program={program}")
+        np.testing.assert_allclose(stats[valid], lse_ref[valid], rtol=1e-10, atol=1e-10, err_msg=f"program={program}")
+
+
+def test_alibi_slopes_are_the_frontends():
+    assert np.allclose(alibi_slopes(8), [2 ** (-x) for x in range(1, 9)])
+    n = 4  # 6 heads: 1..4 then 0.5, 1.5 of the base 4 series
+    assert np.allclose(alibi_slopes(6), [2 ** (-8 * x / n) for x in (1, 2, 3, 4, 0.5, 1.5)])
