@@ -373,3 +373,21 @@ def test_alibi_slopes_are_the_frontends():
     assert np.allclose(alibi_slopes(8), [2 ** (-x) for x in range(1, 9)])
     n = 4  # 6 heads: 1..4 then 0.5, 1.5 of the base 4 series
     assert np.allclose(alibi_slopes(6), [2 ** (-8 * x / n) for x in (1, 2, 3, 4, 0.5, 1.5)])
+
+
+def test_attention_errata_are_in_the_table_with_sources():
+    from types import SimpleNamespace
+
+    from cudnn_py.plans import errata
+
+    g = half_graph()
+    q, k, v = qkv(g, s_q=16, s_kv=2048, d=64)
+    g.sdpa(q, k, v, generate_stats=False, sliding_window_length=64)[0].set_output(True)
+    g.validate_ir()
+    program = SimpleNamespace(source=g, nodes=[])
+    hits = {e.id for e in errata.ERRATA if e.match(program) is not None}
+    assert {"sdpa-half-9.10.0", "sdpa-sliding-window-long-kv-9.14.0"} <= hits
+    assert {e.id for e in errata.applicable(91400)} >= {"sdpa-sliding-window-long-kv-9.14.0"}
+    assert "sdpa-half-9.10.0" not in {e.id for e in errata.applicable(91002)}
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="sdpa-half-9.10.0.*errata.md #2"):
+        errata.check(program, 91001)

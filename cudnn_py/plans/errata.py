@@ -176,7 +176,39 @@ def _pointwise_unit_axis_strides(program: Any) -> str | None:
     return None
 
 
+def _attention_nodes(program: Any, kinds: tuple[str, ...] = ("sdpa",)) -> list[Any]:
+    """The user's attention nodes (their decomposition no longer names them in the program)."""
+    return [n for n in getattr(getattr(program, "source", None), "nodes", ()) if n.op in kinds]
+
+
+def _half_attention(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        dt = n.inputs["Q"].data_type.name
+        if dt in ("HALF", "BFLOAT16"):
+            return f"sdpa node {n.name!r} over {dt}"
+    return None
+
+
+def _sliding_window_long_kv(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        p, s_kv = n.params, int(n.inputs["K"].dim[2])
+        if p.get("diagonal_band_left_bound") is not None and p.get("diagonal_band_right_bound") is None and s_kv > 1024:
+            return f"sdpa node {n.name!r}: a sliding window without a causal mask and s_kv = {s_kv} > 1024"
+    return None
+
+
 ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
+        effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
+        workaround="use cuDNN 9.10.2 or newer (the official frontend rejects these versions too)",
+        source="shared/reference/errata.md #2: cudnn-frontend include/cudnn_frontend/node/"
+               "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
+    Erratum(
+        id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
+        effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",
+        workaround="add the causal mask (right bound 0), keep s_kv <= 1024, or use another cuDNN version",
+        source="shared/reference/errata.md #3: cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
         match=_gen_index_in_batched_matmul_epilogue,
