@@ -34,7 +34,7 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
         op.set(_PREFIX + "DROPOUT_PROBABILITY", float(dropout))
         op.set(_PREFIX + "DROPOUT_SEED_DESC", tensors(ins["DROPOUT_SEED"]))
         op.set(_PREFIX + "DROPOUT_OFFSET_DESC", tensors(ins["DROPOUT_OFFSET"]))
-        if "RNG_DUMP" in ins:
-            op.set(_PREFIX + "DROPOUT_RNG_DUMP_DESC", tensors(ins["RNG_DUMP"]))
+        if "RNG_DUMP" in node.outputs:
+            op.set(_PREFIX + "DROPOUT_RNG_DUMP_DESC", tensors(node.outputs["RNG_DUMP"]))
     op.finalize()
     return [op]

@@ -228,7 +228,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             t = ins[port]
             if layout.numel(t.dim) != 1:
                 raise _fail(node, t, f"the dropout {port[8:].lower()} must be one value, got dims {list(t.dim)}")
-    dump = ins.get("RNG_DUMP")
+    dump = node.outputs.get("RNG_DUMP")
     if dump is not None:
         if p["dropout"] is None or p["dropout"] == "mask":
             raise ValueError(f"sdpa node {node.name!r}: rng_dump needs dropout=(probability, seed, offset)")
@@ -247,6 +247,9 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
         o._infer_set("stride", layout.strides_from_order(o_dims, _order_of(q.stride)))
     if int(o.stride[3]) != 1:
         raise _fail(node, o, f"the head dim must be innermost (stride[3] == 1), got strides {list(o.stride)}")
+    dump = node.outputs.get("RNG_DUMP")
+    if dump is not None and dump.dim and not dump.stride:
+        dump._infer_set("stride", layout.row_major_strides(dump.dim))
     stats = node.outputs.get("Stats")
     if stats is not None:
         s_dims = [d["b"], d["h_q"], d["s_q"], 1]
@@ -410,7 +413,7 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int]) -> Tensor:
     if p["dropout"] is None or p["dropout"] == 0.0:
         return probs
     keep = 1.0 - p["dropout"]
-    mask = ins.get("RNG_DUMP")
+    mask = node.outputs.get("RNG_DUMP")
     if mask is None:
         mask = _virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
     rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
@@ -433,7 +436,6 @@ SDPA = OpSpec(
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("ATTN_SCALE", "attn_scale", optional=True),
             Port("BIAS", "bias", optional=True), Port("BLOCK_MASK", "block_mask", optional=True),
             Port("SEQ_LEN_Q", "seq_len_q", optional=True), Port("SEQ_LEN_KV", "seq_len_kv", optional=True),
-            Port("RNG_DUMP", "rng_dump", optional=True),
             Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
             Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
             Port("SCORE_MAX", "score_max", optional=True), Port("SCORE_SUM_EXP", "score_sum_exp", optional=True),
@@ -443,7 +445,9 @@ SDPA = OpSpec(
             Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
             Port("DROPOUT_MASK", "dropout_mask", optional=True),
             Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
-    outputs=(Output("O"), Output("Stats", _stats_wanted)), infer=infer,
+    outputs=(Output("O"), Output("Stats", _stats_wanted),
+             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump")),
+    infer=infer,
     params=(Param("is_inference", None, convert=_optional_bool),
             Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
             Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
