@@ -80,24 +80,30 @@ def _finish(params: dict[str, Any]) -> None:
         raise ValueError("sdpa(): give exactly one of generate_stats and is_inference (generate_stats = not "
                          "is_inference)")
     params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
+    finish_masks(params, "sdpa")
+
+
+def finish_masks(params: dict[str, Any], method: str) -> None:
+    """The mask arguments in the frontend's terms: a causal flag is the right bound 0 (with its alignment), a
+    sliding window the left bound. Conflicting ones are refused."""
     window, left = params.pop("sliding_window_length"), params["diagonal_band_left_bound"]
     if window is not None and left is not None:
-        raise ValueError("sdpa(): sliding_window_length is an alias of diagonal_band_left_bound; give one")
+        raise ValueError(f"{method}(): sliding_window_length is an alias of diagonal_band_left_bound; give one")
     if window is not None:
         params["diagonal_band_left_bound"] = window
     causal, bottom_right = params.pop("use_causal_mask"), params.pop("use_causal_mask_bottom_right")
     if causal and bottom_right:
-        raise ValueError("sdpa(): use_causal_mask and use_causal_mask_bottom_right exclude each other")
+        raise ValueError(f"{method}(): use_causal_mask and use_causal_mask_bottom_right exclude each other")
     if (causal or bottom_right) and params["diagonal_band_right_bound"] is not None:
-        raise ValueError("sdpa(): a causal mask is the right bound 0; do not give diagonal_band_right_bound too")
+        raise ValueError(f"{method}(): a causal mask is the right bound 0; do not give diagonal_band_right_bound too")
     if causal or bottom_right:
         params["diagonal_band_right_bound"] = 0
         params["diagonal_alignment"] = diagonal_alignment.BOTTOM_RIGHT if bottom_right else \
             diagonal_alignment.TOP_LEFT
     if params["diagonal_band_left_bound"] is not None and params["diagonal_band_left_bound"] < 1:
-        raise ValueError("sdpa(): diagonal_band_left_bound (sliding_window_length) must be >= 1")
+        raise ValueError(f"{method}(): diagonal_band_left_bound (sliding_window_length) must be >= 1")
     if params["use_alibi_mask"] and params["diagonal_band_right_bound"] != 0:
-        raise ValueError("sdpa(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
+        raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
 
 
 def _bound(v: Any) -> int | None:
@@ -309,25 +315,27 @@ def use_unified(node: Node, available: Any) -> bool:
 
 
 # ---- the composite decomposition (node_lowering.md §14.6) -------------------------------------------------------
-def _virtual(rw: Any, name: str, dims: list[int], strides: list[int], dt: Any) -> Tensor:
+def virtual(rw: Any, name: str, dims: list[int], strides: list[int], dt: Any) -> Tensor:
     t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
                data_type=dt, is_virtual=True)
     return rw.program.add_tensor(t)
 
 
-def _transpose_in_place(rw: Any, node: Node, k: Tensor) -> None:
+def transpose_in_place(rw: Any, node: Node, k: Tensor) -> None:
     """K -> Kᵀ: the frontend swaps the last two dims and strides of the caller's K (the same memory, viewed
     transposed). Here the program's copy is rewritten; the user's tensor is untouched."""
     others = [n.name for n in rw.program.nodes if n is not node and any(t is k for t in n.inputs.values())]
     if others:
-        raise NotImplementedOptionError(f"sdpa node {node.name!r}: k {k.name!r} is also read by {others}; the "
-                                        "composite attention describes k transposed, so it must be sdpa's alone")
+        raise NotImplementedOptionError(f"{node.spec.method if node.spec else OP} node {node.name!r}: {k.name!r} is "
+                                        f"also read by {others}; the composite attention describes it transposed, "
+                                        "so it must be the attention's alone (build forward and backward as "
+                                        "separate graphs)")
     dims, strides = list(k.dim), list(k.stride)
     k._raw_set("dim", dims[:2] + [dims[3], dims[2]])
     k._raw_set("stride", strides[:2] + [strides[3], strides[2]])
 
 
-def _matmul(rw: Any, a: Tensor, b: Tensor, out: Tensor, overrides: dict[str, Tensor | None]) -> None:
+def matmul(rw: Any, a: Tensor, b: Tensor, out: Tensor, overrides: dict[str, Tensor | None]) -> None:
     rw.matmul(a, b, compute_data_type=data_type.FLOAT, out=out)
     mm = rw.emitted[-1]
     mm.inputs = {**mm.inputs, **{port: t for port, t in overrides.items() if t is not None}}
@@ -336,41 +344,57 @@ def _matmul(rw: Any, a: Tensor, b: Tensor, out: Tensor, overrides: dict[str, Ten
 def expand(node: Node, rw: Any, options: Any) -> bool:
     if use_unified(node, options.available):
         return False
-    p, ins = node.params, node.inputs
+    ins = node.inputs
     q, k, v = ins["Q"], ins["K"], ins["V"]
     d = dims_of(node)
     b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
-    f32, i32 = data_type.FLOAT, data_type.INT32
+    f32 = data_type.FLOAT
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    _transpose_in_place(rw, node, k)
+    transpose_in_place(rw, node, k)
     scores = [b, h, s_q, s_kv]
-    s = _virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
-    _matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
+    s = virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
+    matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
+    s = modify_scores(rw, node, s, h)
+    s = band_mask(rw, node, s)
+    probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1])
+    probs = _dropout(rw, node, probs, scores)
+    probs = rw.identity(probs, compute_data_type=f32, out_data_type=q.data_type)  # bmm2's A in Q's type (§14.6.14)
+    matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
+    return True
+
+
+def modify_scores(rw: Any, node: Node, s: Tensor, heads: int) -> Tensor:
+    """Scale, bias, alibi and the padding mask, in the frontend's order (§14.6 steps 3-8)."""
+    p, ins = node.params, node.inputs
+    f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
     if "ATTN_SCALE" in ins:
         s = rw.mul(s, ins["ATTN_SCALE"], compute_data_type=f32)
     if "BIAS" in ins:
         s = rw.add(s, ins["BIAS"], compute_data_type=f32)
     if p["use_alibi_mask"]:
-        s = _alibi(rw, s, h)
+        s = _alibi(rw, s, heads)
     if p["use_padding_mask"]:
         row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
         col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
-        row_ok = rw.cmp_lt(row, seq_q, compute_data_type=data_type.BOOLEAN, out_data_type=data_type.BOOLEAN)
-        col_ok = rw.cmp_lt(col, seq_kv, compute_data_type=data_type.BOOLEAN, out_data_type=data_type.BOOLEAN)
-        keep = rw.logical_and(row_ok, col_ok, compute_data_type=data_type.BOOLEAN, out_data_type=data_type.BOOLEAN)
+        row_ok = rw.cmp_lt(row, ins["SEQ_LEN_Q"], compute_data_type=boolean, out_data_type=boolean)
+        col_ok = rw.cmp_lt(col, ins["SEQ_LEN_KV"], compute_data_type=boolean, out_data_type=boolean)
+        keep = rw.logical_and(row_ok, col_ok, compute_data_type=boolean, out_data_type=boolean)
         s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    return s
+
+
+def band_mask(rw: Any, node: Node, s: Tensor) -> Tensor:
+    """The causal / sliding-window masks through the diagonal band mask composite (§13)."""
+    p = node.params
     left, right = p["diagonal_band_left_bound"], p["diagonal_band_right_bound"]
-    if left is not None or right is not None:
-        if p["use_padding_mask"] and p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT:
-            raise NotImplementedOptionError(f"sdpa node {node.name!r}: a bottom-right mask with per-batch sequence "
-                                            "lengths (use_padding_mask) is not implemented yet in the composite")
-        s = rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
-                                  fill_value=-math.inf)
-    probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1])
-    probs = _dropout(rw, node, probs, scores)
-    probs = rw.identity(probs, compute_data_type=f32, out_data_type=q.data_type)  # bmm2's A in Q's type (§14.6.14)
-    _matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
-    return True
+    if left is None and right is None:
+        return s
+    if p["use_padding_mask"] and p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT:
+        raise NotImplementedOptionError(f"{node.spec.method if node.spec else OP} node {node.name!r}: a bottom-right "
+                                        "mask with per-batch sequence lengths (use_padding_mask) is not implemented "
+                                        "yet in the composite")
+    return rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
+                                 fill_value=-math.inf)
 
 
 def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
@@ -394,13 +418,13 @@ def _softmax(rw: Any, s: Tensor, stats: Tensor | None, row_dims: list[int]) -> T
     """The composite softmax (§12): max, sub, exp, sum, stats = max + ln(sum) (always built), exp / sum."""
     f32 = data_type.FLOAT
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
-    m = _virtual(rw, "softmax_max", row_dims, row_strides, f32)
+    m = virtual(rw, "softmax_max", row_dims, row_strides, f32)
     rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
     e = rw.exp(rw.sub(s, m, compute_data_type=f32), compute_data_type=f32)
-    z = _virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
+    z = virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
     rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=z)
     if stats is None:
-        stats = _virtual(rw, "softmax_stats", row_dims, row_strides, f32)
+        stats = virtual(rw, "softmax_stats", row_dims, row_strides, f32)
     rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
     return rw.div(e, z, compute_data_type=f32)
 
@@ -415,7 +439,7 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int]) -> Tensor:
     keep = 1.0 - p["dropout"]
     mask = node.outputs.get("RNG_DUMP")
     if mask is None:
-        mask = _virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
+        mask = virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
     rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
     return rw.mul(rw.mul(probs, mask, compute_data_type=f32), 1.0 / keep, compute_data_type=f32)
 
