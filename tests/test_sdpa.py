@@ -391,3 +391,134 @@ def test_attention_errata_are_in_the_table_with_sources():
     assert "sdpa-half-9.10.0" not in {e.id for e in errata.applicable(91002)}
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="sdpa-half-9.10.0.*errata.md #2"):
         errata.check(program, 91001)
+
+
+# ---- backward -------------------------------------------------------------------------------------------------
+def _backward(shape, opt, program, seed):
+    b, h_q, h_k, s_q, s_kv, d, d_v = shape
+    rng = np.random.default_rng(seed)
+    data = {"q": rng.standard_normal((b, h_q, s_q, d)), "k": rng.standard_normal((b, h_k, s_kv, d)),
+            "v": rng.standard_normal((b, h_k, s_kv, d_v)), "dO": rng.standard_normal((b, h_q, s_q, d_v))}
+    ref = {}
+    if opt.get("bias"):
+        ref["bias"] = rng.standard_normal((1, h_q, s_q, s_kv))
+    if opt.get("seq"):
+        lens = (rng.integers(1, s_q + 1, b), rng.integers(1, s_kv + 1, b))
+        lens[0][0], lens[1][0] = s_q, s_kv
+        ref["seq"] = lens
+    if opt.get("dropout"):
+        ref["dropout"] = ((rng.random((b, h_q, s_q, s_kv)) > 0.25).astype(np.float64), 1 / 0.75)
+    flags = dict(causal=opt.get("causal", False), bottom_right=opt.get("bottom_right", False),
+                 window=opt.get("window"), alibi=opt.get("alibi", False))
+    scale = 1 / math.sqrt(d)
+    o, lse = numpy_attention(data["q"], data["k"], data["v"], scale, **flags, **ref)
+    g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+    q, k, v = qkv(g, b, h_q, h_k, s_q, s_kv, d, d_v)
+    o_t, do_t, st_t = g.tensor(list(o.shape), name="o"), g.tensor(list(o.shape), name="dO"), g.tensor(list(lse.shape))
+    feeds = {q: data["q"], k: data["k"], v: data["v"], o_t: np.nan_to_num(o), do_t: data["dO"],
+             st_t: np.nan_to_num(lse, neginf=0.0)}
+    kw = {}
+    if "bias" in ref:
+        bias, dbias = g.tensor([1, h_q, s_q, s_kv], name="bias"), g.tensor([1, h_q, s_q, s_kv], name="dBias")
+        feeds[bias] = ref["bias"]
+        kw.update(bias=bias, dBias=dbias)
+    if "seq" in ref:
+        sq_t, skv_t = g.tensor([b, 1, 1, 1], data_type=I32), g.tensor([b, 1, 1, 1], data_type=I32)
+        feeds[sq_t], feeds[skv_t] = ref["seq"][0].reshape(b, 1, 1, 1), ref["seq"][1].reshape(b, 1, 1, 1)
+        kw.update(use_padding_mask=True, seq_len_q=sq_t, seq_len_kv=skv_t)
+    if "dropout" in ref:
+        m_t, sc_t, inv_t = g.tensor([b, h_q, s_q, s_kv], name="dm"), g.tensor([1, 1, 1, 1]), g.tensor([1, 1, 1, 1])
+        feeds[m_t], feeds[sc_t], feeds[inv_t] = ref["dropout"][0], np.full((1, 1, 1, 1), 1 / 0.75), \
+            np.full((1, 1, 1, 1), 0.75)
+        kw["dropout"] = (m_t, sc_t, inv_t)
+    for flag, key in (("causal", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right"),
+                      ("alibi", "use_alibi_mask")):
+        if flags[flag]:
+            kw[key] = True
+    if flags["window"]:
+        kw["sliding_window_length"] = flags["window"]
+    grads = g.sdpa_backward(q, k, v, o_t, do_t, st_t, attn_scale=scale, **kw)
+    assert len(grads) == 3
+    outs = list(grads) + ([kw["dBias"]] if "dBias" in kw else [])
+    for t in outs:
+        t.set_output(True)
+    g.register_backend(ReferenceEngine(program=program))
+    g.validate_ir()
+    bufs = [np.full(t.dim, np.nan) for t in outs]
+    g.execute({**feeds, **dict(zip(outs, bufs))})
+    return bufs, data, ref, flags, scale
+
+
+def finite_differences(data, ref, flags, scale, bias=False, eps=1e-6):
+    """d(sum(O ∘ dO)) by central differences of the independent numpy attention."""
+    def loss(**change):
+        args = {**data, **change}
+        r = dict(ref)
+        if "bias" in change:
+            r["bias"] = change["bias"]
+        o, _ = numpy_attention(args["q"], args["k"], args["v"], scale, **flags, **r)
+        return float(np.nansum(o * data["dO"]))
+
+    names = ["q", "k", "v"] + (["bias"] if bias else [])
+    out = []
+    for name in names:
+        base = ref["bias"] if name == "bias" else data[name]
+        grad = np.zeros_like(base)
+        for idx in np.ndindex(base.shape):
+            up, down = base.copy(), base.copy()
+            up[idx] += eps
+            down[idx] -= eps
+            grad[idx] = (loss(**{name: up}) - loss(**{name: down})) / (2 * eps)
+        out.append(grad)
+    return out
+
+
+BACKWARD_OPTIONS = [dict(), dict(causal=True), dict(bias=True), dict(seq=True), dict(dropout=True),
+                    dict(window=3, causal=True), dict(alibi=True, causal=True), dict(bottom_right=True),
+                    dict(bias=True, causal=True, seq=True, dropout=True)]
+BACKWARD_SHAPES = [(1, 2, 1, 5, 7, 8, 8), (2, 4, 2, 6, 6, 8, 16)]
+
+
+@pytest.mark.parametrize("opt", BACKWARD_OPTIONS, ids=lambda o: "-".join(sorted(o)) or "plain")
+@pytest.mark.parametrize("shape", BACKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_backward_decomposition_and_definition_agree_with_finite_differences(shape, opt):
+    seed = hash(str((shape, opt))) % 2**32
+    definition, data, ref, flags, scale = _backward(shape, opt, False, seed)
+    decomposed, *_ = _backward(shape, opt, True, seed)
+    fd = finite_differences(data, ref, flags, scale, bias="bias" in ref)
+    valid_q = np.ones(data["q"].shape, bool)
+    if "seq" in ref:  # gradients of padded query rows are undefined
+        for n in range(shape[0]):
+            valid_q[n, :, ref["seq"][0][n]:, :] = False
+    for i, (a, b_, expected) in enumerate(zip(definition, decomposed, fd)):
+        sel = valid_q if i == 0 else np.isfinite(expected)
+        if i == 3 and "seq" in ref:  # dBias rows of padded queries: undefined as well
+            sel = np.broadcast_to(valid_q[:1, :, :, :1], expected.shape)
+        np.testing.assert_allclose(a[sel], expected[sel], rtol=1e-5, atol=1e-6, err_msg=f"definition, grad {i}")
+        np.testing.assert_allclose(b_[sel], a[sel], rtol=1e-9, atol=1e-9, err_msg=f"decomposition, grad {i}")
+
+
+def test_backward_surface_and_what_reaches_cudnn():
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=4, h_k=2, s_q=64, s_kv=128, d=64)
+    o, d_o = g.tensor([1, 4, 64, 64], name="o"), g.tensor([1, 4, 64, 64], name="dO")
+    stats = g.tensor([1, 4, 64, 1], data_type=F, name="stats")
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, d_o, stats, attn_scale=0.125, use_causal_mask=True, name="bwd")
+    assert (dq.name, dk.name, dv.name) == ("bwd::dQ", "bwd::dK", "bwd::dV")
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    g.validate()  # the composite backward finalizes deviceless on cuDNN 9.28
+    assert dk.dim == [1, 2, 128, 64] and dv.stride == v.stride
+    methods = [n.spec.method for n in _program(g).nodes]
+    assert methods.count("matmul") == 5 and methods.count("attention_view") == 3
+    assert methods.count("reduction") == 3  # D, and the GQA head sums of dK and dV
+    with pytest.raises(NotImplementedOptionError, match="score_mod"):
+        g.sdpa_backward(q, k, v, o, d_o, stats, score_mod=lambda graph, s: s)
+    with pytest.raises(TypeError, match=r"\(mask, scale, scale_inv\)"):
+        g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(g.tensor([1, 4, 64, 128]), g.tensor([1, 1, 1, 1])))
+    g2 = half_graph()
+    q2, k2, v2 = qkv(g2)
+    with pytest.raises(ValueError, match=r"tensor 'o'.*forward's \[2, 4, 12, 16\]"):
+        g2.sdpa_backward(q2, k2, v2, g2.tensor([2, 4, 12, 8], name="o"), g2.tensor([2, 4, 12, 16]),
+                         g2.tensor([2, 4, 12, 1]))[0].set_output(True)
+        g2.validate_ir()

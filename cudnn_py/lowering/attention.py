@@ -38,3 +38,13 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
             op.set(_PREFIX + "DROPOUT_RNG_DUMP_DESC", tensors(node.outputs["RNG_DUMP"]))
     op.finalize()
     return [op]
+
+
+@lowers("attention_view")
+def lower_view(node: Any, tensors: Any) -> list[Descriptor]:
+    """The backward's transposed views: an OPERATION_RESHAPE from X to Y (same memory, Y's dims and strides)."""
+    op = Descriptor("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_RESHAPE_XDESC", tensors(node.inputs["X"]))
+    op.set("CUDNN_ATTR_OPERATION_RESHAPE_YDESC", tensors(node.outputs["Y"]))
+    op.finalize()
+    return [op]

@@ -27,18 +27,16 @@ def alibi_slopes(heads: int) -> np.ndarray:
     return np.array([2.0 ** (-8.0 * x / n) for x in xs[:heads]])
 
 
-@reference("sdpa", _sdpa_check)
-def _sdpa(node: Any, read: Read) -> np.ndarray:
-    """softmax(scale · Q Kᵀ + bias + alibi, masked) · V, heads of K and V repeated for GQA; Stats = max + ln Σ exp.
-    Masked scores are -inf; a fully masked row is NaN (what its definition gives)."""
+def _probabilities(node: Any, read: Read) -> tuple:
+    """(P, Stats, scale, q, k, v) of the forward: softmax over the scaled, biased, masked scores, heads of K and V
+    repeated for GQA. Masked scores are -inf; a fully masked row (padding) has P = 0."""
     p, ins = node.params, node.inputs
     q, k, v = read(ins["Q"]), read(ins["K"]), read(ins["V"])
     h_q = q.shape[1]
     k = np.repeat(k, h_q // k.shape[1], axis=1)
     v = np.repeat(v, h_q // v.shape[1], axis=1)
-    s = q @ np.swapaxes(k, -1, -2)
-    if "ATTN_SCALE" in ins:
-        s = s * scalar(read, ins["ATTN_SCALE"])
+    scale = scalar(read, ins["ATTN_SCALE"]) if "ATTN_SCALE" in ins else 1.0
+    s = q @ np.swapaxes(k, -1, -2) * scale
     if "BIAS" in ins:
         s = s + read(ins["BIAS"])
     s_q, s_kv = s.shape[-2:]
@@ -57,16 +55,69 @@ def _sdpa(node: Any, read: Read) -> np.ndarray:
         keep &= cols > rows + shift - p["diagonal_band_left_bound"]
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
-    e = np.exp(s - m)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     z = e.sum(axis=-1, keepdims=True)
-    probs = e / z
-    if p["dropout"] == "mask":
-        probs = probs * scalar(read, ins["DROPOUT_SCALE"]) * read(ins["DROPOUT_MASK"])
-    o = probs @ v
+    # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
+    return e / np.where(z == 0, 1.0, z), m + np.log(z), scale, q, k, v
+
+
+def _dropout_factor(node: Any, read: Read, scale_port: str = "DROPOUT_SCALE") -> Any:
+    """mask · scale of a custom dropout, or 1."""
+    if node.params["dropout"] != "mask":
+        return 1.0
+    return read(node.inputs["DROPOUT_MASK"]) * scalar(read, node.inputs[scale_port])
+
+
+@reference("sdpa", _sdpa_check)
+def _sdpa(node: Any, read: Read) -> np.ndarray:
+    """O = (P ∘ dropout) · V; Stats = max + ln Σ exp."""
+    probs, lse, _, _, _, v = _probabilities(node, read)
+    o = probs * _dropout_factor(node, read) @ v
     extra = {}
     if "Stats" in node.outputs:
-        extra[node.outputs["Stats"].uid] = m + np.log(z)
+        extra[node.outputs["Stats"].uid] = lse
     return WithExtra(o, extra)
+
+
+def _sum_to(x: np.ndarray, dims: Any) -> np.ndarray:
+    """Sum x over the axes where ``dims`` is 1, and over consecutive head groups (GQA) where it divides."""
+    for axis, d in enumerate(int(d) for d in dims):
+        if d == 1 and x.shape[axis] != 1:
+            x = x.sum(axis=axis, keepdims=True)
+        elif d != x.shape[axis]:
+            x = x.reshape(x.shape[:axis] + (d, x.shape[axis] // d) + x.shape[axis + 1:]).sum(axis=axis + 1)
+    return x
+
+
+@reference("sdpa_backward", _sdpa_check)
+def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
+    """The gradients of the forward from its definition (P recomputed from q and k, not from the given O and
+    Stats): dV = Pdᵀ dO, dPd = dO Vᵀ, dP = dPd ∘ dropout, dS = P ∘ (dP - rowsum(dP ∘ P)), dBias = Σ dS,
+    dQ = scale dS K, dK = scale dSᵀ Q (q heads summed per kv head)."""
+    probs, _, scale, q, k, v = _probabilities(node, read)
+    factor = _dropout_factor(node, read)
+    d_o = read(node.inputs["DO"])
+    d_v = np.swapaxes(probs * factor, -1, -2) @ d_o
+    d_p = (d_o @ np.swapaxes(v, -1, -2)) * factor
+    d_s = probs * (d_p - np.sum(d_p * probs, axis=-1, keepdims=True))
+    outs = node.outputs
+    extra = {outs["dK"].uid: _sum_to(scale * np.swapaxes(d_s, -1, -2) @ q, outs["dK"].dim),
+             outs["dV"].uid: _sum_to(d_v, outs["dV"].dim)}
+    if "dBias" in outs:
+        extra[outs["dBias"].uid] = _sum_to(d_s, outs["dBias"].dim)
+    return WithExtra(scale * d_s @ k, extra)
+
+
+@reference("attention_view")
+def _attention_view(node: Any, read: Read) -> np.ndarray:
+    """The same memory under Y's dims and strides: X laid out by its strides, read through Y's."""
+    x_t, y_t = node.inputs["X"], node.outputs["Y"]
+    x = read(x_t)
+    span = 1 + sum((int(d) - 1) * int(st) for d, st in zip(x_t.dim, x_t.stride))
+    flat = np.zeros(span)
+    np.lib.stride_tricks.as_strided(flat, x.shape, tuple(int(st) * 8 for st in x_t.stride))[...] = x
+    return np.lib.stride_tricks.as_strided(flat, tuple(int(d) for d in y_t.dim),
+                                           tuple(int(st) * 8 for st in y_t.stride)).copy()
 
 
 @reference("rng", lambda node: "rng: cuDNN's Philox bits cannot be reproduced by a python engine")

@@ -200,7 +200,8 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
                         f"{list(t.dim)}")
         if t.data_type not in (data_type.INT32, data_type.NOT_SET):
             raise _fail(node, t, f"a sequence-length tensor must be INT32, got {t.data_type.name}")
-    ragged = [t for t in (ins["Q"], ins["K"], ins["V"], node.outputs["O"]) if t.ragged_offset is not None]
+    o = node.outputs.get("O", ins.get("O"))  # the forward's output, the backward's input
+    ragged = [t for t in (ins["Q"], ins["K"], ins["V"], o) if t is not None and t.ragged_offset is not None]
     for t in ragged:
         off = t.ragged_offset
         assert off is not None

@@ -18,11 +18,21 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     if not y.dim:
         y._infer_set("dim", list(x.dim))  # frontend behaviour: no reduction unless the user sets Y's dims
     elif len(y.dim) != len(x.dim) or any(yd not in (1, xd) for yd, xd in zip(y.dim, x.dim)):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not a reduction of X {list(x.dim)} "
-                          "(same rank; each dim equal to X's or 1)")
+        if not _grouped(node, x, y):
+            raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not a reduction of X {list(x.dim)} "
+                              "(same rank; each dim equal to X's or 1)")
     if not y.stride:
         y._infer_set("stride", layout.strides_from_order(y.dim, layout.nhwc_order(len(y.dim))))
     fill_data_types(node, ctx, x)
+
+
+def _grouped(node: Node, x: Any, y: Any) -> bool:
+    """A decomposition's grouped reduction (attention's GQA head sums): Y's dim divides X's on one axis, which
+    sums consecutive groups (reduction(..., grouped=True), a cudnn_py extension)."""
+    if not node.params.get("grouped") or len(y.dim) != len(x.dim):
+        return False
+    odd = [(int(yd), int(xd)) for yd, xd in zip(y.dim, x.dim) if yd not in (1, xd)]
+    return len(odd) == 1 and odd[0][1] % odd[0][0] == 0
 
 
 def _mode(v: Any) -> Any:
@@ -41,7 +51,8 @@ REDUCTION = OpSpec(
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
     params=(Param("mode", convert=_mode),
             Param("is_deterministic", False, convert=bool, keyword_only=True),
-            Param("group_offset", None, convert=_no_group_offset, keyword_only=True)),
+            Param("group_offset", None, convert=_no_group_offset, keyword_only=True),
+            Param("grouped", False, convert=bool, keyword_only=True)),
     order=("input", "mode", "compute_data_type", "name"), varargs=True, out_dims=True,
     requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
     doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
