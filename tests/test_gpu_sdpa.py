@@ -35,7 +35,7 @@ def poisoned(t, dtype):
 def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=False, window=None, seq_q=None,
                         seq_kv=None, drop_mask=None, drop_scale=1.0):
     """float64 attention from the definition: O and Stats = max + ln Σ exp over the masked, scaled scores."""
-    q, k, v = q.double(), k.double(), v.double()
+    q, k, v = q.double(), k.double(), v.double()  # (a no-op on float64 leaves: autograd reaches them)
     h = q.shape[1]
     k = k.repeat_interleave(h // k.shape[1], dim=1)
     v = v.repeat_interleave(h // v.shape[1], dim=1)
@@ -54,8 +54,10 @@ def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=Fa
     if seq_q is not None:
         keep &= (i < seq_q.view(-1, 1, 1, 1).to(s.device)) & (j < seq_kv.view(-1, 1, 1, 1).to(s.device))
     s = s.masked_fill(~keep, float("-inf"))
-    stats = torch.logsumexp(s, dim=-1, keepdim=True)
-    p = torch.exp(s - stats)
+    dead = ~keep.any(dim=-1, keepdim=True)  # fully masked rows (padding): P = 0, no NaN into autograd
+    s = s.masked_fill(dead, 0.0)
+    p = torch.softmax(s, dim=-1).masked_fill(dead, 0.0)
+    stats = torch.logsumexp(s, dim=-1, keepdim=True).masked_fill(dead, float("-inf"))
     if drop_mask is not None:
         p = p * drop_mask.double() * drop_scale
     return p @ v, stats
@@ -202,3 +204,87 @@ def test_unified_and_auto_agree_with_composite(case):
         check("fp16", o, stats, inputs, ref)
         if case == "plain":  # every row is defined: the two implementations agree elementwise
             assert rel_err(o, o_composite) < 1e-2 and rel_err(stats, stats_composite) < STATS_TOL
+
+
+# ---- backward ---------------------------------------------------------------------------------------------------
+def run_sdpa_backward(dtype, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, **opts):
+    """The forward in float64 (torch autograd gives the reference gradients), then cudnn_py's backward from the
+    forward's O (in the I/O type) and Stats."""
+    tdtype, cdtype, tol = DTYPES[dtype]
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=tdtype)
+               for h, s in ((h_q, s_q), (h_k, s_kv), (h_k, s_kv)))
+    d_o = torch.randn(b, h_q, s_q, d, device="cuda", dtype=tdtype)
+    scale = 1 / math.sqrt(d)
+    ref, feeds_extra, kw = {}, {}, {}
+    g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
+    bias = None
+    if opts.get("bias"):
+        bias = torch.randn(1, h_q, s_q, s_kv, device="cuda", dtype=tdtype)
+        B = g.tensor_like(bias)
+        DB = g.tensor_like(bias)
+        feeds_extra[B] = bias
+        kw.update(bias=B, dBias=DB)
+    if opts.get("padding"):
+        lq = torch.randint(1, s_q + 1, (b, 1, 1, 1), dtype=torch.int32, device="cuda")
+        lkv = torch.randint(1, s_kv + 1, (b, 1, 1, 1), dtype=torch.int32, device="cuda")
+        lq[0], lkv[0] = s_q, s_kv
+        SQ, SKV = g.tensor_like(lq), g.tensor_like(lkv)
+        feeds_extra.update({SQ: lq, SKV: lkv})
+        kw.update(use_padding_mask=True, seq_len_q=SQ, seq_len_kv=SKV)
+        ref.update(seq_q=lq, seq_kv=lkv)
+    if opts.get("causal"):
+        kw["use_causal_mask"] = ref["causal"] = True
+    if opts.get("drop_mask"):
+        mask = (torch.rand(b, h_q, s_q, s_kv, device="cuda") > 0.2).to(tdtype)
+        sc = torch.full((1, 1, 1, 1), 1 / 0.8, dtype=torch.float32)
+        inv = torch.full((1, 1, 1, 1), 0.8, dtype=torch.float32)
+        M, SC, INV = g.tensor_like(mask), g.tensor_like(sc), g.tensor_like(inv)
+        feeds_extra.update({M: mask, SC: sc, INV: inv})
+        kw["dropout"] = (M, SC, INV)
+        ref.update(drop_mask=mask, drop_scale=1 / 0.8)
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    bias64 = bias.double().requires_grad_(True) if bias is not None else None
+    o64, stats64 = reference_attention(*leaves, scale, bias=bias64, **ref)
+    valid = None
+    if "seq_q" in ref:
+        valid = torch.arange(s_q, device="cuda").view(1, 1, -1, 1) < lq.view(-1, 1, 1, 1)
+        o64 = o64.masked_fill(~valid, 0)
+    (o64 * d_o.double()).sum().backward()
+    o = o64.detach().to(tdtype).contiguous()
+    stats = stats64.detach().float().masked_fill(~torch.isfinite(stats64.detach()), 0).contiguous()
+    Q, K, V, O, DO, ST = (g.tensor_like(t) for t in (q, k, v, o, d_o, stats))
+    grads = g.sdpa_backward(Q, K, V, O, DO, ST, attn_scale=scale, **kw)
+    outs = list(grads) + ([kw["dBias"]] if "dBias" in kw else [])
+    for t in outs:
+        t.set_output(True)
+    g.validate()
+    bufs = [poisoned(t, tdtype) for t in outs]
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, DO: d_o, ST: stats, **feeds_extra, **dict(zip(outs, bufs))}, None)
+    torch.cuda.synchronize()
+    expected = [t.grad for t in leaves] + ([bias64.grad] if bias64 is not None else [])
+    names = ["dQ", "dK", "dV", "dBias"]
+    for i, (got, want) in enumerate(zip(bufs, expected)):
+        if valid is not None and names[i] in ("dQ", "dBias"):  # padded query rows are undefined
+            rows = valid if names[i] == "dQ" else valid[:1]
+            got, want = got.masked_fill(~rows, 0), want.masked_fill(~rows, 0)
+        assert rel_err(got, want) < 2 * tol, names[i]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_backward_plain(dtype, d):
+    run_sdpa_backward(dtype, d=d)
+
+
+BACKWARD_CASES = {
+    "causal-gqa": dict(causal=True, h_q=8, h_k=2),
+    "padding-causal": dict(padding=True, causal=True),
+    "bias-dbias": dict(bias=True, s_q=128, s_kv=128),
+    "dropout-mask": dict(drop_mask=True),
+}
+
+
+@pytest.mark.parametrize("case", list(BACKWARD_CASES))
+def test_backward_options(case):
+    run_sdpa_backward("fp16", **BACKWARD_CASES[case])

@@ -63,7 +63,7 @@ def _decomposed_attention(program: Any) -> tuple[str, ...]:
     """Name prefixes of the nodes an SDPA decomposition emitted (the backend matches them as one attention
     pattern, run by its fused attention engines, not by the generic fusion engine the erratum was seen in)."""
     source = getattr(program, "source", None)
-    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op == "sdpa")
+    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op in ("sdpa", "sdpa_backward"))
 
 
 def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
