@@ -522,3 +522,32 @@ def test_backward_surface_and_what_reaches_cudnn():
         g2.sdpa_backward(q2, k2, v2, g2.tensor([2, 4, 12, 8], name="o"), g2.tensor([2, 4, 12, 16]),
                          g2.tensor([2, 4, 12, 1]))[0].set_output(True)
         g2.validate_ir()
+
+
+def test_fp8_and_mxfp8_attention_methods_exist_and_refuse_clearly():
+    g = half_graph()
+    q, k, v = qkv(g)
+    with pytest.raises(NotImplementedOptionError, match="sdpa_fp8.*not implemented"):
+        g.sdpa_fp8(q, k, v, q, q, q, q, q, q, generate_stats=False)
+    with pytest.raises(NotImplementedOptionError, match="sdpa_fp8_backward"):
+        g.sdpa_fp8_backward(q, k, v)
+    for method in ("sdpa_mxfp8", "sdpa_mxfp8_backward"):
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"Blackwell.*SM 10.*not supported on Hopper"):
+            getattr(g, method)(q, k, v, generate_stats=True)
+
+
+def test_backward_errata():
+    from types import SimpleNamespace
+
+    from cudnn_py.plans import errata
+
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=100, d=64)
+    padded = g.tensor([1, 2, 64, 64], [2 * 64 * 80, 64 * 80, 80, 1], name="o_padded")
+    g.sdpa_backward(q, k, v, padded, g.tensor([1, 2, 64, 64]), g.tensor([1, 2, 64, 1], data_type=F))[0].set_output(True)
+    g.validate_ir()
+    program = SimpleNamespace(source=g, nodes=[])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-unaligned-kv.*s_kv = 100"):
+        errata.check(program, 91500)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-padded-strides.*'o_padded'"):
+        errata.check(program, 92800)

@@ -197,7 +197,40 @@ def _sliding_window_long_kv(program: Any) -> str | None:
     return None
 
 
+def _backward_unaligned_kv(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_backward",)):
+        s_kv = int(n.inputs["K"].dim[2])
+        if s_kv % 128 and not n.params.get("use_padding_mask"):
+            return f"sdpa_backward node {n.name!r}: s_kv = {s_kv} is not a multiple of 128 and there is no padding mask"
+    return None
+
+
+def _backward_padded_strides(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_backward",)):
+        for t in list(n.inputs.values()) + list(n.outputs.values()):
+            if len(t.dim) == 4 and int(t.dim[3]) > 1 and not t.is_pass_by_value and not _packed(t):
+                return (f"sdpa_backward node {n.name!r}: tensor {t.name!r} has padded strides {list(t.stride)} for "
+                        f"dims {list(t.dim)}")
+    return None
+
+
 ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="sdpa-backward-unaligned-kv", first=90000, last=91500, match=_backward_unaligned_kv,
+        effect="attention backward with s_kv not a multiple of 128 needs a padding mask on cuDNN <= 9.15.0 (the "
+               "official frontend injects one with its own sequence-length buffers); under CUDA-graph replay it "
+               "is an illegal memory access until 9.15.1",
+        workaround="pass use_padding_mask=True with seq_len_q / seq_len_kv tensors (full lengths), pad s_kv to a "
+                   "multiple of 128, or use cuDNN >= 9.15.1",
+        source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
+               "the workaround padding mask), release 1.16 notes (PR #179)"),
+    Erratum(
+        id="sdpa-backward-padded-strides", first=90000, last=NO_UPPER, match=_backward_padded_strides,
+        effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
+               "corrupted gradients",
+        workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
+        source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
+               "cudnn_py on the H200)"),
     Erratum(
         id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
