@@ -357,9 +357,10 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     s = modify_scores(rw, node, s, h)
     s = band_mask(rw, node, s)
-    probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1])
-    probs = _dropout(rw, node, probs, scores)
-    probs = rw.identity(probs, compute_data_type=f32, out_data_type=q.data_type)  # bmm2's A in Q's type (§14.6.14)
+    # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
+    with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
+    probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1], f32 if with_dropout else q.data_type)
+    probs = _dropout(rw, node, probs, scores, q.data_type)
     matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
     return True
 
@@ -415,7 +416,7 @@ def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
     return rw.add(s, rw.mul(dist, slope, compute_data_type=f32), compute_data_type=f32)
 
 
-def _softmax(rw: Any, s: Tensor, stats: Tensor | None, row_dims: list[int]) -> Tensor:
+def _softmax(rw: Any, s: Tensor, stats: Tensor | None, row_dims: list[int], out_type: Any) -> Tensor:
     """The composite softmax (§12): max, sub, exp, sum, stats = max + ln(sum) (always built), exp / sum."""
     f32 = data_type.FLOAT
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
@@ -427,14 +428,14 @@ def _softmax(rw: Any, s: Tensor, stats: Tensor | None, row_dims: list[int]) -> T
     if stats is None:
         stats = virtual(rw, "softmax_stats", row_dims, row_strides, f32)
     rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
-    return rw.div(e, z, compute_data_type=f32)
+    return rw.div(e, z, compute_data_type=f32, out_data_type=out_type)
 
 
-def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int]) -> Tensor:
+def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: Any) -> Tensor:
     p, ins, f32 = node.params, node.inputs, data_type.FLOAT
     if p["dropout"] == "mask":
         scaled = rw.mul(probs, ins["DROPOUT_SCALE"], compute_data_type=f32)
-        return rw.mul(scaled, ins["DROPOUT_MASK"], compute_data_type=f32)
+        return rw.mul(scaled, ins["DROPOUT_MASK"], compute_data_type=f32, out_data_type=out_type)
     if p["dropout"] is None or p["dropout"] == 0.0:
         return probs
     keep = 1.0 - p["dropout"]
@@ -442,7 +443,8 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int]) -> Tensor:
     if mask is None:
         mask = virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
     rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
-    return rw.mul(rw.mul(probs, mask, compute_data_type=f32), 1.0 / keep, compute_data_type=f32)
+    return rw.mul(rw.mul(probs, mask, compute_data_type=f32), 1.0 / keep, compute_data_type=f32,
+                  out_data_type=out_type)
 
 
 def _stats_wanted(params: Mapping[str, Any]) -> bool:

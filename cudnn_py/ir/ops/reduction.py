@@ -28,7 +28,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 def _grouped(node: Node, x: Any, y: Any) -> bool:
     """A decomposition's grouped reduction (attention's GQA head sums): Y's dim divides X's on one axis, which
-    sums consecutive groups (reduction(..., grouped=True), a cudnn_py extension)."""
+    sums consecutive groups (the internal ``grouped_reduction``)."""
     if not node.params.get("grouped") or len(y.dim) != len(x.dim):
         return False
     odd = [(int(yd), int(xd)) for yd, xd in zip(y.dim, x.dim) if yd not in (1, xd)]
@@ -51,11 +51,20 @@ REDUCTION = OpSpec(
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
     params=(Param("mode", convert=_mode),
             Param("is_deterministic", False, convert=bool, keyword_only=True),
-            Param("group_offset", None, convert=_no_group_offset, keyword_only=True),
-            Param("grouped", False, convert=bool, keyword_only=True)),
+            Param("group_offset", None, convert=_no_group_offset, keyword_only=True)),
     order=("input", "mode", "compute_data_type", "name"), varargs=True, out_dims=True,
     requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
     doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
         "Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).",
 )
-register(REDUCTION)
+# A reduction whose output dim may divide the input's on one axis (consecutive groups reduce to one): attention's
+# GQA / MQA gradient head sums, as the frontend builds them (node_lowering.md §15.3). Internal, same lowering.
+GROUPED_REDUCTION = OpSpec(
+    method="grouped_reduction", kind="reduction", public=False,
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+    params=(Param("mode", convert=_mode),), fixed={"grouped": True, "is_deterministic": False},
+    order=("input", "mode", "compute_data_type", "name"),
+    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
+    doc="grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).",
+)
+register(REDUCTION, GROUPED_REDUCTION)
