@@ -551,3 +551,40 @@ def test_backward_errata():
         errata.check(program, 91500)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-padded-strides.*'o_padded'"):
         errata.check(program, 92800)
+
+
+def test_backward_keeps_softmax_sum_and_the_dq_accumulator_in_the_workspace():
+    g = half_graph()
+    b, h, s_q, s_kv, d = 1, 2, 64, 128, 64
+    q, k, v = qkv(g, b, h, h, s_q, s_kv, d)
+    o, d_o = g.tensor([b, h, s_q, d]), g.tensor([b, h, s_q, d])
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, d_o, g.tensor([b, h, s_q, 1], data_type=F), attn_scale=0.125)
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    g.validate()
+    session = g._session
+    names = {session.program.tensors[uid].name: n for uid, n in session.program.scratch.items()}
+    assert names == {"0::softmax_sum": b * h * s_q * 4, "0::dQ_accum": b * h * s_q * d * 4}
+    executor = session.executor
+    assert executor.scratch_bytes == 512 + b * h * s_q * d * 4  # 256-byte aligned, in uid order
+    assert not set(session.program.scratch) & set(executor._uids)  # no caller provides them
+    methods = [n.spec.method for n in session.program.nodes]
+    assert methods[-1] == "identity" and session.program.nodes[-1].outputs["OUT_0"].uid == dq.uid
+
+
+def test_fully_masked_rows_are_defined_in_the_reference():
+    """Query rows past a batch's seq_len_q have no key to attend to: O = 0 and zero gradients, never NaN."""
+    g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+    q, k, v = qkv(g, 2, 2, 2, 6, 5, 8)
+    sq, skv = g.tensor([2, 1, 1, 1], data_type=I32), g.tensor([2, 1, 1, 1], data_type=I32)
+    o, st = g.sdpa(q, k, v, generate_stats=True, use_padding_mask=True, seq_len_q=sq, seq_len_kv=skv)
+    o.set_output(True)
+    st.set_output(True)
+    g.register_backend(ReferenceEngine())
+    g.validate_ir()
+    rng = np.random.default_rng(3)
+    out, stats = np.full(o.dim, np.nan), np.full(st.dim, np.nan)
+    g.execute({q: rng.standard_normal(q.dim), k: rng.standard_normal(k.dim), v: rng.standard_normal(v.dim),
+               sq: np.array([6, 2]).reshape(2, 1, 1, 1), skv: np.array([5, 3]).reshape(2, 1, 1, 1), o: out, st: stats})
+    assert np.all(out[1, :, 2:] == 0) and np.isfinite(out).all()
+    assert np.all(stats[1, :, 2:] == -np.inf) and np.isfinite(stats[0]).all()

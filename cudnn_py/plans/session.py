@@ -125,10 +125,11 @@ class PlanningSession:
         # scalars a pass added exist only in the program
         checked = {}
         for uid, t in lowered.tensors.ir_by_uid.items():
-            if t.is_virtual or t.is_compile_time_constant:
+            if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
                 continue
             checked[uid] = program.user_tensor(uid) or t
         executor = Executor(list(checked), checked)
+        executor.set_scratch(program.scratch)
         executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)
         self.bound_tensors = [checked[uid] for uid in sorted(checked)]
@@ -298,7 +299,10 @@ class PlanningSession:
         if i in self.barred:
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
         try:
-            self.plans[i] = ExecutionPlan.build(self.configs[i])
+            plan = ExecutionPlan.build(self.configs[i])
+            if self.executor is not None:  # the program's workspace-resident intermediates come first
+                plan.workspace += self.executor.scratch_bytes
+            self.plans[i] = plan
         except CudnnError as e:
             self.failures[i] = str(e)
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e

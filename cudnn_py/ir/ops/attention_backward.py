@@ -6,9 +6,8 @@ dV = Pdᵀ·dO (Pd = P with dropout); dP = dO·Vᵀ; D = rowsum(dO ∘ O); dS = 
 scale); dBias = Σ dS over the axes the bias broadcasts; dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum the
 q heads of each kv head (a grouped reduction).
 
-Differences from the frontend's graph (§15.3), until cudnn_py has library-owned buffers in the workspace: the
-softmax_sum (D) tensor is virtual where the frontend makes it a real FLOAT buffer, and dQ is written by its
-matmul directly (the frontend's form with dBias or deterministic), with no FLOAT dQ accumulator.
+As in the frontend, softmax_sum (D) and, unless dBias or determinism is asked for, a FLOAT dQ accumulator are real
+buffers: they live at the start of the workspace (``Program.scratch``), and dQ is a cast of the accumulator.
 """
 from __future__ import annotations
 
@@ -131,7 +130,8 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
     red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
     rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
-    softmax_sum = rw.mul(red, scale_inv if scale_inv is not None else 1.0, compute_data_type=f32)
+    softmax_sum = _scratch(rw, "softmax_sum", rows, [h * s_q, s_q, 1, 1])  # real memory, as the frontend's
+    rw.mul(red, scale_inv if scale_inv is not None else 1.0, compute_data_type=f32, out=softmax_sum)
     # P recomputed from the scores and the forward's statistics
     s = fwd.virtual(rw, "matmul_Q_KT", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
@@ -160,8 +160,23 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     k_back = fwd.virtual(rw, "reshape_k", [b, h_k, s_kv, d_qk],
                          [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], k.data_type)
     rw.attention_view(k, out=k_back)
-    fwd.matmul(rw, d_s, k_back, outs["dQ"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
+    dq_overrides = {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}
+    if "dBias" in outs or node.params["use_deterministic_algorithm"]:
+        fwd.matmul(rw, d_s, k_back, outs["dQ"], dq_overrides)  # the frontend's use_dp_workspace form
+    else:  # a FLOAT accumulator in the workspace, then a cast into dQ (§15.3 step 20)
+        full = [b, h, s_q, d_qk]
+        accum = _scratch(rw, "dQ_accum", full, layout.row_major_strides(full))
+        fwd.matmul(rw, d_s, k_back, accum, dq_overrides)
+        rw.identity(accum, compute_data_type=f32, out=outs["dQ"])
     return True
+
+
+def _scratch(rw: Any, name: str, dims: list[int], strides: list[int]) -> Tensor:
+    """A FLOAT intermediate in real memory (the workspace), as the frontend keeps it for the backend's fused
+    attention backward."""
+    t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
+               data_type=data_type.FLOAT, is_virtual=False)
+    return rw.program.add_scratch(t)
 
 
 def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any, Any]:
