@@ -588,3 +588,30 @@ def test_fully_masked_rows_are_defined_in_the_reference():
                sq: np.array([6, 2]).reshape(2, 1, 1, 1), skv: np.array([5, 3]).reshape(2, 1, 1, 1), o: out, st: stats})
     assert np.all(out[1, :, 2:] == 0) and np.isfinite(out).all()
     assert np.all(stats[1, :, 2:] == -np.inf) and np.isfinite(stats[0]).all()
+
+
+def test_auto_falls_back_to_the_composite_when_the_unified_graph_finds_no_engine(monkeypatch):
+    from types import SimpleNamespace
+
+    from cudnn_py.plans import session as session_module
+
+    g = half_graph()
+    q, k, v = qkv(g, s_q=64, s_kv=128, d=64)
+    o, _ = g.sdpa(q, k, v, generate_stats=False, name="attn")
+    o.set_output(True)
+    g.validate()
+    s = g._session
+    assert [n.op for n in s.program.nodes] == ["sdpa"]
+    asked = []
+
+    def query(op_graph, modes, sm_count):  # heuristics need a GPU: the unified graph gets none, the composite one
+        asked.append(op_graph)
+        configs = [] if len(asked) == 1 else [SimpleNamespace(name="fake")]
+        return SimpleNamespace(configs=configs, per_mode=[("CUDNN_HEUR_MODE_A", f"{len(configs)} configs")])
+
+    monkeypatch.setattr(session_module.heuristics, "query", query)
+    monkeypatch.setattr(s, "planning_handle", lambda: None)
+    s._advance(session_module.Phase.OPERATION_GRAPH)
+    s.create_execution_plans([cudnn.heur_mode.A])
+    assert len(asked) == 2 and "matmul" in [n.op for n in s.program.nodes]
+    assert any("AUTO fell back to the composite attention" in line and "'attn'" in line for line in s.program.log)

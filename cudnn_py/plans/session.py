@@ -102,13 +102,37 @@ class PlanningSession:
             return  # (a deserialized session starts EXECUTABLE)
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
-        self.program = prepare(self.graph, PassOptions(available=versions_available))
+        self._lower(versions_available)
+        self._advance(Phase.VALIDATED)
+
+    def _lower(self, available: Callable[..., bool]) -> None:
+        self.program = prepare(self.graph, PassOptions(available=available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
         self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
                                      self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
-        self._advance(Phase.VALIDATED)
+
+    def _auto_unified_attention(self) -> list[str]:
+        """The sdpa nodes AUTO kept as one unified SDPA_FWD op."""
+        from ..enums import attention_implementation
+
+        kept = [n for n in (self.program.nodes if self.program is not None else ()) if n.op == "sdpa"]
+        if any(n.params.get("implementation") is not attention_implementation.AUTO for n in kept):
+            return []  # an explicit UNIFIED is not second-guessed
+        return [n.name for n in kept]
+
+    def _fall_back_to_composite_attention(self, report: str) -> None:
+        """AUTO's unified attention found no engine: lower the graph again with the composite attention (the
+        official frontend does not retry; its AUTO decides from the support rules alone)."""
+        names = self._auto_unified_attention()
+        self._lower(_without_unified_attention)
+        assert self.program is not None and self.lowered is not None
+        self.program.log.append(f"plans: the unified SDPA_FWD op of {names} found no engine ({report}); AUTO fell "
+                                "back to the composite attention")
+        handle = self.planning_handle()
+        if handle is not None and self.lowered.handle is None:
+            finalize_operation_graph(self.lowered, handle)
 
     def _alignments(self) -> dict[int, int]:
         """The byte alignment of data bound at build time (framework arrays given to op builders)."""
@@ -188,6 +212,10 @@ class PlanningSession:
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
         res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        if not res.configs and not self.configs and self._auto_unified_attention():
+            self.heuristics_report.extend(res.per_mode)
+            self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
+            res = heuristics.query(self.operation_graph, names, self.options.sm_count)
         self.heuristics_report.extend(res.per_mode)
         self.configs.extend(res.configs)
         if not self.configs:
@@ -404,6 +432,11 @@ class PlanningSession:
 def versions_available(feature: str, at_least: int = 0) -> bool:
     """The passes' view of the running cuDNN: has it ``feature`` (and is it at least ``at_least``)?"""
     return versions.available(feature) and versions.runtime_version() >= at_least
+
+
+def _without_unified_attention(feature: str, at_least: int = 0) -> bool:
+    """The running cuDNN, less the unified SDPA_FWD op (AUTO's fallback to the composite attention)."""
+    return feature != "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR" and versions_available(feature, at_least)
 
 
 class Knob:
