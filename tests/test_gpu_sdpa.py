@@ -47,6 +47,8 @@ def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=Fa
     j = torch.arange(s_kv, device=s.device).view(1, -1)
     keep = torch.ones_like(s, dtype=torch.bool)
     shift = s_kv - s_q if bottom_right else 0
+    if bottom_right and seq_q is not None:  # the diagonal ends at each batch's last valid query and key
+        shift = (seq_kv - seq_q).view(-1, 1, 1, 1).to(s.device)
     if causal or bottom_right:
         keep &= j <= i + shift
     if window is not None:
@@ -96,6 +98,8 @@ def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False
         lq = torch.randint(1, s_q + 1, (b, 1, 1, 1), dtype=torch.int32, device="cuda")
         lkv = torch.randint(1, s_kv + 1, (b, 1, 1, 1), dtype=torch.int32, device="cuda")
         lq[0], lkv[0] = s_q, s_kv
+        if opts.get("bottom_right"):  # every valid query keeps a key: no fully masked row inside seq_len_q
+            lkv = torch.maximum(lkv, lq)
         SQ, SKV = g.tensor_like(lq), g.tensor_like(lkv)
         feeds.update({SQ: lq, SKV: lkv})
         kw.update(use_padding_mask=True, seq_len_q=SQ, seq_len_kv=SKV)
@@ -170,6 +174,8 @@ CASES = {
     "padding-causal-gqa": dict(padding=True, causal=True, h_q=8, h_k=2),
     "dropout-mask-bias": dict(drop_mask=True, bias=True),
     "decode": dict(s_q=1, s_kv=200),
+    "bottom_right-padding": dict(bottom_right=True, padding=True, s_q=70, s_kv=150),
+    "bottom_right-window-padding": dict(bottom_right=True, window=20, padding=True, s_q=70, s_kv=150),
 }
 
 

@@ -278,13 +278,15 @@ def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=Fa
         slopes = alibi_slopes(h)
         s = s + slopes[None, :, None, None] * (np.arange(s_kv)[None, :] - np.arange(s_q)[:, None])
     allowed = np.ones(s.shape, bool)
-    shift = s_kv - s_q if bottom_right else 0
-    for i in range(s_q):
-        for j in range(s_kv):
-            if (causal or bottom_right) and j > i + shift:
-                allowed[..., i, j] = False
-            if window is not None and j <= i + shift - window:
-                allowed[..., i, j] = False
+    for n in range(b):
+        # bottom-right: the diagonal ends at the batch's last valid query and key
+        shift = ((seq[1][n] - seq[0][n]) if seq is not None else s_kv - s_q) if bottom_right else 0
+        for i in range(s_q):
+            for j in range(s_kv):
+                if (causal or bottom_right) and j > i + shift:
+                    allowed[n, :, i, j] = False
+                if window is not None and j <= i + shift - window:
+                    allowed[n, :, i, j] = False
     if seq is not None:
         for n in range(b):
             allowed[n, :, seq[0][n]:, :] = False
@@ -300,7 +302,8 @@ def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=Fa
 
 OPTIONS = [dict(), dict(causal=True), dict(bottom_right=True), dict(window=4, causal=True), dict(bias=True),
            dict(seq=True), dict(seq=True, causal=True), dict(alibi=True, causal=True), dict(dropout=True),
-           dict(window=3, causal=True, bias=True, seq=True)]
+           dict(window=3, causal=True, bias=True, seq=True), dict(bottom_right=True, seq=True),
+           dict(bottom_right=True, window=3, seq=True)]
 
 
 def _run(shape, opt, program, rng_seed):

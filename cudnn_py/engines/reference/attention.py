@@ -44,11 +44,13 @@ def _probabilities(node: Any, read: Read) -> tuple:
     if p["use_alibi_mask"]:
         s = s + alibi_slopes(h_q).reshape(1, -1, 1, 1) * (cols - rows)
     keep = np.ones(s.shape, dtype=bool)
+    lq, lkv = s_q, s_kv
     if p["use_padding_mask"]:
         lq = read(ins["SEQ_LEN_Q"]).reshape(-1, 1, 1, 1)
         lkv = read(ins["SEQ_LEN_KV"]).reshape(-1, 1, 1, 1)
         keep &= (rows < lq) & (cols < lkv)
-    shift = s_kv - s_q if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT else 0
+    # bottom-right: the diagonal ends at the last valid (query, key) of each batch
+    shift = lkv - lq if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT else 0
     if p["diagonal_band_right_bound"] is not None:
         keep &= cols <= rows + shift + p["diagonal_band_right_bound"]
     if p["diagonal_band_left_bound"] is not None:

@@ -31,6 +31,8 @@ from .common import InferenceContext, fill_data_types, require_dims
 
 OP = "sdpa"
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR"
+BAND_MASK_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
+BAND_MASK_MIN_VERSION = 92100  # the frontend's unified band mask (§13)
 UNIFIED_MIN_VERSION = 91301  # the frontend's gate (the descriptor exists since 9.13.0)
 SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
@@ -356,7 +358,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     s = virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     s = modify_scores(rw, node, s, h)
-    s = band_mask(rw, node, s)
+    s = band_mask(rw, node, s, options.available)
     # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
     with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
     probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1], f32 if with_dropout else q.data_type)
@@ -385,18 +387,46 @@ def modify_scores(rw: Any, node: Node, s: Tensor, heads: int) -> Tensor:
     return s
 
 
-def band_mask(rw: Any, node: Node, s: Tensor) -> Tensor:
-    """The causal / sliding-window masks through the diagonal band mask composite (§13)."""
+def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
+    """The causal / sliding-window masks (§13, as ``attn_score_modifiers.h: sliding_window_mask`` builds them):
+    the unified band-mask ops where the running cuDNN has them (>= 9.21) and the shapes are static, else the
+    frontend's composite chain with INT32 indices; right bound first, then left bound."""
     p = node.params
     left, right = p["diagonal_band_left_bound"], p["diagonal_band_right_bound"]
     if left is None and right is None:
         return s
-    if p["use_padding_mask"] and p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT:
-        raise NotImplementedOptionError(f"{node.spec.method if node.spec else OP} node {node.name!r}: a bottom-right "
-                                        "mask with per-batch sequence lengths (use_padding_mask) is not implemented "
-                                        "yet in the composite")
-    return rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
-                                 fill_value=-math.inf)
+    bottom_right = p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT
+    seq_q, seq_kv = node.inputs.get("SEQ_LEN_Q"), node.inputs.get("SEQ_LEN_KV")
+    per_batch = bottom_right and seq_q is not None
+    if not per_batch and available(BAND_MASK_DESCRIPTOR, BAND_MASK_MIN_VERSION):
+        return rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
+                                     fill_value=-math.inf, implementation=attention_implementation.UNIFIED)
+    i32, f32, boolean = data_type.INT32, data_type.FLOAT, data_type.BOOLEAN
+    s_q, s_kv = int(s.dim[2]), int(s.dim[3])
+    lens_q = seq_q if per_batch else s_q  # INT32 tensors, or INT32 scalars for static shapes
+    lens_kv = seq_kv if per_batch else s_kv
+    row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
+    col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
+    if right is not None:  # keep row (+ s_kv - s_q) + R >= col
+        limit = row
+        if bottom_right:
+            limit = rw.add(limit, lens_kv, compute_data_type=i32, out_data_type=i32)
+            limit = rw.sub(limit, lens_q, compute_data_type=i32, out_data_type=i32)
+        if right:
+            limit = rw.add(limit, int(right), compute_data_type=i32, out_data_type=i32)
+        keep = rw.cmp_ge(limit, col, compute_data_type=boolean, out_data_type=boolean)
+        s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    if left is not None:  # keep col + L (- s_kv + s_q) > row
+        if per_batch:
+            start = rw.add(col, int(left), compute_data_type=i32, out_data_type=i32)
+            start = rw.sub(start, lens_kv, compute_data_type=i32, out_data_type=i32)
+            start = rw.add(start, lens_q, compute_data_type=i32, out_data_type=i32)
+        else:
+            bound = float(left - s_kv + s_q) if bottom_right else float(left)
+            start = rw.add(col, bound, compute_data_type=f32, out_data_type=f32)
+        keep = rw.cmp_gt(start, row, compute_data_type=boolean, out_data_type=boolean)
+        s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    return s
 
 
 def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:

@@ -137,7 +137,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     s = fwd.modify_scores(rw, node, s, h)
     s = rw.sub(s, stats, compute_data_type=f32)
-    s = fwd.band_mask(rw, node, s)
+    s = fwd.band_mask(rw, node, s, options.available)
     probs = rw.exp(s, compute_data_type=f32)
     dropped = probs
     if mask is not None:
