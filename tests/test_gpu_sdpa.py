@@ -294,3 +294,30 @@ BACKWARD_CASES = {
 @pytest.mark.parametrize("case", list(BACKWARD_CASES))
 def test_backward_options(case):
     run_sdpa_backward("fp16", **BACKWARD_CASES[case])
+
+
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.AUTO])
+def test_forward_with_padded_head_and_sequence_strides(impl):
+    """Non-dense q / k / v (a padded head stride and a padded sequence stride): another project saw such strides
+    corrupt attention silently."""
+    b, h, s_q, s_kv, d = 2, 4, 96, 160, 64
+    tdtype, cdtype, tol = DTYPES["fp16"]
+
+    def padded(s, extra_d, extra_s):
+        base = torch.randn(b, h, s + extra_s, d + extra_d, device="cuda", dtype=tdtype)
+        return base[:, :, :s, :d]  # strides keep the padding
+
+    q, k, v = padded(s_q, 8, 0), padded(s_kv, 0, 16), padded(s_kv, 16, 8)
+    scale = 1 / math.sqrt(d)
+    g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    assert Q.get_stride()[2] == d + 8
+    O, STATS = g.sdpa(Q, K, V, generate_stats=True, attn_scale=scale, implementation=impl)
+    O.set_output(True)
+    STATS.set_output(True).set_data_type(F)
+    g.validate()
+    o, stats = poisoned(O, tdtype), poisoned(STATS, torch.float32)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, STATS: stats}, None)
+    torch.cuda.synchronize()
+    check("fp16", o, stats, (q, k, v, scale), {})

@@ -209,7 +209,7 @@ def _grad_matmul(rw: Any, a: Tensor, b: Tensor, grad: Tensor, heads: int, overri
         fwd.matmul(rw, a, b, grad, overrides)
         return
     full = [int(grad.dim[0]), heads, int(grad.dim[2]), int(grad.dim[3])]
-    full_t = fwd.virtual(rw, f"{what}_fullhead", full, layout.row_major_strides(full), data_type.FLOAT)
+    full_t = fwd.virtual(rw, f"{what}_fullhead", full, layout.row_major_strides(full), a.data_type)  # Q's type
     fwd.matmul(rw, a, b, full_t, overrides)
     rw.grouped_reduction(full_t, reduction_mode.ADD, compute_data_type=data_type.FLOAT, out=grad)
 
