@@ -321,3 +321,23 @@ def test_forward_with_padded_head_and_sequence_strides(impl):
     g.execute({Q: q, K: k, V: v, O: o, STATS: stats}, None)
     torch.cuda.synchronize()
     check("fp16", o, stats, (q, k, v, scale), {})
+
+
+def test_score_max_and_sum_exp():
+    b, h, s_q, s_kv, d = 2, 4, 100, 150, 64
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for s in (s_q, s_kv, s_kv))
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=F, compute_data_type=F)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    MX = g.tensor([b, h, s_q, 1], data_type=F)
+    SE = g.tensor([b, h, s_q, 1], data_type=F)
+    O, _ = g.sdpa(Q, K, V, generate_stats=False, attn_scale=0.125, use_causal_mask=True, score_max=MX,
+                  score_sum_exp=SE)
+    O.set_output(True)
+    g.validate()
+    o, mx, se = poisoned(O, torch.float16), poisoned(MX, torch.float32), poisoned(SE, torch.float32)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, MX: mx, SE: se}, None)
+    torch.cuda.synchronize()
+    o_ref, stats_ref = reference_attention(q, k, v, 0.125, causal=True)
+    assert rel_err(o, o_ref) < DTYPES["fp16"][2]
+    assert rel_err(mx + torch.log(se), stats_ref) < STATS_TOL

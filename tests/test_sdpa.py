@@ -82,7 +82,7 @@ def test_option_conflicts_are_refused(kw, match):
         g.sdpa(q, k, v, generate_stats=True, **kw)
 
 
-@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table", "score_max", "sink_token"])
+@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table", "sink_token"])
 def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     g = half_graph()
     q, k, v = qkv(g)
@@ -618,3 +618,39 @@ def test_auto_falls_back_to_the_composite_when_the_unified_graph_finds_no_engine
     s.create_execution_plans([cudnn.heur_mode.A])
     assert len(asked) == 2 and "matmul" in [n.op for n in s.program.nodes]
     assert any("AUTO fell back to the composite attention" in line and "'attn'" in line for line in s.program.log)
+
+
+def test_score_max_and_sum_exp_outputs():
+    g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+    q, k, v = qkv(g, 2, 4, 2, 12, 20, 16)
+    mx, se = g.tensor([2, 4, 12, 1], name="max"), g.tensor([2, 4, 12, 1], name="sum_exp")
+    with pytest.raises(ValueError, match="score_max with score_sum_exp"):
+        g2 = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        q2, k2, v2 = qkv(g2, 2, 4, 2, 12, 20, 16)
+        g2.sdpa(q2, k2, v2, generate_stats=True, score_max=g2.tensor([2, 4, 12, 1]),
+                score_sum_exp=g2.tensor([2, 4, 12, 1]))[0].set_output(True)
+        g2.validate_ir()
+    o, none = g.sdpa(q, k, v, generate_stats=False, use_causal_mask=True, score_max=mx, score_sum_exp=se,
+                     implementation=AI.AUTO)
+    assert none is None
+    o.set_output(True)
+    g.validate()
+    assert "matmul" in [n.op for n in _program(g).nodes]  # the unified op's softmax descriptor is not built: composite
+    rng = np.random.default_rng(5)
+    data = {q: rng.standard_normal(q.dim), k: rng.standard_normal(k.dim), v: rng.standard_normal(v.dim)}
+    _, lse = numpy_attention(data[q], data[k], data[v], 1.0, causal=True)
+    for program in (False, True):
+        g3 = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        q3, k3, v3 = qkv(g3, 2, 4, 2, 12, 20, 16)
+        mx3, se3 = g3.tensor([2, 4, 12, 1]), g3.tensor([2, 4, 12, 1])
+        o3, _ = g3.sdpa(q3, k3, v3, generate_stats=False, use_causal_mask=True, score_max=mx3, score_sum_exp=se3,
+                        implementation=AI.COMPOSITE)
+        o3.set_output(True)
+        g3.register_backend(ReferenceEngine(program=program))
+        g3.validate_ir()
+        m_out, z_out = np.full(mx3.dim, np.nan), np.full(se3.dim, np.nan)
+        g3.execute({q3: data[q], k3: data[k], v3: data[v], o3: np.full(o3.dim, np.nan), mx3: m_out, se3: z_out})
+        np.testing.assert_allclose(m_out + np.log(z_out), lse, rtol=1e-12, err_msg=f"program={program}")
+        s = np.einsum("bhqd,bhkd->bhqk", data[q], np.repeat(data[k], 2, axis=1))
+        s = np.where(np.tril(np.ones((12, 20), bool)), s, -np.inf)
+        np.testing.assert_allclose(m_out, s.max(-1, keepdims=True), rtol=1e-12)

@@ -60,7 +60,8 @@ def _probabilities(node: Any, read: Read) -> tuple:
     e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     z = e.sum(axis=-1, keepdims=True)
     # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
-    return e / np.where(z == 0, 1.0, z), m + np.log(z), scale, q, k, v
+    node_stats = {"Stats": m + np.log(z), "Max": m, "Sum_exp": z}
+    return e / np.where(z == 0, 1.0, z), node_stats, scale, q, k, v
 
 
 def _dropout_factor(node: Any, read: Read, scale_port: str = "DROPOUT_SCALE") -> Any:
@@ -72,13 +73,10 @@ def _dropout_factor(node: Any, read: Read, scale_port: str = "DROPOUT_SCALE") ->
 
 @reference("sdpa", _sdpa_check)
 def _sdpa(node: Any, read: Read) -> np.ndarray:
-    """O = (P ∘ dropout) · V; Stats = max + ln Σ exp."""
-    probs, lse, _, _, _, v = _probabilities(node, read)
+    """O = (P ∘ dropout) · V; Stats = max + ln Σ exp, or the max and Σ exp themselves (score_max / sum_exp)."""
+    probs, rows, _, _, _, v = _probabilities(node, read)
     o = probs * _dropout_factor(node, read) @ v
-    extra = {}
-    if "Stats" in node.outputs:
-        extra[node.outputs["Stats"].uid] = lse
-    return WithExtra(o, extra)
+    return WithExtra(o, {node.outputs[port].uid: value for port, value in rows.items() if port in node.outputs})
 
 
 def _sum_to(x: np.ndarray, dims: Any) -> np.ndarray:

@@ -41,7 +41,7 @@ DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the a
 _NOT_YET = {
     "block_mask": "block masks", "paged_attention_k_table": "paged attention",
     "paged_attention_v_table": "paged attention", "paged_attention_max_seq_len_kv": "paged attention",
-    "score_mod": "score_mod callbacks", "score_max": "score_max outputs", "score_sum_exp": "score_sum_exp outputs",
+    "score_mod": "score_mod callbacks",
     "sink_token": "sink tokens",
 }
 
@@ -259,15 +259,20 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
     dump = node.outputs.get("RNG_DUMP")
     if dump is not None and dump.dim and not dump.stride:
         dump._infer_set("stride", layout.row_major_strides(dump.dim))
-    stats = node.outputs.get("Stats")
-    if stats is not None:
+    rows = [node.outputs.get(port) for port in ("Stats", "Max", "Sum_exp")]
+    if (rows[1] is None) != (rows[2] is None) or (rows[1] is not None and rows[0] is not None):
+        raise ValueError(f"sdpa node {node.name!r}: the softmax statistics come as Stats (generate_stats=True) or "
+                         "as score_max with score_sum_exp, not both and not one of the pair")
+    for t in rows:
+        if t is None:
+            continue
         s_dims = [d["b"], d["h_q"], d["s_q"], 1]
-        if not stats.dim:
-            stats._infer_set("dim", s_dims)
-        elif [int(x) for x in stats.dim] != s_dims:
-            raise _fail(node, stats, f"dims {list(stats.dim)} are not (b, h_q, s_q, 1) = {s_dims}")
-        if not stats.stride:
-            stats._infer_set("stride", [d["h_q"] * d["s_q"], d["s_q"], 1, 1])
+        if not t.dim:
+            t._infer_set("dim", s_dims)
+        elif [int(x) for x in t.dim] != s_dims:
+            raise _fail(node, t, f"dims {list(t.dim)} are not (b, h_q, s_q, 1) = {s_dims}")
+        if not t.stride:
+            t._infer_set("stride", [d["h_q"] * d["s_q"], d["s_q"], 1, 1])
 
 
 def _order_of(strides: Any) -> list[int]:
@@ -301,6 +306,9 @@ def unified_refusal(node: Node, available: Any) -> str | None:
          p["diagonal_band_right_bound"] is not None)) if present]
     if pre_softmax:
         return (f"{', '.join(pre_softmax)} go through the unified op's score subgraph (cuDNN >= 9.21), which "
+                "cudnn_py does not build yet")
+    if "Max" in node.outputs:
+        return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
     if any(t.ragged_offset is not None for t in (ins["Q"], ins["K"], ins["V"], node.outputs["O"])):
         return "ragged tensors are not lowered to the unified op by cudnn_py yet"
@@ -361,7 +369,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     s = band_mask(rw, node, s, options.available)
     # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
     with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
-    probs = _softmax(rw, s, node.outputs.get("Stats"), [b, h, s_q, 1], f32 if with_dropout else q.data_type)
+    probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if with_dropout else q.data_type)
     probs = _dropout(rw, node, probs, scores, q.data_type)
     matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
     return True
@@ -446,18 +454,19 @@ def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
     return rw.add(s, rw.mul(dist, slope, compute_data_type=f32), compute_data_type=f32)
 
 
-def _softmax(rw: Any, s: Tensor, stats: Tensor | None, row_dims: list[int], out_type: Any) -> Tensor:
-    """The composite softmax (§12): max, sub, exp, sum, stats = max + ln(sum) (always built), exp / sum."""
-    f32 = data_type.FLOAT
+def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any) -> Tensor:
+    """The composite softmax (§12): max, sub, exp, sum (into score_max / score_sum_exp when given), the stats
+    branch stats = max + ln(sum) (built even when Stats is not requested, unless the pair is), exp / sum."""
+    f32, outs = data_type.FLOAT, node.outputs
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
-    m = virtual(rw, "softmax_max", row_dims, row_strides, f32)
+    m = outs.get("Max") or virtual(rw, "softmax_max", row_dims, row_strides, f32)
     rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
     e = rw.exp(rw.sub(s, m, compute_data_type=f32), compute_data_type=f32)
-    z = virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
+    z = outs.get("Sum_exp") or virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
     rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=z)
-    if stats is None:
-        stats = virtual(rw, "softmax_stats", row_dims, row_strides, f32)
-    rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
+    if "Max" not in outs:
+        stats = outs.get("Stats") or virtual(rw, "softmax_stats", row_dims, row_strides, f32)
+        rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
     return rw.div(e, z, compute_data_type=f32, out_data_type=out_type)
 
 
@@ -495,7 +504,6 @@ SDPA = OpSpec(
             Port("SEQ_LEN_Q", "seq_len_q", optional=True), Port("SEQ_LEN_KV", "seq_len_kv", optional=True),
             Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
             Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
-            Port("SCORE_MAX", "score_max", optional=True), Port("SCORE_SUM_EXP", "score_sum_exp", optional=True),
             Port("SINK_TOKEN", "sink_token", optional=True),
             # filled from the dropout tuple by _unpack (not classic keywords)
             Port("DROPOUT_SEED", "dropout_seed", optional=True),
@@ -503,7 +511,9 @@ SDPA = OpSpec(
             Port("DROPOUT_MASK", "dropout_mask", optional=True),
             Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
     outputs=(Output("O"), Output("Stats", _stats_wanted),
-             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump")),
+             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
+             Output("Max", given=("score_max",), adopt="score_max"),
+             Output("Sum_exp", given=("score_sum_exp",), adopt="score_sum_exp")),
     infer=infer,
     params=(Param("is_inference", None, convert=_optional_bool),
             Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
