@@ -33,7 +33,7 @@ def poisoned(t, dtype):
 
 
 def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=False, window=None, seq_q=None,
-                        seq_kv=None, drop_mask=None, drop_scale=1.0):
+                        seq_kv=None, drop_mask=None, drop_scale=1.0, sink=None):
     """float64 attention from the definition: O and Stats = max + ln Σ exp over the masked, scaled scores."""
     q, k, v = q.double(), k.double(), v.double()  # (a no-op on float64 leaves: autograd reaches them)
     h = q.shape[1]
@@ -58,8 +58,13 @@ def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=Fa
     s = s.masked_fill(~keep, float("-inf"))
     dead = ~keep.any(dim=-1, keepdim=True)  # fully masked rows (padding): P = 0, no NaN into autograd
     s = s.masked_fill(dead, 0.0)
-    p = torch.softmax(s, dim=-1).masked_fill(dead, 0.0)
-    stats = torch.logsumexp(s, dim=-1, keepdim=True).masked_fill(dead, float("-inf"))
+    if sink is not None:  # one more logit per head in every row's normalisation
+        logits = torch.cat([s, sink.double().expand(s.shape[0], -1, s.shape[2], 1)], dim=-1)
+        stats = torch.logsumexp(logits, dim=-1, keepdim=True)
+        p = torch.exp(s - stats)
+    else:
+        p = torch.softmax(s, dim=-1).masked_fill(dead, 0.0)
+        stats = torch.logsumexp(s, dim=-1, keepdim=True).masked_fill(dead, float("-inf"))
     if drop_mask is not None:
         p = p * drop_mask.double() * drop_scale
     return p @ v, stats
@@ -110,6 +115,10 @@ def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False
             ref[flag] = True
     if opts.get("window"):
         kw["sliding_window_length"] = ref["window"] = opts["window"]
+    if opts.get("sink"):
+        sink = torch.randn(1, h_q, 1, 1, device="cuda", dtype=torch.float32)
+        kw["sink_token"] = SINK = g.tensor_like(sink)
+        feeds[SINK] = ref["sink"] = sink
     dump = None
     if opts.get("drop_mask"):
         mask = (torch.rand(b, h_q, s_q, s_kv, device="cuda") > 0.2).to(tdtype)
@@ -174,6 +183,7 @@ CASES = {
     "padding-causal-gqa": dict(padding=True, causal=True, h_q=8, h_k=2),
     "dropout-mask-bias": dict(drop_mask=True, bias=True),
     "decode": dict(s_q=1, s_kv=200),
+    "sink-causal": dict(sink=True, causal=True),
     "bottom_right-padding": dict(bottom_right=True, padding=True, s_q=70, s_kv=150),
     "bottom_right-window-padding": dict(bottom_right=True, window=20, padding=True, s_q=70, s_kv=150),
 }

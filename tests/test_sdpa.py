@@ -82,7 +82,7 @@ def test_option_conflicts_are_refused(kw, match):
         g.sdpa(q, k, v, generate_stats=True, **kw)
 
 
-@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table", "sink_token"])
+@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table"])
 def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     g = half_graph()
     q, k, v = qkv(g)
@@ -265,7 +265,7 @@ def test_unified_lowering_sets_the_sdpa_fwd_attributes():
 
 # ---- decomposition against the definition ----------------------------------------------------------------------
 def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=False, window=None, seq=None,
-                    alibi=False, dropout=None):
+                    alibi=False, dropout=None, sink=None):
     """An independent attention (einsum, explicit loops over masks), float64."""
     b, h, s_q, _ = q.shape
     s_kv = k.shape[2]
@@ -294,6 +294,8 @@ def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=Fa
     s = np.where(allowed, s, -np.inf)
     with np.errstate(invalid="ignore"):  # fully masked rows are NaN; the tests leave them out
         lse = np.log(np.sum(np.exp(s - s.max(-1, keepdims=True)), -1, keepdims=True)) + s.max(-1, keepdims=True)
+        if sink is not None:  # one more logit per head in every row's normalisation
+            lse = np.logaddexp(lse, sink)
         p = np.exp(s - lse)
     if dropout is not None:
         p = p * dropout[0] * dropout[1]
@@ -303,7 +305,7 @@ def numpy_attention(q, k, v, scale=1.0, bias=None, causal=False, bottom_right=Fa
 OPTIONS = [dict(), dict(causal=True), dict(bottom_right=True), dict(window=4, causal=True), dict(bias=True),
            dict(seq=True), dict(seq=True, causal=True), dict(alibi=True, causal=True), dict(dropout=True),
            dict(window=3, causal=True, bias=True, seq=True), dict(bottom_right=True, seq=True),
-           dict(bottom_right=True, window=3, seq=True)]
+           dict(bottom_right=True, window=3, seq=True), dict(sink=True), dict(sink=True, causal=True, seq=True)]
 
 
 def _run(shape, opt, program, rng_seed):
@@ -339,6 +341,10 @@ def _run(shape, opt, program, rng_seed):
         kw["sliding_window_length"] = opt["window"]
     if opt.get("alibi"):
         kw["use_alibi_mask"] = True
+    if opt.get("sink"):
+        sink = g.tensor([1, h_q, 1, 1], name="sink")
+        data[sink] = ref["sink"] = rng.standard_normal((1, h_q, 1, 1))
+        kw["sink_token"] = sink
     scale = 1 / math.sqrt(d)
     o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=scale, implementation=AI.COMPOSITE, **kw)
     o.set_output(True)
@@ -361,6 +367,8 @@ def test_decomposition_and_definition_agree_with_numpy(shape, opt):
     if opt.get("bottom_right") or opt.get("window"):
         if shape[3] > shape[4] and not opt.get("seq"):
             pytest.skip("bottom-right / sliding window need s_q <= s_kv")
+    if opt.get("sink") and shape[3] == 1:
+        pytest.skip("no sink token in decode")
     for program in (False, True):
         (out, stats), (o_ref, lse_ref), lens = _run(shape, opt, program, rng_seed=hash(str((shape, opt))) % 2**32)
         valid = np.isfinite(lse_ref)  # fully masked rows (padding) are undefined: compared elsewhere

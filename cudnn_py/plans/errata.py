@@ -197,6 +197,13 @@ def _sliding_window_long_kv(program: Any) -> str | None:
     return None
 
 
+def _attention_sink(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        if "SINK_TOKEN" in n.inputs:
+            return f"sdpa node {n.name!r} has a sink token"
+    return None
+
+
 def _backward_unaligned_kv(program: Any) -> str | None:
     for n in _attention_nodes(program, ("sdpa_backward",)):
         s_kv = int(n.inputs["K"].dim[2])
@@ -215,6 +222,12 @@ def _backward_padded_strides(program: Any) -> str | None:
 
 
 ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_attention_sink,
+        effect="cuDNN's attention engines take no sink token before 9.13.0",
+        workaround="use cuDNN >= 9.13.0 for attention sinks",
+        source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
+               "ver >= 9.13.0)"),
     Erratum(
         id="sdpa-backward-unaligned-kv", first=90000, last=91500, match=_backward_unaligned_kv,
         effect="attention backward with s_kv not a multiple of 128 needs a padding mask on cuDNN <= 9.15.0 (the "

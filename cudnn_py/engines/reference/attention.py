@@ -57,8 +57,13 @@ def _probabilities(node: Any, read: Read) -> tuple:
         keep &= cols > rows + shift - p["diagonal_band_left_bound"]
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
+    sink = read(ins["SINK_TOKEN"]) if "SINK_TOKEN" in ins else None  # one extra logit per head, in every row
+    if sink is not None:
+        m = np.maximum(m, sink)
     e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     z = e.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        z = z + np.exp(sink - m)
     # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
     node_stats = {"Stats": m + np.log(z), "Max": m, "Sum_exp": z}
     return e / np.where(z == 0, 1.0, z), node_stats, scale, q, k, v

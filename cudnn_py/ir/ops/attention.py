@@ -42,7 +42,6 @@ _NOT_YET = {
     "block_mask": "block masks", "paged_attention_k_table": "paged attention",
     "paged_attention_v_table": "paged attention", "paged_attention_max_seq_len_kv": "paged attention",
     "score_mod": "score_mod callbacks",
-    "sink_token": "sink tokens",
 }
 
 
@@ -186,6 +185,14 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
                         "1 or the score's)")
         if bias.data_type is data_type.BOOLEAN:
             raise _fail(node, bias, "a BOOLEAN bias is not allowed (use a mask)")
+    sink = ins.get("SINK_TOKEN")
+    if sink is not None:
+        require_dims(OP, node, sink)
+        if [int(x) for x in sink.dim] != [1, d["h_q"], 1, 1]:
+            raise _fail(node, sink, f"a sink token needs dims [1, h_q, 1, 1] = {[1, d['h_q'], 1, 1]} (one logit per "
+                        f"head), got {list(sink.dim)}")
+        if d["s_q"] == 1:
+            raise ValueError(f"sdpa node {node.name!r}: no sink token in decode (s_q == 1), as in the frontend")
     scale = ins.get("ATTN_SCALE")
     if scale is not None and layout.numel(scale.dim) != 1:
         raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
@@ -307,6 +314,9 @@ def unified_refusal(node: Node, available: Any) -> str | None:
     if pre_softmax:
         return (f"{', '.join(pre_softmax)} go through the unified op's score subgraph (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
+    if "SINK_TOKEN" in ins:
+        return ("a sink token goes through the unified op's softmax descriptor (cuDNN >= 9.21), which cudnn_py "
+                "does not build yet")
     if "Max" in node.outputs:
         return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
@@ -459,11 +469,23 @@ def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any)
     branch stats = max + ln(sum) (built even when Stats is not requested, unless the pair is), exp / sum."""
     f32, outs = data_type.FLOAT, node.outputs
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
+    sink = node.inputs.get("SINK_TOKEN")
     m = outs.get("Max") or virtual(rw, "softmax_max", row_dims, row_strides, f32)
-    rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
+    if sink is None:
+        rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
+    else:  # the sink logit joins every row's max and sum (but not the scores)
+        s_max = virtual(rw, "softmax_score_max", row_dims, row_strides, f32)
+        rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=s_max)
+        rw.max(s_max, sink, compute_data_type=f32, out=m)
     e = rw.exp(rw.sub(s, m, compute_data_type=f32), compute_data_type=f32)
     z = outs.get("Sum_exp") or virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
-    rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=z)
+    if sink is None:
+        rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=z)
+    else:
+        exp_sink = rw.exp(rw.sub(sink, m, compute_data_type=f32), compute_data_type=f32)
+        partial = virtual(rw, "softmax_partial_sum", row_dims, row_strides, f32)
+        rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=partial)
+        rw.add(partial, exp_sink, compute_data_type=f32, out=z)
     if "Max" not in outs:
         stats = outs.get("Stats") or virtual(rw, "softmax_stats", row_dims, row_strides, f32)
         rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
