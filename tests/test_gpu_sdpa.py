@@ -57,12 +57,12 @@ def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=Fa
         keep &= (i < seq_q.view(-1, 1, 1, 1).to(s.device)) & (j < seq_kv.view(-1, 1, 1, 1).to(s.device))
     s = s.masked_fill(~keep, float("-inf"))
     dead = ~keep.any(dim=-1, keepdim=True)  # fully masked rows (padding): P = 0, no NaN into autograd
-    s = s.masked_fill(dead, 0.0)
-    if sink is not None:  # one more logit per head in every row's normalisation
+    if sink is not None:  # one more logit per head in every row's normalisation (no row is fully masked)
         logits = torch.cat([s, sink.double().expand(s.shape[0], -1, s.shape[2], 1)], dim=-1)
         stats = torch.logsumexp(logits, dim=-1, keepdim=True)
         p = torch.exp(s - stats)
     else:
+        s = s.masked_fill(dead, 0.0)
         p = torch.softmax(s, dim=-1).masked_fill(dead, 0.0)
         stats = torch.logsumexp(s, dim=-1, keepdim=True).masked_fill(dead, float("-inf"))
     if drop_mask is not None:
