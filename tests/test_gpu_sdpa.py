@@ -258,9 +258,16 @@ def run_sdpa_backward(dtype, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, **opts)
         feeds_extra.update({M: mask, SC: sc, INV: inv})
         kw["dropout"] = (M, SC, INV)
         ref.update(drop_mask=mask, drop_scale=1 / 0.8)
+    sink64 = None
+    if opts.get("sink"):
+        sink = torch.randn(1, h_q, 1, 1, device="cuda", dtype=torch.float32)
+        SINK, DSINK = g.tensor_like(sink), g.tensor_like(sink)
+        feeds_extra[SINK] = sink
+        kw.update(sink_token=SINK, dSink_token=DSINK)
+        sink64 = sink.double().requires_grad_(True)
     leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
     bias64 = bias.double().requires_grad_(True) if bias is not None else None
-    o64, stats64 = reference_attention(*leaves, scale, bias=bias64, **ref)
+    o64, stats64 = reference_attention(*leaves, scale, bias=bias64, sink=sink64, **ref)
     valid = None
     if "seq_q" in ref:
         valid = torch.arange(s_q, device="cuda").view(1, 1, -1, 1) < lq.view(-1, 1, 1, 1)
@@ -270,16 +277,16 @@ def run_sdpa_backward(dtype, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, **opts)
     stats = stats64.detach().float().masked_fill(~torch.isfinite(stats64.detach()), 0).contiguous()
     Q, K, V, O, DO, ST = (g.tensor_like(t) for t in (q, k, v, o, d_o, stats))
     grads = g.sdpa_backward(Q, K, V, O, DO, ST, attn_scale=scale, **kw)
-    outs = list(grads) + ([kw["dBias"]] if "dBias" in kw else [])
+    outs = list(grads) + [kw[x] for x in ("dBias", "dSink_token") if x in kw]
     for t in outs:
         t.set_output(True)
     g.validate()
-    bufs = [poisoned(t, tdtype) for t in outs]
+    bufs = [poisoned(t, torch.float32 if t is kw.get("dSink_token") else tdtype) for t in outs]
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.execute({Q: q, K: k, V: v, O: o, DO: d_o, ST: stats, **feeds_extra, **dict(zip(outs, bufs))}, None)
     torch.cuda.synchronize()
-    expected = [t.grad for t in leaves] + ([bias64.grad] if bias64 is not None else [])
-    names = ["dQ", "dK", "dV", "dBias"]
+    expected = [t.grad for t in leaves] + [t.grad for t in (bias64, sink64) if t is not None]
+    names = ["dQ", "dK", "dV"] + [n for n, t in (("dBias", bias64), ("dSink", sink64)) if t is not None]
     for i, (got, want) in enumerate(zip(bufs, expected)):
         if valid is not None and names[i] in ("dQ", "dBias"):  # padded query rows are undefined
             rows = valid if names[i] == "dQ" else valid[:1]
@@ -298,6 +305,7 @@ BACKWARD_CASES = {
     "padding-causal": dict(padding=True, causal=True),
     "bias-dbias": dict(bias=True, s_q=128, s_kv=128),
     "dropout-mask": dict(drop_mask=True),
+    "sink-causal": dict(sink=True, causal=True),
 }
 
 

@@ -419,6 +419,8 @@ def _backward(shape, opt, program, seed):
         ref["seq"] = lens
     if opt.get("dropout"):
         ref["dropout"] = ((rng.random((b, h_q, s_q, s_kv)) > 0.25).astype(np.float64), 1 / 0.75)
+    if opt.get("sink"):
+        ref["sink"] = rng.standard_normal((1, h_q, 1, 1))
     flags = dict(causal=opt.get("causal", False), bottom_right=opt.get("bottom_right", False),
                  window=opt.get("window"), alibi=opt.get("alibi", False))
     scale = 1 / math.sqrt(d)
@@ -433,6 +435,10 @@ def _backward(shape, opt, program, seed):
         bias, dbias = g.tensor([1, h_q, s_q, s_kv], name="bias"), g.tensor([1, h_q, s_q, s_kv], name="dBias")
         feeds[bias] = ref["bias"]
         kw.update(bias=bias, dBias=dbias)
+    if "sink" in ref:
+        sink, dsink = g.tensor([1, h_q, 1, 1], name="sink"), g.tensor([1, h_q, 1, 1], name="dSink")
+        feeds[sink] = ref["sink"]
+        kw.update(sink_token=sink, dSink_token=dsink)
     if "seq" in ref:
         sq_t, skv_t = g.tensor([b, 1, 1, 1], data_type=I32), g.tensor([b, 1, 1, 1], data_type=I32)
         feeds[sq_t], feeds[skv_t] = ref["seq"][0].reshape(b, 1, 1, 1), ref["seq"][1].reshape(b, 1, 1, 1)
@@ -450,7 +456,7 @@ def _backward(shape, opt, program, seed):
         kw["sliding_window_length"] = flags["window"]
     grads = g.sdpa_backward(q, k, v, o_t, do_t, st_t, attn_scale=scale, **kw)
     assert len(grads) == 3
-    outs = list(grads) + ([kw["dBias"]] if "dBias" in kw else [])
+    outs = list(grads) + [kw[x] for x in ("dBias", "dSink_token") if x in kw]
     for t in outs:
         t.set_output(True)
     g.register_backend(ReferenceEngine(program=program))
@@ -460,20 +466,19 @@ def _backward(shape, opt, program, seed):
     return bufs, data, ref, flags, scale
 
 
-def finite_differences(data, ref, flags, scale, bias=False, eps=1e-6):
-    """d(sum(O ∘ dO)) by central differences of the independent numpy attention."""
+def finite_differences(data, ref, flags, scale, eps=1e-6):
+    """d(sum(O ∘ dO)) by central differences of the independent numpy attention (q, k, v, then bias and sink
+    where the case has them)."""
     def loss(**change):
         args = {**data, **change}
-        r = dict(ref)
-        if "bias" in change:
-            r["bias"] = change["bias"]
+        r = {**ref, **{key: change[key] for key in ("bias", "sink") if key in change}}
         o, _ = numpy_attention(args["q"], args["k"], args["v"], scale, **flags, **r)
         return float(np.nansum(o * data["dO"]))
 
-    names = ["q", "k", "v"] + (["bias"] if bias else [])
+    names = ["q", "k", "v"] + [key for key in ("bias", "sink") if key in ref]
     out = []
     for name in names:
-        base = ref["bias"] if name == "bias" else data[name]
+        base = ref[name] if name in ("bias", "sink") else data[name]
         grad = np.zeros_like(base)
         for idx in np.ndindex(base.shape):
             up, down = base.copy(), base.copy()
@@ -486,7 +491,8 @@ def finite_differences(data, ref, flags, scale, bias=False, eps=1e-6):
 
 BACKWARD_OPTIONS = [dict(), dict(causal=True), dict(bias=True), dict(seq=True), dict(dropout=True),
                     dict(window=3, causal=True), dict(alibi=True, causal=True), dict(bottom_right=True),
-                    dict(bias=True, causal=True, seq=True, dropout=True)]
+                    dict(bias=True, causal=True, seq=True, dropout=True), dict(sink=True, causal=True),
+                    dict(sink=True, bias=True)]
 BACKWARD_SHAPES = [(1, 2, 1, 5, 7, 8, 8), (2, 4, 2, 6, 6, 8, 16)]
 
 
@@ -496,7 +502,7 @@ def test_backward_decomposition_and_definition_agree_with_finite_differences(sha
     seed = hash(str((shape, opt))) % 2**32
     definition, data, ref, flags, scale = _backward(shape, opt, False, seed)
     decomposed, *_ = _backward(shape, opt, True, seed)
-    fd = finite_differences(data, ref, flags, scale, bias="bias" in ref)
+    fd = finite_differences(data, ref, flags, scale)
     valid_q = np.ones(data["q"].shape, bool)
     if "seq" in ref:  # gradients of padded query rows are undefined
         for n in range(shape[0]):

@@ -98,8 +98,8 @@ def _sum_to(x: np.ndarray, dims: Any) -> np.ndarray:
 def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
     """The gradients of the forward from its definition (P recomputed from q and k, not from the given O and
     Stats): dV = Pdᵀ dO, dPd = dO Vᵀ, dP = dPd ∘ dropout, dS = P ∘ (dP - rowsum(dP ∘ P)), dBias = Σ dS,
-    dQ = scale dS K, dK = scale dSᵀ Q (q heads summed per kv head)."""
-    probs, _, scale, q, k, v = _probabilities(node, read)
+    dQ = scale dS K, dK = scale dSᵀ Q (q heads summed per kv head), dSink = -Σ p_sink rowsum(dP ∘ P)."""
+    probs, rows, scale, q, k, v = _probabilities(node, read)
     factor = _dropout_factor(node, read)
     d_o = read(node.inputs["DO"])
     d_v = np.swapaxes(probs * factor, -1, -2) @ d_o
@@ -110,6 +110,10 @@ def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
              outs["dV"].uid: _sum_to(d_v, outs["dV"].dim)}
     if "dBias" in outs:
         extra[outs["dBias"].uid] = _sum_to(d_s, outs["dBias"].dim)
+    if "dSink_token" in outs:  # the sink's share of each row, times -rowsum(dP ∘ P)
+        p_sink = np.exp(read(node.inputs["SINK_TOKEN"]) - rows["Stats"])
+        extra[outs["dSink_token"].uid] = _sum_to(-p_sink * np.sum(d_p * probs, axis=-1, keepdims=True),
+                                                 outs["dSink_token"].dim)
     return WithExtra(scale * d_s @ k, extra)
 
 

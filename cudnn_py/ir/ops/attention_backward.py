@@ -26,7 +26,6 @@ OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
 
 _NOT_YET = {"score_mod": "score_mod callbacks", "score_mod_bprop": "score_mod callbacks",
-            "sink_token": "sink tokens", "dSink_token": "sink tokens",
             "max_total_seq_len_q": "ragged workspace sizing", "max_total_seq_len_kv": "ragged workspace sizing"}
 
 
@@ -102,6 +101,14 @@ def infer(node: Node, ctx: InferenceContext) -> None:
             raise shape_error(OP, node.name, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
         if not t.stride:
             t._infer_set("stride", list(like.stride))
+    d_sink = node.outputs.get("dSink_token")
+    if d_sink is not None:
+        if "SINK_TOKEN" not in ins:
+            raise ValueError(f"{OP} node {node.name!r}: dSink_token needs the forward's sink_token")
+        if [int(x) for x in d_sink.dim] != [1, h_q, 1, 1]:
+            raise shape_error(OP, node.name, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
+        if not d_sink.stride:
+            d_sink._infer_set("stride", layout.row_major_strides(d_sink.dim))
     dbias = node.outputs.get("dBias")
     if dbias is not None:
         scores = [b, h_q, s_q, int(k.dim[2])]
@@ -130,6 +137,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
     red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
     rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
+    if "dSink_token" in outs:  # dSink = -Σ p_sink · D, p_sink = exp(sink - Stats) (§15.3 step 3)
+        p_sink = rw.exp(rw.sub(ins["SINK_TOKEN"], stats, compute_data_type=f32), compute_data_type=f32)
+        weighted = rw.mul(p_sink, red, compute_data_type=f32)
+        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
+        rw.reduction(weighted, reduction_mode.ADD, compute_data_type=f32, out=total)
+        rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
     softmax_sum = _scratch(rw, "softmax_sum", rows, [h * s_q, s_q, 1, 1])  # real memory, as the frontend's
     rw.mul(red, scale_inv if scale_inv is not None else 1.0, compute_data_type=f32, out=softmax_sum)
     # P recomputed from the scores and the forward's statistics
@@ -251,7 +264,8 @@ SDPA_BACKWARD = OpSpec(
             Port("DROPOUT_SCALE", "dropout_scale", optional=True),
             Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True)),
     outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("dBias", given=("dBias",), adopt="dBias"),
-             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump")),
+             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
+             Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
     infer=infer,
     params=(Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
             Param("max_total_seq_len_q", None, convert=fwd._nothing),
