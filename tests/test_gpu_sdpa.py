@@ -359,3 +359,25 @@ def test_score_max_and_sum_exp():
     o_ref, stats_ref = reference_attention(q, k, v, 0.125, causal=True)
     assert rel_err(o, o_ref) < DTYPES["fp16"][2]
     assert rel_err(mx + torch.log(se), stats_ref) < STATS_TOL
+
+
+def test_score_mod_softcap():
+    """A score_mod callback (softcap: 30 · tanh(S / 30)) in the composite forward."""
+    b, h, s_q, s_kv, d = 2, 4, 100, 150, 64
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for s in (s_q, s_kv, s_kv))
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=F, compute_data_type=F)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    O, STATS = g.sdpa(Q, K, V, generate_stats=True, attn_scale=0.125,
+                      score_mod=lambda graph, s: graph.mul(graph.tanh(graph.div(s, 30.0)), 30.0))
+    O.set_output(True)
+    STATS.set_output(True).set_data_type(F)
+    g.validate()
+    o, stats = poisoned(O, torch.float16), poisoned(STATS, torch.float32)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, STATS: stats}, None)
+    torch.cuda.synchronize()
+    s = q.double() @ k.double().transpose(-1, -2) * 0.125
+    s = 30.0 * torch.tanh(s / 30.0)
+    stats_ref = torch.logsumexp(s, dim=-1, keepdim=True)
+    assert rel_err(o, torch.exp(s - stats_ref) @ v.double()) < DTYPES["fp16"][2]
+    assert rel_err(stats, stats_ref) < STATS_TOL

@@ -88,8 +88,6 @@ def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     q, k, v = qkv(g)
     with pytest.raises(NotImplementedOptionError, match=arg):
         g.sdpa(q, k, v, generate_stats=True, **{arg: g.tensor([1, 1, 1, 1])})
-    with pytest.raises(NotImplementedOptionError, match="score_mod"):
-        g.sdpa(q, k, v, generate_stats=True, score_mod=lambda graph, s: s)
     with pytest.raises(NotImplementedOptionError, match="unfuse_fma"):
         g.sdpa(q, k, v, generate_stats=True, unfuse_fma=True)
 
@@ -668,3 +666,60 @@ def test_score_max_and_sum_exp_outputs():
         s = np.einsum("bhqd,bhkd->bhqk", data[q], np.repeat(data[k], 2, axis=1))
         s = np.where(np.tril(np.ones((12, 20), bool)), s, -np.inf)
         np.testing.assert_allclose(m_out, s.max(-1, keepdims=True), rtol=1e-12)
+
+
+def softcap(graph, score):
+    return graph.mul(graph.tanh(graph.div(score, 4.0)), 4.0)
+
+
+def causal_in_callback(graph, score):
+    row = graph.gen_index(score, 2, compute_data_type=I32)
+    col = graph.gen_index(score, 3, compute_data_type=I32)
+    keep = graph.cmp_ge(row, col, compute_data_type=cudnn.data_type.BOOLEAN)
+    return graph.binary_select(score, -math.inf, keep)
+
+
+@pytest.mark.parametrize("fn", [softcap, causal_in_callback], ids=lambda f: f.__name__)
+def test_score_mod_callbacks(fn):
+    rng = np.random.default_rng(8)
+    b, h, s_q, s_kv, d = 2, 2, 9, 13, 8
+    data = [rng.standard_normal((b, h, s_q, d)), rng.standard_normal((b, h, s_kv, d)),
+            rng.standard_normal((b, h, s_kv, d))]
+    s = np.einsum("bhqd,bhkd->bhqk", data[0], data[1]) * 0.5
+    s = 4.0 * np.tanh(s / 4.0) if fn is softcap else np.where(np.tril(np.ones((s_q, s_kv), bool)), s, -np.inf)
+    lse = np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1, keepdims=True)) + s.max(-1, keepdims=True)
+    expected = np.einsum("bhqk,bhkd->bhqd", np.exp(s - lse), data[2])
+    for program in (False, True):
+        g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        q, k, v = qkv(g, b, h, h, s_q, s_kv, d)
+        o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.5, score_mod=fn, implementation=AI.AUTO)
+        o.set_output(True)
+        st.set_output(True)
+        g.register_backend(ReferenceEngine(program=program))
+        g.validate_ir()
+        out, stats = np.full(o.dim, np.nan), np.full(st.dim, np.nan)
+        g.execute({q: data[0], k: data[1], v: data[2], o: out, st: stats})
+        np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12, err_msg=f"program={program}")
+        np.testing.assert_allclose(stats, lse, rtol=1e-10, err_msg=f"program={program}")
+
+
+def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
+    cap = g.tensor([1, 1, 1, 1], data_type=F, name="cap")
+    o, _ = g.sdpa(q, k, v, generate_stats=False, score_mod=lambda graph, s: graph.mul(graph.tanh(graph.div(s, cap)),
+                                                                                         cap))
+    o.set_output(True)
+    g.validate()  # composite (the unified op's score subgraph is not built), finalized deviceless
+    modes = [n.params.get("mode") for n in _program(g).nodes if n.op == "pointwise"]
+    assert modes[:3] == ["CUDNN_POINTWISE_DIV", "CUDNN_POINTWISE_TANH_FWD", "CUDNN_POINTWISE_MUL"]
+    assert cap.uid in g._session.executor._slot_by_key  # the callback's tensor is an operand of the graph
+    with pytest.raises(ValueError, match="score_mod excludes a causal mask"):
+        g.sdpa(q, k, v, generate_stats=False, score_mod=softcap, use_causal_mask=True)
+    with pytest.raises(TypeError, match="callable"):
+        g.sdpa(q, k, v, generate_stats=False, score_mod=3)
+    g2 = half_graph()
+    q2, k2, v2 = qkv(g2)
+    g2.sdpa(q2, k2, v2, generate_stats=False, score_mod=lambda graph, s: graph.matmul(s, s))[0].set_output(True)
+    with pytest.raises(AttributeError, match="pointwise ops only; 'matmul'"):
+        g2.validate()

@@ -1,11 +1,13 @@
 """Attention from its definition (not from the decomposition), and the RNG op, which no python engine can run."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ...enums import diagonal_alignment
+from .pointwise import _pointwise
 from .registry import Read, WithExtra, reference, scalar
 
 
@@ -37,6 +39,8 @@ def _probabilities(node: Any, read: Read) -> tuple:
     v = np.repeat(v, h_q // v.shape[1], axis=1)
     scale = scalar(read, ins["ATTN_SCALE"]) if "ATTN_SCALE" in ins else 1.0
     s = q @ np.swapaxes(k, -1, -2) * scale
+    if p.get("score_mod") is not None:
+        s = _score_mod(p["score_mod"], s, read)
     if "BIAS" in ins:
         s = s + read(ins["BIAS"])
     s_q, s_kv = s.shape[-2:]
@@ -67,6 +71,56 @@ def _probabilities(node: Any, read: Read) -> tuple:
     # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
     node_stats = {"Stats": m + np.log(z), "Max": m, "Sum_exp": z}
     return e / np.where(z == 0, 1.0, z), node_stats, scale, q, k, v
+
+
+class _Score:
+    """A value in a score_mod callback run by the reference: a float64 array with the tensor getters it may use."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def get_dim(self) -> list[int]:
+        return list(self.array.shape)
+
+
+class _NumpyScoreGraph:
+    """The callback's graph, evaluating each pointwise op at once with the pointwise references."""
+
+    def __init__(self, read: Read) -> None:
+        self._read = read
+
+    def __getattr__(self, method: str) -> Any:
+        from ...ir.spec import SPECS
+
+        spec = SPECS.get(method)
+        if spec is None or spec.kind != "pointwise":
+            raise AttributeError(f"score_mod may build pointwise ops only; {method!r} is not one")
+
+        def run(*args: Any, **kwargs: Any) -> _Score:
+            values = spec.bind(args, kwargs)
+            params = spec.node_params(values)
+            arrays = {}
+            for port in spec.inputs:
+                v = values.get(port.arg)
+                if v is not None:
+                    arrays[port.port] = self._value(v)
+            shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+            node = SimpleNamespace(params=params, inputs={k: k for k in arrays},
+                                   outputs={"OUT_0": SimpleNamespace(dim=shape)})
+            return _Score(np.broadcast_to(np.asarray(_pointwise(node, arrays.__getitem__), dtype=np.float64), shape))
+        return run
+
+    def _value(self, v: Any) -> np.ndarray:
+        if isinstance(v, _Score):
+            return v.array
+        if hasattr(v, "uid"):  # a tensor of the user's graph (a scalar the callback uses)
+            return self._read(v)
+        return np.asarray(float(v))
+
+
+def _score_mod(fn: Any, s: np.ndarray, read: Read) -> np.ndarray:
+    out = fn(_NumpyScoreGraph(read), _Score(s))
+    return np.broadcast_to(out.array, s.shape)
 
 
 def _dropout_factor(node: Any, read: Read, scale_port: str = "DROPOUT_SCALE") -> Any:

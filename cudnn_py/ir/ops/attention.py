@@ -27,6 +27,7 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
+from . import score_mod
 from .common import InferenceContext, fill_data_types, require_dims
 
 OP = "sdpa"
@@ -41,7 +42,6 @@ DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the a
 _NOT_YET = {
     "block_mask": "block masks", "paged_attention_k_table": "paged attention",
     "paged_attention_v_table": "paged attention", "paged_attention_max_seq_len_kv": "paged attention",
-    "score_mod": "score_mod callbacks",
 }
 
 
@@ -103,6 +103,14 @@ def finish_masks(params: dict[str, Any], method: str) -> None:
             diagonal_alignment.TOP_LEFT
     if params["diagonal_band_left_bound"] is not None and params["diagonal_band_left_bound"] < 1:
         raise ValueError(f"{method}(): diagonal_band_left_bound (sliding_window_length) must be >= 1")
+    if params.get("score_mod") is not None:
+        others = [name for name, on in (("use_alibi_mask", params["use_alibi_mask"]),
+                                         ("use_padding_mask", params["use_padding_mask"]),
+                                         ("a causal mask", params["diagonal_band_right_bound"] is not None),
+                                         ("a left bound", params["diagonal_band_left_bound"] is not None)) if on]
+        if others:
+            raise ValueError(f"{method}(): score_mod excludes {', '.join(others)} (the frontend's rule: build the "
+                             "masks in the callback)")
     if params["use_alibi_mask"] and params["diagonal_band_right_bound"] != 0:
         raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
 
@@ -123,6 +131,12 @@ def _member(enum_cls: Any):
             raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
         return v
     return convert
+
+
+def _callable(v: Any) -> Any:
+    if v is not None and not callable(v):
+        raise TypeError(f"needs a callable (graph, score) -> score, got {v!r}")
+    return v
 
 
 def _optional_bool(v: Any) -> bool | None:
@@ -308,7 +322,7 @@ def unified_refusal(node: Node, available: Any) -> str | None:
             return "the unified op's dropout excludes generate_stats=True"
     # cuDNN >= 9.21 takes these through a pre-softmax subgraph that cudnn_py does not build yet
     pre_softmax = [what for what, present in (
-        ("bias", "BIAS" in ins), ("alibi", p["use_alibi_mask"]),
+        ("score_mod", p.get("score_mod") is not None), ("bias", "BIAS" in ins), ("alibi", p["use_alibi_mask"]),
         ("causal / band masks", p["diagonal_band_left_bound"] is not None or
          p["diagonal_band_right_bound"] is not None)) if present]
     if pre_softmax:
@@ -391,6 +405,8 @@ def modify_scores(rw: Any, node: Node, s: Tensor, heads: int) -> Tensor:
     f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
     if "ATTN_SCALE" in ins:
         s = rw.mul(s, ins["ATTN_SCALE"], compute_data_type=f32)
+    if p.get("score_mod") is not None:
+        s = score_mod.apply(p["score_mod"], rw, node.name, s)
     if "BIAS" in ins:
         s = rw.add(s, ins["BIAS"], compute_data_type=f32)
     if p["use_alibi_mask"]:
@@ -546,7 +562,7 @@ SDPA = OpSpec(
             Param("diagonal_band_right_bound", None, convert=_bound),
             Param("dropout", None, convert=_nothing),
             Param("paged_attention_max_seq_len_kv", None, convert=_nothing),
-            Param("score_mod", None, convert=_nothing),
+            Param("score_mod", None, convert=_callable),
             Param("generate_stats", None, convert=_optional_bool),
             Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation)),
             Param("unfuse_fma", False, convert=bool)),
