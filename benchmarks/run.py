@@ -4,7 +4,9 @@ Run on a GPU machine (the official wheel importable as `cudnn`):
     PYTHONPATH=. python benchmarks/run.py [--out benchmarks/results]
 Measures, as in shared/bench/fe_baseline.py: host overhead per execute() of a tiny pointwise graph (torch
 tensors and int pointers), graph build time (validate .. build_plans), and kernel time (CUDA events, median
-after warm-up) for matmul 8192^3 bf16 and a batched small matmul, with the plan each library picked.
+after warm-up) for matmul 8192^3 bf16 and a batched small matmul, with the plan each library picked; then the
+convolution and normalization cases of benchmarks/convnorm.py (conv fprop/dgrad/wgrad TFLOP/s, layernorm /
+rmsnorm forward and backward GB/s with the best of build_plans(ALL)).
 Writes results-<date>.json and .md; prints the table last.
 """
 from __future__ import annotations
@@ -231,6 +233,9 @@ def markdown(env: dict, results: dict) -> str:
         lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
                      f"{r['same_engine']} |")
         lines.append(f"| {k} | rel. error vs float64 | {r['official_rel_err']:.2e} | {r['cudnn_py_rel_err']:.2e} | | |")
+    import convnorm  # benchmarks/convnorm.py (imported after the libraries: the official frontend loads cuDNN first)
+
+    lines += convnorm.markdown_rows(results, BUILD_REPEATS)
     lines += ["", "cudnn_py build time by stage (ms):", ""]
     for case, stages in STAGES.items():
         lines.append(f"- {case}: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
@@ -241,12 +246,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--skip-convnorm", action="store_true", help="only the host-overhead and matmul cases")
     args = ap.parse_args()
     results: dict = {}
     overhead_case(results)
     if not args.skip_large:
         matmul_case(results, 1, 8192, 8192, 8192)
     matmul_case(results, 16, 1024, 1024, 128)
+    if not args.skip_convnorm:
+        import convnorm  # benchmarks/convnorm.py: the conv and norm cases
+
+        ctx = sys.modules[__name__]  # LIBS, HANDLES, build, bench_interleaved, BUILD_REPEATS
+        convnorm.conv_cases(results, ctx)
+        convnorm.norm_cases(results, ctx)
     env = environment()
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"results-{env['date']}")

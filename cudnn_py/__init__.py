@@ -5,6 +5,8 @@ Importing needs no GPU, no torch and not even libcudnn: the library is loaded by
 """
 __version__ = "0.1.0"
 
+import logging as _logging
+
 from .backend import (  # noqa: F401
                       backend_version,
                       backend_version_string,
@@ -17,3 +19,7 @@ from .backend import (  # noqa: F401
 from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
 from .errors import cudnnGraphNotSupportedError  # noqa: F401
 from .graph import pygraph, tensor  # noqa: F401
+
+# The `cudnn_py` logger (and its per-module children) is silent unless the application configures logging:
+# graph builds and their times, heuristics results, plan choices, cache hits and misses, workspace allocations.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())

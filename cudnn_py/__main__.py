@@ -53,6 +53,73 @@ def _gpu_lines() -> list[str]:
     return lines or ["GPU: none (0 devices)"]
 
 
+# distributions that provide each framework (cupy ships one wheel per CUDA major)
+_FRAMEWORK_DISTS = {"torch": ("torch",), "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"), "cuda.core": ("cuda-core",),
+                    "numpy": ("numpy",)}
+
+
+def _framework_version(module: str) -> str | None:
+    """The installed version, from package metadata (nothing is imported), or the loaded module's own."""
+    for dist in _FRAMEWORK_DISTS[module]:
+        version = _installed(dist)
+        if version:
+            return f"{version} ({dist})"
+    loaded = sys.modules.get(module)
+    return getattr(loaded, "__version__", "unknown version") if loaded is not None else None
+
+
+def framework_lines() -> list[str]:
+    """The frameworks found and which one operands and workspace=None buffers use. Versions come from package
+    metadata: torch and cupy are not imported (cudnn_py itself only uses them for objects that come from them)."""
+    found = {m: _framework_version(m) for m in _FRAMEWORK_DISTS}
+    lines = ["frameworks (versions from package metadata; torch and cupy are not imported):"]
+    for m, v in found.items():
+        state = "not installed" if v is None else v + (", imported" if m in sys.modules else "")
+        lines.append(f"  {m}: {state}")
+    lines.append("  operands: torch tensors and cupy arrays run on their framework's current stream, with "
+                 "workspace=None from torch's caching allocator / cupy's memory pool on that stream;")
+    core = found["cuda.core"]
+    lines.append("  cuda.core Buffers, int pointers and other DLPack / CUDA-array-interface objects run on the "
+                 "handle's stream (else the legacy default stream), with workspace=None from "
+                 + (f"cuda.core {core.split()[0]}" if core else
+                    "cuda.core, WHICH IS NOT INSTALLED: pass a workspace, or pip install cuda-core"))
+    return lines
+
+
+def _gpu_capabilities() -> list[tuple[int, int]]:
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return []
+        _, n = driver.cuDeviceGetCount()
+        A = driver.CUdevice_attribute
+        out = []
+        for i in range(n):
+            _, dev = driver.cuDeviceGet(i)
+            _, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+            _, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+            out.append((int(major), int(minor)))
+        return out
+    except Exception:
+        return []
+
+
+def errata_lines(version: int, version_string: str, capabilities: list[tuple[int, int]]) -> list[str]:
+    """The errata of the loaded cuDNN. They carry no GPU condition: a graph that matches one is refused on every
+    GPU, and each line says on which GPU it was seen, next to the GPUs here."""
+    from .plans.errata import applicable
+
+    known = applicable(version)
+    gpus = ", ".join(sorted({f"sm{a}{b}" for a, b in capabilities})) or "no GPU found"
+    lines = [f"errata for cuDNN {version_string}: {len(known)} (graphs that hit one are refused, naming it, on every "
+             f"GPU; GPUs here: {gpus})"]
+    for erratum in known:
+        lines.append(f"  {erratum.id} (cuDNN {erratum.versions}; seen on {erratum.seen_on}): {erratum.effect}")
+    return lines
+
+
 def info(out=sys.stdout) -> int:
     from . import __version__
     from .backend import loader
@@ -85,12 +152,8 @@ def info(out=sys.stdout) -> int:
                     p(f"{dep}: not found ({type(e).__name__}: {str(e).splitlines()[0]})")
         except ImportError:
             p("cublasLt/nvrtc: unknown (cuda-pathfinder not installed)")
-        from .plans.errata import applicable
-
-        known = applicable(lib.version)
-        p(f"errata for cuDNN {lib.version_string}: {len(known)} (graphs that hit one are refused, naming it)")
-        for erratum in known:
-            p(f"  {erratum.id} (cuDNN {erratum.versions}): {erratum.effect}")
+        for line in errata_lines(lib.version, lib.version_string, _gpu_capabilities()):
+            p(line)
     copies = {os.path.realpath(x) for x in loader.mapped_libraries("libcudnn.so")}
     if len({os.path.dirname(c) for c in copies}) > 1:
         warnings.append(f"several copies of libcudnn are loaded: {sorted(copies)}")
@@ -103,6 +166,8 @@ def info(out=sys.stdout) -> int:
         warnings.append("nvidia-cudnn-cu12 and nvidia-cudnn-cu13 are both installed; they share nvidia/cudnn/lib")
     for line in _gpu_lines():
         p(line)
+    for line in framework_lines():
+        p(line)
     for w in warnings:
         p(f"WARNING: {w}")
     return 0
@@ -111,7 +176,7 @@ def info(out=sys.stdout) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cudnn_py")
     sub = ap.add_subparsers(dest="cmd")
-    sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs")
+    sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs, frameworks, errata")
     rp = sub.add_parser("replay", help="replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses "
                                        "(in a child process: a crash is reported, naming the record)")
     rp.add_argument("trace")
@@ -127,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ep.add_argument("script")
     ep.add_argument("--graph", help="only the pygraph bound to this global name")
     ep.add_argument("--format", choices=["text", "json", "dot"], default="text")
+    ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
+                                                    "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         return info()
@@ -139,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "trace":
         return trace_command(args.action, args.trace, args.json)
     if args.cmd == "explain":
-        return explain_command(args.script, args.graph, args.format)
+        return explain_command(args.script, args.graph, args.format, args.render)
     return 2
 
 
@@ -165,7 +232,7 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
     return 0
 
 
-def explain_command(script: str, name: str | None, fmt: str) -> int:
+def explain_command(script: str, name: str | None, fmt: str, render: str | None = None) -> int:
     """Run ``script`` as __main__ would run it, then explain the pygraph objects it leaves in its globals."""
     import runpy
 
@@ -180,10 +247,19 @@ def explain_command(script: str, name: str | None, fmt: str) -> int:
         what = f"no pygraph named {name!r}" if name else "no pygraph"
         print(f"{script}: {what} among its globals", file=sys.stderr)
         return 2
+    if render is not None and len(graphs) > 1:
+        print(f"--render writes one image: pick one of {sorted(graphs)} with --graph", file=sys.stderr)
+        return 2
     for key, g in graphs.items():
         if len(graphs) > 1 and fmt == "text":
             print(f"==== {key} ====")
         print(g.explain(fmt))
+        if render is not None:
+            try:
+                print(f"wrote {g.render_dot(render)}", file=sys.stderr)
+            except RuntimeError as e:
+                print(f"cannot render {render}: {e}", file=sys.stderr)
+                return 2
     return 0
 
 

@@ -166,7 +166,9 @@ def operand_info(obj: Any) -> OperandInfo:
         shape = tuple(cai["shape"])
         strides = tuple(s // dt.itemsize for s in cai["strides"]) if cai.get("strides") else _row_major(shape)
         kind = KDL_BFLOAT if cai["typestr"] in ("<V2",) else _NUMPY_KIND.get(dt.kind, -1)
-        return OperandInfo(int(cai["data"][0]), shape, strides, (kind, dt.itemsize * 8), KDL_CUDA, None)
+        # the interface carries no device; cupy says it (others: the executor asks the driver about the pointer)
+        device = obj.data.device_id if _framework(obj.__class__) == "cupy" else None
+        return OperandInfo(int(cai["data"][0]), shape, strides, (kind, dt.itemsize * 8), KDL_CUDA, device)
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(obj)
     if isinstance(obj, ctypes.c_void_p):

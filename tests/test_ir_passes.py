@@ -229,3 +229,36 @@ def test_errata_found_on_the_second_fuzz_seed():
     g4 = cudnn.pygraph(io_data_type=F, compute_data_type=F)  # packed unit strides: fine
     g4.abs(g4.tensor([64, 1, 1], name="x")).set_output(True)
     g4.validate()
+
+
+def _wgrad(post):
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([3, 16, 4, 6, 7], [2688, 1, 672, 112, 16], name="x")
+    d = 1 + (4 + post[0] - 3) // 2
+    dy = g.tensor([3, 16, d, 3, 2], [96 * d, 1, 96, 32, 16], name="dy")
+    dw = g.conv_wgrad(x, dy, pre_padding=[0, 0, 0], post_padding=post, stride=[2, 2, 2], dilation=[1, 2, 2],
+                      name="wg")
+    dw.set_output(True).set_dim([16, 16, 3, 1, 3]).set_stride([144, 1, 48, 48, 16])
+    return g
+
+
+def test_an_engine_erratum_bars_its_engines_and_keeps_the_graph():
+    """wgrad with more post than pre padding: engines 1 and 20 are wrong on cuDNN 9.19; the graph is not refused, the
+    configs of those engines are barred with the erratum as the reason, and the others stay."""
+    from types import SimpleNamespace
+
+    from cudnn_py.plans import errata
+
+    g = _wgrad([1, 0, 0])
+    g.validate()  # not refused
+    (e, where), = errata.engine_errata(g.session.program, 91900)
+    assert e.id == "wgrad-post-padding-engines-1-20" and e.engines == (1, 20) and "'wg'" in where
+    assert errata.engine_errata(g.session.program, 91800) == []
+    s = g.session
+    s.configs = [SimpleNamespace(engine_index=i, name=f"eng{i}") for i in (20, 0, 1, 65)]
+    s._bar_erratic_engines()
+    if versions.runtime_version() >= 91900:
+        assert sorted(s.barred) == [0, 2] and "wgrad-post-padding-engines-1-20" in s.barred[0]
+    sym = _wgrad([0, 0, 0])
+    sym.validate()
+    assert errata.engine_errata(sym.session.program, 91900) == []

@@ -33,4 +33,4 @@ def test_norm_fuzz_has_no_deaths_and_refuses_exactly_the_malformed():
     assert outcomes[("good", "ok")] > n // 2 and outcomes[("bad", "refused-ir")] > n // 10, outcomes
     for _, _, method, verdict in results:
         if verdict.startswith("refused-cudnn"):
-            assert "NOT_SUPPORTED" in verdict, (method, verdict)
+            assert "NOT_SUPPORTED" in verdict or "cuDNN erratum" in verdict, (method, verdict)

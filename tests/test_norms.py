@@ -121,7 +121,10 @@ def test_batchnorm_inference_and_backward_lower_deviceless():
     x = g.tensor([4, 64, 8, 8], name="x")
     stats = [g.tensor([1, 64, 1, 1], [64, 1, 64, 64], data_type=F, name=n) for n in ("m", "iv", "s", "b")]
     y = g.batchnorm_inference(x, *stats).set_output(True)
-    g.validate()
+    # decomposed into pointwise ops (cuDNN's NORM_FORWARD has no batch-norm INFERENCE engine), whose per-channel
+    # broadcast over three axes hits the pointwise-broadcast erratum of cuDNN >= 9.19: refused, not wrong
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"erratum pointwise-broadcast.*sub_0.*'m'"):
+        g.validate()
     assert list(y.dim) == [4, 64, 8, 8]
     g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
     x2, dy2 = g2.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="x"), g2.tensor([4, 64, 1, 1], [64, 1, 64, 64], name="dy")
@@ -134,6 +137,30 @@ def test_batchnorm_inference_and_backward_lower_deviceless():
     g2.validate()
     kinds = [d.kind.name for d in g2.session.lowered.operations]
     assert kinds == ["CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]
+
+
+@pytest.mark.parametrize("program", [False, True])
+def test_batchnorm_inference_reference_and_its_decomposition(program):
+    g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine(program=program)])
+    x = g.tensor([2, 8, 3, 3], name="x")
+    stats = [g.tensor([1, 8, 1, 1], name=n) for n in ("m", "iv", "s", "b")]
+    y = g.batchnorm_inference(x, *stats).set_output(True)
+    g.validate_ir()
+    xs = RNG.standard_normal((2, 8, 3, 3))
+    vals = [RNG.standard_normal((1, 8, 1, 1)) for _ in stats]
+    out = np.full((2, 8, 3, 3), np.nan)
+    g.execute({x: xs, **dict(zip(stats, vals)), y: out})
+    m, iv, sc, b = vals
+    np.testing.assert_allclose(out, (xs - m) * iv * sc + b, rtol=1e-12)
+
+
+def test_batchnorm_inference_refuses_a_set_output_of_other_dims():
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([4, 64, 8, 8], name="x")
+    stats = [g.tensor([1, 64, 1, 1], [64, 1, 64, 64], data_type=F, name=n) for n in ("m", "iv", "s", "b")]
+    g.batchnorm_inference(x, *stats, name="bn").set_output(True).set_dim([4, 64, 8, 4])
+    with pytest.raises(ValueError, match=r"batchnorm_inference.*bn.*\[4, 64, 8, 4\] differ from X"):
+        g.validate()
 
 
 def test_instancenorm_normalizes_each_sample_and_channel():

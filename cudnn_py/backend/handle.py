@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from ..errors import CudaUnavailableError
-from . import live, trace
+from . import context, live, trace
 from .api import error_for, lib
 
 
@@ -30,10 +30,11 @@ class Handle(int):
     the device it was created on."""
 
     device: int
+    context: int | None  # the CUcontext it was created in (None: not known); see backend.context
 
-    def __new__(cls, ptr: int, device: int) -> Handle:
+    def __new__(cls, ptr: int, device: int, context: int | None = None) -> Handle:
         h = super().__new__(cls, ptr)
-        h.device = device
+        h.device, h.context = device, context
         return h
 
     def __repr__(self) -> str:
@@ -75,19 +76,39 @@ def ensure_context(device: int | None = None) -> int:
 
 
 def create_handle(device: int | None = None) -> Handle:
-    """``cudnnCreate`` on the current (or given) device."""
+    """``cudnnCreate`` on the current device, or on ``device`` (a cudnn_py extension; the classic call takes no
+    argument). With ``device`` given, the caller's current context (or none) is restored afterwards: the handle is
+    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle."""
+    before = context.current()
     dev = ensure_context(device)
-    out = ctypes.c_void_p()
-    call = None if trace.active is None else trace.begin("cudnnCreate")
-    status = lib().cudnnCreate(ctypes.byref(out))
-    if call is not None:
-        call.end(status, ptr=trace.hexptr(out.value))
+    ctx = context.current() or None
+    try:
+        out = ctypes.c_void_p()
+        call = None if trace.active is None else trace.begin("cudnnCreate")
+        status = lib().cudnnCreate(ctypes.byref(out))
+        if call is not None:
+            call.end(status, ptr=trace.hexptr(out.value))
+    finally:
+        if device is not None and before is not None and before != ctx:
+            context.set_current(before)
     if status != 0:
         raise error_for(status, "cudnnCreate", detail=f"device {dev}")
     if not out.value:
         raise CudaUnavailableError(f"cudnnCreate succeeded but returned a NULL handle (device {dev})")
-    live.register(out.value, dev, owned=True, origin="create_handle")
-    return Handle(out.value, dev)
+    live.register(out.value, dev, owned=True, origin="create_handle", context=ctx)
+    return Handle(out.value, dev, ctx)
+
+
+def device_of(handle: Any) -> int | None:
+    """The device of a live handle (None: unknown, as for a handle adopted without one)."""
+    rec = live.lookup(handle)
+    return rec.device if rec is not None else getattr(handle, "device", None)
+
+
+def context_of(handle: Any) -> int | None:
+    """The CUDA context a live handle was created in (None: unknown)."""
+    rec = live.lookup(handle)
+    return rec.context if rec is not None else getattr(handle, "context", None)
 
 
 def live_handle(handle: Any, what: str = "handle") -> int:
@@ -111,7 +132,7 @@ def adopt_handle(ptr: Any, device: int | None = None, *, owned: bool = False) ->
         raise ValueError(f"adopt_handle: {p:#x} is not a pointer value")
     rec = live.lookup(p)
     if rec is not None:
-        return Handle(p, rec.device if rec.device is not None else (device or 0))
+        return Handle(p, rec.device if rec.device is not None else (device or 0), rec.context)
     live.register(p, device, owned=owned, origin="adopt_handle")
     return Handle(p, device or 0)
 
@@ -135,11 +156,13 @@ def destroy_handle(handle: int) -> None:
     if live.unregister(rec.ptr, destroyed=True) is None:  # another thread destroyed it meanwhile
         raise ValueError(f"destroy_handle: {live.why_not_live(rec.ptr)}")
     call = None if trace.active is None else trace.begin("cudnnDestroy", handle=trace.hexptr(rec.ptr))
-    status = lib().cudnnDestroy(rec.ptr)
+    with context.bound(rec.context):  # it frees device memory of the handle's own context
+        status = lib().cudnnDestroy(rec.ptr)
     if call is not None:
         call.end(status)
     if status != 0:
-        live.register(rec.ptr, rec.device, owned=rec.owned, origin=rec.origin)  # still alive as far as we know
+        # still alive as far as we know
+        live.register(rec.ptr, rec.device, owned=rec.owned, origin=rec.origin, context=rec.context)
         raise error_for(status, "cudnnDestroy")
     _drop_defaults(rec.ptr)
 

@@ -21,6 +21,7 @@ class LiveHandle(NamedTuple):
     device: int | None  # None: not known (an adopted handle)
     owned: bool  # True: cudnn_py created it (or was handed ownership), so destroy_handle may destroy it
     origin: str  # "create_handle" | "adopt_handle"
+    context: int | None = None  # the CUcontext current at cudnnCreate (backend.context); None: not known
 
 
 _live: dict[int, LiveHandle] = {}
@@ -28,8 +29,8 @@ _destroyed: set[int] = set()  # pointers destroyed by destroy_handle (for the er
 _lock = threading.Lock()
 
 
-def register(ptr: int, device: int | None, *, owned: bool, origin: str) -> LiveHandle:
-    rec = LiveHandle(int(ptr), device, owned, origin)
+def register(ptr: int, device: int | None, *, owned: bool, origin: str, context: int | None = None) -> LiveHandle:
+    rec = LiveHandle(int(ptr), device, owned, origin, context)
     with _lock:
         _live[rec.ptr] = rec
         _destroyed.discard(rec.ptr)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -67,6 +68,7 @@ class LoadedLibrary:
 
 
 _lock = threading.Lock()
+_log = logging.getLogger(__name__)
 _loaded: LoadedLibrary | None = None
 
 
@@ -446,6 +448,7 @@ def load_library() -> LoadedLibrary:
         if vetting_ms:
             info.vetted += f" ({vetting_ms:.0f} ms)"
         _loaded = info
+        _log.info("loaded %s (cuDNN %s, found via %s; %s)", path, info.version_string, how, info.vetted)
         return info
 
 

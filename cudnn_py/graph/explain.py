@@ -47,12 +47,29 @@ def report(g: Any) -> dict:
     doc["phase"] = session.phase.name
     if session.program is not None:
         doc["lowered_ir"] = session.program.to_dict()
+    if session.program is not None:
+        # read, not re-run: which errata of the loaded cuDNN this program matches (validate refuses the first)
+        try:
+            known = applicable(versions.runtime_version())
+            doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where} for x in known
+                                              if (where := x.match(session.program)) is not None]
+        except Exception as e:
+            doc["cudnn"]["errata_matched_error"] = str(e)
     if session.lowered is not None:
         doc["descriptors"] = [_descriptor(d) for d in _all_descriptors(session.lowered)]
         doc["operation_graph_handle"] = session.lowered.handle
+        doc["backend_operations"] = [{"id": d.id, "node": name}
+                                     for d, name in zip(session.lowered.operations, session.lowered.op_names)]
     doc["heuristics"] = [{"mode": m, "result": r} for m, r in session.heuristics_report]
+    ranked = getattr(session, "heuristics_ranked", [])
+    for h in doc["heuristics"]:
+        h["configs"] = next((names for m, names in ranked if m == h["mode"]), [])
     doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(session.configs)]
+    for c in doc["engine_configs"]:  # the rank each mode gave it (a config several modes returned is kept once)
+        c["rank_by_mode"] = {m: names.index(c["name"]) for m, names in ranked if c["name"] in names}
     doc["default_plan"] = session.candidate
+    if session.candidate is not None and session.candidate < len(session.configs):
+        doc["default_plan_name"] = session.configs[session.candidate].name
     return doc
 
 
@@ -79,9 +96,18 @@ def _descriptor(d: Any) -> dict:
             "attributes": dict(d.attributes)}
 
 
+def _knob_name(knob_type: int) -> str:
+    from ..backend.enums import enum_class
+
+    try:
+        return enum_class("cudnnBackendKnobType_t")(knob_type).name
+    except ValueError:  # a knob newer than the bindings
+        return str(knob_type)
+
+
 def _config(session: Any, i: int, c: Any) -> dict:
     entry = {"rank": i, "name": c.name, "source": c.source, "engine_id": c.engine_index,
-             "knobs": {str(t): v for t, v in c.knobs}}
+             "knobs": {_knob_name(t): v for t, v in c.knobs}}
     try:
         entry["numerical_notes"] = [n.name for n in c.numerical_notes]
         entry["behavior_notes"] = [n.name for n in c.behavior_notes]
@@ -106,6 +132,8 @@ def text(doc: dict) -> str:
     if "version" in cud:
         out.append(f"cuDNN {cud['version_string']}; errata that apply: " +
                    (", ".join(e["id"] for e in cud["errata"]) or "none"))
+    for m in cud.get("errata_matched", []):
+        out.append(f"erratum {m['id']} matches this graph: {m['where']}")
     if "error" in doc:
         out.append(f"STOPPED: {doc['error']}")
     if "phase" in doc:
@@ -127,13 +155,17 @@ def text(doc: dict) -> str:
         out.append("\nheuristics:")
         out += [f"  {h['mode']}: {h['result']}" for h in doc["heuristics"]]
     if doc.get("engine_configs"):
-        out.append("\nengine configs (rank: name, from, workspace, notes -> plan):")
+        out.append("\nengine configs (rank: name (mode#rank in that mode), workspace, notes, knobs -> plan):")
         for c in doc["engine_configs"]:
             notes = ",".join(c.get("numerical_notes", []) + c.get("behavior_notes", []))
             default = "  <- default" if c["rank"] == doc.get("default_plan") else ""
             why = c.get("failure") or c.get("filtered_because") or ""
-            out.append(f"  {c['rank']}: {c['name']} ({c['source']}), ws {c.get('workspace', '?')}, [{notes}] -> "
-                       f"{c['plan']}{': ' + why if why else ''}{default}")
+            knobs = ",".join(f"{k.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in c["knobs"].items())
+            ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
+            out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
+                       f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}{default}")
+    if doc.get("default_plan") is not None:
+        out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")
     return "\n".join(out)
 
 
@@ -151,8 +183,70 @@ def _node_line(n: dict, tensors: list) -> str:
     return f"{n['name']}: {n.get('method') or n['op']}{' ' + str(mode) if mode else ''}({ins}) -> {outs}"
 
 
+def _tensor_refs(value: Any) -> list[int]:
+    """Descriptor ids of the TENSOR descriptors an attribute value (as shown: "#12:TENSOR") refers to."""
+    values = value if isinstance(value, list) else [value]
+    return [int(v[1:].split(":")[0]) for v in values if isinstance(v, str) and v.startswith("#") and
+            v.endswith(":TENSOR")]
+
+
+def backend_graph(doc: dict) -> dict:
+    """The lowered operation graph as cuDNN sees it: every operation descriptor (in OPERATIONGRAPH_OPS order) with
+    the tensor descriptors it reads and writes, by attribute. A tensor is written by an operation when it is an
+    output of the IR node the operation was lowered from, or, for tensors internal to a node lowered to several
+    operations, by the first operation that refers to it."""
+    by_id = {d["id"]: d for d in doc.get("descriptors", [])}
+    nodes = {n["name"]: n for n in doc.get("lowered_ir", {}).get("nodes", [])}
+    tensors = {i: d for i, d in by_id.items() if d["kind"] == "CUDNN_BACKEND_TENSOR_DESCRIPTOR"}
+    seen: set[int] = set()
+    ops = []
+    for op in doc.get("backend_operations", []):
+        d = by_id[op["id"]]
+        node = nodes.get(op["node"], {"inputs": {}, "outputs": {}})
+        node_in, node_out = set(node["inputs"].values()), set(node["outputs"].values())
+        reads, writes = {}, {}
+        for attr, value in d["attributes"].items():
+            for ref in _tensor_refs(value):
+                uid = tensors[ref]["attributes"].get("CUDNN_ATTR_TENSOR_UNIQUE_ID") if ref in tensors else None
+                short = attr.rsplit("_", 1)[-1] if attr.endswith("DESC") else attr.replace("CUDNN_ATTR_OPERATION_", "")
+                if uid in node_out or (uid not in node_in and ref not in seen):
+                    writes[short] = ref
+                else:
+                    reads[short] = ref
+                seen.add(ref)
+        ops.append({"id": d["id"], "kind": d["kind"], "node": op["node"], "reads": reads, "writes": writes})
+    return {"operations": ops, "tensors": {i: {"uid": t["attributes"].get("CUDNN_ATTR_TENSOR_UNIQUE_ID"),
+                                               "virtual": bool(t["attributes"].get("CUDNN_ATTR_TENSOR_IS_VIRTUAL")),
+                                               "data_type": t["attributes"].get("CUDNN_ATTR_TENSOR_DATA_TYPE"),
+                                               "dims": t["attributes"].get("CUDNN_ATTR_TENSOR_DIMENSIONS")}
+                                           for i, t in tensors.items()}}
+
+
+def _backend_cluster(doc: dict) -> list[str]:
+    graph = backend_graph(doc)
+    if not graph["operations"]:
+        return []
+    lines = ['  subgraph cluster_o { label="backend operation graph (descriptors)";']
+    used = {ref for op in graph["operations"] for ref in [*op["reads"].values(), *op["writes"].values()]}
+    for ref in sorted(used):
+        t = graph["tensors"].get(ref, {})
+        style = "shape=ellipse" + (", style=dashed" if t.get("virtual") else "")
+        dtype = str(t.get("data_type", "?")).replace("CUDNN_DATA_", "")
+        label = f"#{ref} uid {t.get('uid')}\n{dtype}{t.get('dims')}"
+        lines.append(f"    od{ref} [{style}, label={json.dumps(label)}];")
+    for op in graph["operations"]:
+        kind = op["kind"].removeprefix("CUDNN_BACKEND_OPERATION_").removesuffix("_DESCRIPTOR")
+        label = f"#{op['id']} {kind}\n({op['node']})"
+        lines.append(f"    od{op['id']} [shape=box, style=filled, fillcolor=lightblue, label={json.dumps(label)}];")
+        lines += [f"    od{ref} -> od{op['id']} [label={json.dumps(a)}];" for a, ref in op["reads"].items()]
+        lines += [f"    od{op['id']} -> od{ref} [label={json.dumps(a)}];" for a, ref in op["writes"].items()]
+    lines.append("  }")
+    return lines
+
+
 def dot(doc: dict) -> str:
-    """Graphviz text: the IR as built and, where it exists, as lowered, as two clusters."""
+    """Graphviz text: the IR as built and, where they exist, the IR as lowered and the backend operation graph (its
+    operation and tensor descriptors), as three clusters."""
     lines = ["digraph cudnn_py {", "  rankdir=LR; node [fontname=Helvetica, fontsize=10];"]
     for key, label in (("ir", "IR as built"), ("lowered_ir", "IR as lowered")):
         part = doc.get(key)
@@ -170,6 +264,7 @@ def dot(doc: dict) -> str:
             lines += [f"    {p}t{u} -> {p}n{i} [label={json.dumps(port)}];" for port, u in n["inputs"].items()]
             lines += [f"    {p}n{i} -> {p}t{u};" for u in n["outputs"].values()]
         lines.append("  }")
+    lines += _backend_cluster(doc)
     lines.append("}")
     return "\n".join(lines)
 

@@ -432,7 +432,8 @@ class pygraph(LowPrecisionAttentionMixin, Graph):
             return int(self._handle)
         from ..backend.handle import default_handle
 
-        return int(default_handle())
+        # the default handle of the device the graph was planned for, not of whichever device is current now
+        return int(default_handle(self._session.device if self._session is not None else None))
 
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
         """The built default cuDNN plan with everything needed to execute it again (``plans/serialize.py``): a

@@ -99,6 +99,9 @@ class OpSpec:
     out_dims: bool = False  # accepts out_dims= (the first output's dims)
     requires: tuple[str, ...] = ()  # catalog features the lowering needs (their `since` is the minimum version)
     min_version: int = 0  # a stricter minimum than the catalog's (a version with a known problem), or 0
+    # device gates, checked when planning meets a GPU (plans/device_gates.py); deviceless validation skips them
+    min_compute_capability: int = 0  # the lowest GPU architecture with engines for it (100 = SM 10.0), or 0
+    min_cublaslt: int = 0  # the lowest cuBLASLt its engines need (MAJOR*10000 + MINOR*100 + PATCH), or 0
     public: bool = True  # False: an internal op that decompositions emit; no pygraph method
     lowered_rank: int = 0  # the rank its backend op needs (the legalize pass pads the graph to it), or 0
     finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place

@@ -6,10 +6,24 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 """
 from __future__ import annotations
 
-from . import attention, conv, layout_ops, masks, matmul, norms, pointwise, reduction, rng  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    attention,
+    conv,
+    layout_ops,
+    masks,
+    matmul,
+    moe,
+    norms,
+    pointwise,
+    quantize,
+    reduction,
+    rng,
+    rope,
+)
+from .layout_ops import slice_aliases
 from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers
 from .tensors import TensorTable, host_scalar, lower_tensor, pointer_alignment
 
 __all__ = ["LOWERINGS", "LoweredGraph", "TensorTable", "finalize_operation_graph", "host_scalar", "lower_program",
-           "lower_tensor", "lowers", "pointer_alignment"]
+           "lower_tensor", "lowers", "pointer_alignment", "slice_aliases"]

@@ -63,6 +63,9 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
         lowered.operations.extend(ops)
         lowered.op_names.extend([node.name] * len(ops))
     if not lowered.operations:
+        if program.nodes:  # only ops that lower to nothing on this cuDNN: slices before 9.22 are views alone
+            versions.require("CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR", what="a graph of slices alone (before "
+                             "cuDNN 9.22 a slice is a view with no operation: give it an op that reads it)")
         raise ValueError("the graph has no operations")
     if len(lowered.operations) > MAX_OPGRAPH_OPS:
         raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most "

@@ -63,12 +63,16 @@ def _variant_pack(executor: Any, plan: Any, variant_pack: dict, workspace: Any) 
     return executor._variant_pack(ptrs, ws)
 
 
+def _prelude(function: str, method: str, handle: int, cuda_graph: Any) -> tuple[int, Any, int]:
+    """What both calls check first: the running cuDNN has ``function``, the handle is live, cuda-bindings and the
+    caller's graph are usable. Returns (handle, the cuda.bindings runtime, the graph)."""
+    versions.require(function, what=f"{method}()")
+    return live_handle(handle, f"{method}(handle=...)"), _runtime(), graph_handle(cuda_graph)
+
+
 def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace: Any, cuda_graph: Any) -> Any:
     """Record ``plan`` into the empty graph ``cuda_graph``; returns the variant pack the graph was recorded with."""
-    versions.require(POPULATE, what="populate_cuda_graph()")
-    handle = live_handle(handle, "populate_cuda_graph(handle=...)")
-    rt = _runtime()
-    graph = graph_handle(cuda_graph)
+    handle, rt, graph = _prelude(POPULATE, "populate_cuda_graph", handle, cuda_graph)
     nodes = _check(rt.cudaGraphGetNodes(graph, 0), "cudaGraphGetNodes")
     count = nodes[-1] if isinstance(nodes, list) else nodes
     if int(count) != 0:
@@ -87,10 +91,7 @@ def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspac
 
 def update(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace: Any, cuda_graph: Any) -> Any:
     """Point the graph ``populate`` made at other buffers."""
-    versions.require(UPDATE, what="update_cuda_graph()")
-    handle = live_handle(handle, "update_cuda_graph(handle=...)")
-    rt = _runtime()
-    graph = graph_handle(cuda_graph)
+    handle, rt, graph = _prelude(UPDATE, "update_cuda_graph", handle, cuda_graph)
     roots = _check(rt.cudaGraphGetRootNodes(graph, 0), "cudaGraphGetRootNodes")
     n_roots = int(roots[-1]) if isinstance(roots, list) else int(roots)
     if n_roots != 1:

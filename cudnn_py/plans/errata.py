@@ -1,7 +1,9 @@
 """Known cuDNN bugs, kept as data: each erratum says on which cuDNN versions it applies, which graphs it hits, what
 it does and where it was seen. The planning session checks the program (the graph after the IR passes) against
 the table before anything is lowered; a matching graph is refused with ``cudnnGraphNotSupportedError`` naming the
-erratum and the way around it, instead of crashing the process or returning a wrong result.
+erratum and the way around it, instead of crashing the process or returning a wrong result. An erratum that names
+``engines`` is narrower: only those engines are wrong on the matching graphs, so their configs are barred (with the
+erratum as the reason) and the graph runs on the others.
 
 ``python -m cudnn_py info`` lists the errata that apply to the loaded cuDNN.
 """
@@ -26,6 +28,8 @@ class Erratum:
     effect: str
     workaround: str
     source: str
+    seen_on: str  # the GPUs it was seen on; the table has no GPU condition: a match is refused on every GPU
+    engines: tuple[int, ...] = ()  # only these engines are wrong: their configs are barred, the graph is not refused
 
     def applies_to(self, version: int) -> bool:
         return self.first <= version <= self.last
@@ -221,11 +225,21 @@ def _backward_padded_strides(program: Any) -> str | None:
     return None
 
 
+def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
+    for n in program.nodes:
+        if n.op == "conv_wgrad":
+            pre, post = n.params["pre_padding"], n.params["post_padding"]
+            if any(int(b) > int(a) for a, b in zip(pre, post)):
+                return f"conv_wgrad node {n.name!r} has post_padding {list(post)} beyond pre_padding {list(pre)}"
+    return None
+
+
 ERRATA: tuple[Erratum, ...] = (
     Erratum(
         id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_attention_sink,
         effect="cuDNN's attention engines take no sink token before 9.13.0",
         workaround="use cuDNN >= 9.13.0 for attention sinks",
+        seen_on="every GPU (the official frontend's version gate)",
         source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
                "ver >= 9.13.0)"),
     Erratum(
@@ -235,6 +249,7 @@ ERRATA: tuple[Erratum, ...] = (
                "is an illegal memory access until 9.15.1",
         workaround="pass use_padding_mask=True with seq_len_q / seq_len_kv tensors (full lengths), pad s_kv to a "
                    "multiple of 128, or use cuDNN >= 9.15.1",
+        seen_on="every GPU (the official frontend's workaround and release notes)",
         source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
                "the workaround padding mask), release 1.16 notes (PR #179)"),
     Erratum(
@@ -242,18 +257,21 @@ ERRATA: tuple[Erratum, ...] = (
         effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
                "corrupted gradients",
         workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
+        seen_on="the GPUs of CUDA.jl's CI (not yet reproduced by cudnn_py)",
         source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
                "cudnn_py on the H200)"),
     Erratum(
         id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
         workaround="use cuDNN 9.10.2 or newer (the official frontend rejects these versions too)",
+        seen_on="every GPU (the official frontend's version gate)",
         source="shared/reference/errata.md #2: cudnn-frontend include/cudnn_frontend/node/"
                "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
     Erratum(
         id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
         effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",
         workaround="add the causal mask (right bound 0), keep s_kv <= 1024, or use another cuDNN version",
+        seen_on="every GPU (the official frontend's version gate)",
         source="shared/reference/errata.md #3: cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
@@ -262,6 +280,7 @@ ERRATA: tuple[Erratum, ...] = (
                "(a silently wrong mask)",
         workaround="run the mask as a graph of its own, use batch 1, or the unified band mask "
                    "(implementation=UNIFIED, cuDNN >= 9.21)",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py on H200 / cuDNN 9.19.0 (plan eng7_k24=41), 2026-12-01: "
                "tests/test_gpu_passes.py::test_band_mask_after_a_batched_matmul_is_refused"),
     Erratum(
@@ -270,6 +289,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a matmul input widened by a fused cast, with K or N not a multiple of 4, overruns a staging buffer: "
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
+        seen_on="H200 (sm90)",
         source="shared/reference/errata.md #1 (cudnn-frontend PR #330); reproduced on H200 / cuDNN 9.19"),
     Erratum(
         id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
@@ -277,6 +297,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a matmul input made by a fused cast of an operand with padded (non-packed) strides gives wrong "
                "results (relative error 0.6-1.0)",
         workaround="make the operand contiguous before the graph, or cast in a graph of its own",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (plans eng7_k24=32..41), 2026-12-01: "
                "fuzz/graph_fuzz.py seed 20261201, cases 20, 82, 211, 229, 263, 463, 716, 904, 1009, ..."),
     Erratum(
@@ -285,6 +306,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a pointwise-only graph whose operand broadcasts along two or more axes (or along an axis of an "
                "output with a unit axis) gives wrong results or leaves outputs unwritten (engine eng1)",
         workaround="broadcast along one axis at a time (one op per broadcast axis), or expand the operand first",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (eng1_k24=34..37), 2026-12-01: e.g. "
                "[8,33,64] + [1,1,64] relative error nan, [8,33,64] + [8,1,1] 1.19, [99,1,16] + [99,1,1] 0.70; "
                "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]"),
@@ -294,6 +316,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="an AMAX / NORM1 / NORM2 / MUL_NO_ZEROS reduction whose output dims equal its input's returns the "
                "input unchanged (AMAX gave X instead of |X|)",
         workaround="use the elementwise op itself (abs for AMAX and the norms)",
+        seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: seed 7, case 1827 (AMAX of "
                "[1, 64, 1, 1] per channel, relative error 1.46)"),
     Erratum(
@@ -302,9 +325,41 @@ ERRATA: tuple[Erratum, ...] = (
         effect="a pointwise-only graph over a tensor whose unit axes carry strides other than the packed row-major "
                "ones gives wrong results (engine eng1)",
         workaround="make the operand contiguous, or drop its unit axes",
+        seen_on="H200 (sm90)",
         source="seen by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-01: abs over [64, 1, 1] with strides [1, 64, 64] "
                "(seed 7, case 1827 rewritten as an elementwise op), relative error 1.46"),
 )
+
+
+ERRATA += (
+    Erratum(
+        id="wgrad-post-padding-engines-1-20", first=91900, last=NO_UPPER, engines=(1, 20),
+        match=_wgrad_with_more_post_than_pre_padding,
+        effect="engines 1 and 20 compute a wgrad whose post padding exceeds its pre padding wrongly (relative "
+               "error 0.45-1.2, every data type, grouped or not); engine 0 and the runtime-compiled engines are right",
+        workaround="the other engines are used (configs of engines 1 and 20 are barred); or pad symmetrically",
+        seen_on="H200 (sm90), 3-D convolutions (2-D not yet probed)",
+        source="found by cudnn_py's conv fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: fuzz/conv_fuzz.py seed 20261201 "
+               "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
+               "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
+               "symmetric padding"),
+)
+
+
+def engine_errata(program: Any, version: int) -> list[tuple[Erratum, str]]:
+    """The engine-level errata the program matches, each with where."""
+    out = []
+    for e in applicable(version):
+        if e.engines:
+            where = e.match(program)
+            if where is not None:
+                out.append((e, where))
+    return out
+
+
+def engine_reason(e: Erratum, where: str, version: int) -> str:
+    return (f"cuDNN erratum {e.id} (cuDNN {e.versions}; loaded {version_string(version)}): {where}; engine(s) "
+            f"{', '.join(map(str, e.engines))} give wrong results here. Source: {e.source}")
 
 
 def applicable(version: int) -> list[Erratum]:
@@ -314,6 +369,8 @@ def applicable(version: int) -> list[Erratum]:
 def check(program: Any, version: int) -> None:
     """Refuse a program that hits an erratum of the running cuDNN."""
     for e in applicable(version):
+        if e.engines:  # not refused: planning bars those engines' configs (engine_errata)
+            continue
         where = e.match(program)
         if where is not None:
             raise cudnnGraphNotSupportedError(

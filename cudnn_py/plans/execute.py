@@ -20,6 +20,14 @@ only when it changed since that handle's last call.
 Workspace. ``workspace=None`` takes a buffer of the executor's ``WorkspaceCache``, one per (device, stream),
 allocated stream-ordered on the stream the call runs on (see ``workspace.py`` for the ordering argument).
 
+Devices. A graph is built for one device: the device of the handle it was planned with (``Executor.device``, set
+when the operation graph gets its handle). Every full operand check compares the operand's device with it (a
+``ValueError`` naming the tensor and both devices), as does every call for the handle it is given; the signature
+re-check of the cached path includes the device, so the fast path needs no further device test. Each call runs
+with its handle's CUDA context current (``backend.context``): the fast path reads the current context (one
+ctypes call) and leaves for the slow path, which makes the handle's context current around the call and restores
+the caller's, when it is another one. Default handles are per (thread, graph device).
+
 Threads. The variant-pack cache is an LRU under a lock; eviction only drops the cache's reference, and a call
 holds its binding (which holds the descriptor) until cuDNN returns, so a descriptor is destroyed (by its
 finalizer) only once no call uses it. The last binding is one immutable tuple, published and read in one step.
@@ -28,23 +36,28 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from threading import get_ident
 from typing import Any
 
 from ..backend import Descriptor, trace
+from ..backend import context as _context
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
 from ..backend.handle import live_handle
 from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
+from ..backend.live import lookup as _lookup_handle
 from ..enums import dtype_info
 from ..interop import (
     KDL_CPU,
+    KDL_CUDA,
     NO_FRAMEWORK,
     POINTER_GETTERS,
     SIGNATURE_GETTERS,
     OperandInfo,
+    _buffer_ptr,
     _torch_signature,
     data_ptr,
     operand_info,
@@ -56,6 +69,7 @@ from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
 SCRATCH_ALIGNMENT = 256  # bytes; each workspace-resident intermediate starts on such a boundary
+_log = logging.getLogger(__name__)
 
 
 
@@ -65,12 +79,13 @@ def _where(t: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------- default handles
 class _DefaultHandle:
-    """A thread's default handle for one device, and the stream last bound to it (None: not yet bound)."""
+    """A thread's default handle for one device, the stream last bound to it (None: not yet bound) and the CUDA
+    context it belongs to (None: not known)."""
 
-    __slots__ = ("handle", "stream")
+    __slots__ = ("handle", "stream", "context")
 
-    def __init__(self, handle: int):
-        self.handle, self.stream = handle, None
+    def __init__(self, handle: int, context: int | None = None):
+        self.handle, self.stream, self.context = handle, None, context
 
 
 # (thread id, device or None for "the current device") -> its default handle. Shared by every executor, since the
@@ -91,12 +106,20 @@ def _get_stream(handle: int) -> int:
     return _handle_mod.get_stream(handle)
 
 
-def _default_handle_on(placement: Any) -> _DefaultHandle:
-    """This thread's default handle for the placement's device, bound to the framework's current stream."""
-    key = (get_ident(), placement.device)
+def _context_of(handle: int) -> int | None:
+    return _handle_mod.context_of(handle)
+
+
+def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHandle:
+    """This thread's default handle for ``device`` (the graph's; None: the placement's device), bound to the
+    framework's current stream."""
+    if device is None:
+        device = placement.device
+    key = (get_ident(), device)
     state = _DEFAULT_HANDLES.get(key)
     if state is None:
-        state = _DEFAULT_HANDLES[key] = _DefaultHandle(_new_default_handle(placement.device))
+        h = _new_default_handle(device)
+        state = _DEFAULT_HANDLES[key] = _DefaultHandle(h, _context_of(h))
     stream = placement.current_stream()
     if stream != state.stream:
         _set_stream(state.handle, stream)
@@ -115,7 +138,9 @@ _NO_BINDING = (None, None, None, None, None)
 class Executor:
     """Variant-pack binding and execution for one lowered graph."""
 
-    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any]):
+    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None):
+        """``aliases``: view uid -> (source uid, byte offset). A view's pointer is its source's plus the offset (a
+        slice's output: the frontend's variant-pack replacement); the caller binds the source, never the view."""
         from ..lowering.tensors import host_scalar
 
         self._uids = sorted(uids)
@@ -141,6 +166,15 @@ class Executor:
                 self._slot_by_key[name] = slot
         self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
+        slot_of = {uid: slot for slot, uid in enumerate(self._uids)}
+        # (view slot, source slot, byte offset), sources before the views made from them
+        self._aliases = tuple((slot_of[v], slot_of[src], off) for v, (src, off) in sorted(
+            (aliases or {}).items(), key=lambda item: _alias_depth(item[0], aliases or {})))
+        self._views = {v: src for v, src, _ in self._aliases}
+        # keys naming a view go to _slot, which explains what to bind instead
+        self._view_keys = {k: v for k, v in self._fast_slots.items() if v in self._views}
+        for key in self._view_keys:
+            del self._fast_slots[key]
         self._bound: dict[int, Any] = {}
         self._bound_items: tuple = ()  # (slot, value) of data bound at build time
         self._template = [0] * len(self._uids)
@@ -158,6 +192,15 @@ class Executor:
         self._last: tuple = _NO_BINDING
         # the handle the graph was created with (pygraph(handle=...)): used when execute gets none, as classic does
         self.graph_handle: Any = None
+        # the device the graph was built for (its planning handle's); None until known (deviceless validation)
+        self.device: int | None = None
+
+    def set_device(self, device: int | None) -> None:
+        """Record the device the graph's plans are built for. Operands checked before are checked again."""
+        if device != self.device:
+            self.device = device
+            self._checked = [_UNCHECKED] * len(self._uids)
+            self._last = _NO_BINDING
 
     # --------------------------------------------------------------------------------------------- binding
     def _slot(self, key: Any) -> int:
@@ -165,11 +208,17 @@ class Executor:
         try:
             s = self._fast_slots.get(key)
             if s is None:
+                s = self._view_keys.get(key)
+            if s is None:
                 s = self._slot_by_key.get(key)
         except TypeError:  # an unhashable key: reported below
             s = None
         if s is None:
             s = self._fixed_slot_by_id.get(id(key))
+        if s is not None and s in self._views:
+            view, source = self._tensors[s], self._tensors[self._views[s]]
+            raise ValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
+                             "which aliases its input's memory): bind the source; the view's pointer is derived")
         if s is not None:
             return s
         if isinstance(key, str) and key in self._ambiguous:
@@ -223,8 +272,10 @@ class Executor:
             ptrs[slot] = getter(value)
             if placement is None:
                 placement = where
+        for view, source, offset in self._aliases:
+            ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
         if 0 in ptrs:
-            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0]
+            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
             raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
         return ptrs, same, placement
 
@@ -261,6 +312,8 @@ class Executor:
         info = operand_info(value)
         ptrs[slot] = info.ptr
         _check_operand(self._tensors[slot], info)
+        if self.device is not None and info.device_type == KDL_CUDA:
+            _check_device(self._tensors[slot], info, self.device)
         cls = value.__class__
         if cls is int:
             return None
@@ -280,25 +333,40 @@ class Executor:
         stream = None
         if handle is None:
             handle = self.graph_handle
-        if handle is not None and handle not in _live_handles:  # cuDNN dereferences it unchecked
-            live_handle(handle, "execute(handle=...)")
-        if handle is None:
-            state = _default_handle_on(placement)
-            handle, stream = state.handle, state.stream
+        if handle is not None:
+            rec = _live_handles.get(handle) if handle.__hash__ is not None else None
+            if rec is None:  # cuDNN dereferences it unchecked
+                live_handle(handle, "execute(handle=...)")
+                rec = _lookup_handle(handle)
+            ctx = rec.context if rec is not None else None
+            if rec is not None and rec.device is not None and self.device is not None and rec.device != self.device:
+                raise ValueError(f"execute(handle=...): handle 0x{int(handle):x} is on device {rec.device}, but the "
+                                 f"graph was built for device {self.device}; pass a handle of device {self.device} "
+                                 f"or build the graph with one of device {rec.device}")
+        else:
+            state = _default_handle_on(placement, self.device)
+            handle, stream, ctx = state.handle, state.stream, state.context
+        device = self.device if self.device is not None else placement.device
+        with _context.bound(ctx):  # the handle's context current for the call, the caller's restored after
+            self._enqueue(plan, variant_pack, workspace, handle, stream, placement, device, ptrs, same)
+
+    def _enqueue(self, plan: Any, variant_pack: dict, workspace: Any, handle: Any, stream: Any, placement: Any,
+                 device: int | None, ptrs: list[int], same: bool) -> None:
+        """The rest of :meth:`execute`, with the handle's context current: workspace, binding, cudnnBackendExecute."""
         ws_entry = None  # held until cuDNN returns: the buffer cannot be freed under this call
         if workspace is None:
             ws = 0
             if plan.workspace > 0:
                 if stream is None:
                     stream = _get_stream(handle)
-                ws_entry = self._workspaces.get(plan.workspace, placement.framework, placement.device, stream,
+                ws_entry = self._workspaces.get(plan.workspace, placement.framework, device, stream,
                                                 getattr(handle, "device", None))
                 ws = ws_entry[1]
         elif workspace.__class__ is int:
             ws = workspace
         else:
             ws = data_ptr(workspace)
-            _check_workspace(workspace, plan)
+            _check_workspace(workspace, plan, self.device)
         binding = self._last  # read once: another thread may publish its own meanwhile
         if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
             binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
@@ -322,6 +390,9 @@ class Executor:
             binding = self._vp_cache.get(key)
             if binding is not None:
                 self._vp_cache.move_to_end(key)
+        if _log.isEnabledFor(logging.DEBUG):  # not on the fast path: only when the pointers change
+            _log.debug("variant pack cache %s: plan %s, %d pointer(s), workspace 0x%x (%d cached)",
+                       "hit" if binding is not None else "miss", plan.name, len(ptrs), ws, len(self._vp_cache))
         if binding is None:
             if not checked:
                 self._check_operands(variant_pack, ptrs)
@@ -346,7 +417,11 @@ class Executor:
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles = _live_handles
+        live_handles, aliases, buffer_ptr, graph_device = _live_handles, self._aliases, _buffer_ptr, self.device
+        ctx_get, ctx_buffers = _context.reader()  # None without a driver: no context to check
+        if ctx_get is not None and not _context.several_devices():
+            ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
+        thread_buffer = _context.thread_buffer
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -386,21 +461,31 @@ class Executor:
                     ptrs[slot] = getter(value)
                     if placement is None:
                         placement = where
+            for view, source, offset in aliases:
+                ptrs[view] = ptrs[source] + offset
             stream, h = None, handle  # `handle` stays the caller's: the slow path gets what the caller gave
-            if h is not None and h not in live_handles:  # the slow path raises, naming why
-                return slow(variant_pack, workspace, handle)
             if h is None:
                 h = graph_handle
-                if h is None:
-                    if placement is None:
-                        placement = NO_FRAMEWORK
-                    state = default_handles.get((get_ident(), placement.device))
-                    if state is None:
-                        return slow(variant_pack, workspace, handle)
-                    stream = placement.current_stream()
-                    if stream != state.stream:  # the slow path binds the new stream
-                        return slow(variant_pack, workspace, handle)
-                    h = state.handle
+            if h is not None:
+                rec = live_handles.get(h)
+                # not live, or of another device than the graph's: the slow path raises, naming why
+                if rec is None or (graph_device is not None and rec.device is not None and rec.device != graph_device):
+                    return slow(variant_pack, workspace, handle)
+                ctx = rec.context
+            else:
+                if placement is None:
+                    placement = NO_FRAMEWORK
+                state = default_handles.get((get_ident(), placement.device if graph_device is None else graph_device))
+                if state is None:
+                    return slow(variant_pack, workspace, handle)
+                stream = placement.current_stream()
+                if stream != state.stream:  # the slow path binds the new stream
+                    return slow(variant_pack, workspace, handle)
+                h, ctx = state.handle, state.context
+            if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
+                b = ctx_buffers.get(get_ident()) or thread_buffer()
+                if ctx_get(b[1]) != 0 or b[0].value != ctx:  # another context current: the slow path switches
+                    return slow(variant_pack, workspace, handle)
             if workspace is None:
                 ws = 0
                 if plan_ws:
@@ -408,7 +493,8 @@ class Executor:
                         placement = NO_FRAMEWORK
                     if stream is None:
                         stream = _get_stream(h)
-                    ws_entry = ws_buffers.get((placement.device, stream))  # held until cuDNN returns
+                    # held until cuDNN returns
+                    ws_entry = ws_buffers.get((placement.device if graph_device is None else graph_device, stream))
                     if ws_entry is None or ws_entry[0] < plan_ws:
                         return slow(variant_pack, workspace, handle)
                     ws = ws_entry[1]
@@ -417,6 +503,8 @@ class Executor:
             else:
                 getter = getters.get(workspace.__class__)
                 nbytes = getattr(workspace, "nbytes", None)
+                if nbytes is None and getter is buffer_ptr:  # a cuda.core Buffer knows its size in bytes
+                    nbytes = workspace.size
                 if getter is None or nbytes is None or nbytes < plan_ws:  # the slow path checks and reports
                     return slow(variant_pack, workspace, handle)
                 ws = getter(workspace)
@@ -457,6 +545,14 @@ class Executor:
         return vp.finalize()
 
 
+def _alias_depth(uid: int, aliases: dict[int, tuple[int, int]]) -> int:
+    """How many views lie between ``uid`` and memory the caller binds (a slice of a slice: 2)."""
+    depth = 0
+    while uid in aliases:
+        uid, depth = aliases[uid][0], depth + 1
+    return depth
+
+
 def _check_operand(t: Any, info: OperandInfo) -> None:
     where = _where(t)
     if t.is_pass_by_value:
@@ -488,15 +584,36 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         raise ValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
 
 
-def _check_workspace(workspace: Any, plan: Any) -> None:
+def _operand_device(info: OperandInfo) -> int | None:
+    """The device of a device operand: what its framework says, else what the driver says of its pointer (a
+    ``__cuda_array_interface__`` carries no device); None where neither binds it to one device."""
+    if info.device_id is not None:
+        return info.device_id
+    return _context.device_of_pointer(info.ptr)
+
+
+def _check_device(t: Any, info: OperandInfo, device: int) -> None:
+    d = _operand_device(info)
+    if d is not None and d != device:
+        raise ValueError(f"{_where(t)} is on device {d}, but the graph was built for device {device}: build the "
+                         f"graph for device {d} (with its handle: pygraph(handle=cudnn.create_handle({d})), or with "
+                         f"device {d} current) or move the operand to device {device}")
+
+
+def _check_workspace(workspace: Any, plan: Any, device: int | None = None) -> None:
     try:
-        on_host = operand_info(workspace).device_type == KDL_CPU
+        info: OperandInfo | None = operand_info(workspace)
     except TypeError:  # an object only known by its pointer
-        on_host = False
-    if on_host:
+        info = None
+    if info is not None and info.device_type == KDL_CPU:
         raise ValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
                          "device memory")
-    nbytes = None
+    if info is not None and device is not None and info.device_type == KDL_CUDA:
+        d = _operand_device(info)
+        if d is not None and d != device:
+            raise ValueError(f"workspace is on device {d}, but the graph was built for device {device} (plan "
+                             f"{plan.name}): pass a workspace on device {device}")
+    nbytes = info.nbytes if info is not None else None  # untyped memory (a cuda.core Buffer) knows its size
     if hasattr(workspace, "nbytes"):
         nbytes = int(workspace.nbytes)
     elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):

@@ -17,6 +17,8 @@ _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the fro
 class HeuristicsResult:
     configs: list[EngineConfig] = field(default_factory=list)
     per_mode: list[tuple[str, str]] = field(default_factory=list)  # (mode, "N configs" or the error)
+    # (mode, the names of the configs it returned, best first: duplicates of an earlier mode's included)
+    ranked: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None) -> HeuristicsResult:
@@ -40,13 +42,14 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
         except CudnnError as e:
             result.per_mode.append((mode, f"failed: {e}"))
             continue
-        kept = 0
+        kept, names = 0, []
         for cfg in cfgs:
             try:
                 ec = EngineConfig.from_descriptor(cfg, mode, pool)
             except CudnnError as e:
                 result.per_mode.append((mode, f"config read-back failed: {e}"))
                 continue
+            names.append(ec.name)
             if ec.name in seen:
                 cfg.destroy()
                 continue
@@ -54,5 +57,6 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
             result.configs.append(ec)
             kept += 1
         result.per_mode.append((mode, f"{len(cfgs)} config(s), {kept} new"))
+        result.ranked.append((mode, names))
         heur.destroy()
     return result

@@ -11,6 +11,11 @@
 * PLANS: at least one execution plan finalized (where support is really decided and kernels compile).
 * EXECUTABLE: a default plan is selected and operands can be bound and executed.
 
+Devices. A session belongs to one device: its planning handle's (``device``, known from OPERATION_GRAPH on).
+Everything it builds — the operation graph with a handle, engine configs, plans, variant packs, workspaces — is
+for that device, made with that handle's CUDA context current (``backend.context.bound``), and its executor
+refuses operands and handles of another device.
+
 Each method states the phase it needs; a call made too early raises :class:`~cudnn_py.errors.PhaseError`
 naming it (``pygraph`` advances the cheap phases itself, as the classic API does). The session owns its
 descriptors, configs, plans and executor.
@@ -24,23 +29,38 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 from __future__ import annotations
 
 import enum
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
+from ..backend import context as cuda_context
 from ..backend.enums import enum_class
-from ..backend.handle import default_handle
-from ..errors import CudaUnavailableError, CudnnError, PhaseError, cudnnGraphNotSupportedError
+from ..backend.handle import context_of, default_handle, device_of
+from ..errors import (
+    CudaUnavailableError,
+    CudnnError,
+    NotImplementedOptionError,
+    PhaseError,
+    cudnnGraphNotSupportedError,
+)
 from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
-from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
-from . import cuda_graph, errata, heuristics, serialize
+from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
+from . import cuda_graph, device_gates, errata, heuristics, serialize
 from .engine_config import EngineConfig
 from .execute import Executor
 from .plan import ExecutionPlan
+
+_log = logging.getLogger(__name__)
+
+
+def _ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
 
 
 class Phase(enum.IntEnum):
@@ -81,8 +101,11 @@ class PlanningSession:
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
+        self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
+        self.device: int | None = None  # the planning handle's device (None: not known yet)
+        self.context: int | None = None  # that handle's CUDA context (None: not known)
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -102,15 +125,22 @@ class PlanningSession:
             return  # (a deserialized session starts EXECUTABLE)
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
+        t0 = time.perf_counter()
         self._lower(versions_available)
+        assert self.program is not None and self.lowered is not None
         self._advance(Phase.VALIDATED)
+        handle = self.options.handle
+        _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
+                  "graph finalized %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
+                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle")
 
     def _lower(self, available: Callable[..., bool]) -> None:
         self.program = prepare(self.graph, PassOptions(available=available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
-        self.lowered = lower_program(self.program, self._alignments(), int(handle) if handle is not None else None,
-                                     self.options.dynamic_shapes)
+        with cuda_context.bound(context_of(handle) if handle is not None else None):
+            self.lowered = lower_program(self.program, self._alignments(),
+                                         int(handle) if handle is not None else None, self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
 
     def _auto_unified_attention(self) -> list[str]:
@@ -131,8 +161,10 @@ class PlanningSession:
         self.program.log.append(f"plans: the unified SDPA_FWD op of {names} found no engine ({report}); AUTO fell "
                                 "back to the composite attention")
         handle = self.planning_handle()
-        if handle is not None and self.lowered.handle is None:
-            finalize_operation_graph(self.lowered, handle)
+        if handle is not None:
+            self._bind_device(handle)  # the new executor's device
+            if self.lowered.handle is None:
+                finalize_operation_graph(self.lowered, handle)  # (called with the planning context current)
 
     def _alignments(self) -> dict[int, int]:
         """The byte alignment of data bound at build time (framework arrays given to op builders)."""
@@ -152,7 +184,13 @@ class PlanningSession:
             if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
                 continue
             checked[uid] = program.user_tensor(uid) or t
-        executor = Executor(list(checked), checked)
+        aliases = slice_aliases(program)
+        for view, (source, _) in aliases.items():
+            # the source is bound even where no operation reads it (a slice on cuDNN < 9.22 has no op), and
+            # the view is a slot whether or not an operation reads it
+            checked.setdefault(source, program.user_tensor(source) or program.tensors[source])
+            checked.setdefault(view, program.user_tensor(view) or program.tensors[view])
+        executor = Executor(list(checked), checked, aliases)
         executor.set_scratch(program.scratch)
         executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)
@@ -176,9 +214,26 @@ class PlanningSession:
             return
         assert self.lowered is not None
         handle = self.planning_handle()
-        if handle is not None and self.lowered.handle is None:
-            finalize_operation_graph(self.lowered, handle)
+        if handle is not None:
+            self._bind_device(handle)
+            assert self.program is not None
+            device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
+            if self.lowered.handle is None:
+                t0 = time.perf_counter()
+                with self.on_device():
+                    finalize_operation_graph(self.lowered, handle)
+                _log.info("graph %r: operation graph finalized with handle 0x%x in %.2f ms", self.graph.name, handle,
+                          _ms_since(t0))
         self._advance(Phase.OPERATION_GRAPH)
+
+    def _bind_device(self, handle: Any) -> None:
+        self.device, self.context = device_of(handle), context_of(handle)
+        if self.executor is not None:
+            self.executor.set_device(self.device)
+
+    def on_device(self) -> cuda_context.bound:
+        """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""
+        return cuda_context.bound(self.context)
 
     @property
     def operation_graph(self) -> Descriptor:
@@ -196,7 +251,8 @@ class PlanningSession:
         engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
         engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", self.operation_graph)
         engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_id))
-        engine.finalize()
+        with self.on_device():
+            engine.finalize()
         out = []
         for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
             out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
@@ -211,13 +267,23 @@ class PlanningSession:
         self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
-        res = heuristics.query(self.operation_graph, names, self.options.sm_count)
-        if not res.configs and not self.configs and self._auto_unified_attention():
-            self.heuristics_report.extend(res.per_mode)
-            self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
+        t0 = time.perf_counter()
+        with self.on_device():
             res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+            if not res.configs and not self.configs and self._auto_unified_attention():
+                self.heuristics_report.extend(res.per_mode)
+                self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
+                res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
+                      "; ".join(f"{m}: {r}" for m, r in res.per_mode))
+            for c in res.configs:
+                _log.debug("graph %r: engine config %d %s (from %s)", self.graph.name,
+                           len(self.configs) + res.configs.index(c), c.name, c.source)
         self.heuristics_report.extend(res.per_mode)
+        self.heuristics_ranked.extend(res.ranked)
         self.configs.extend(res.configs)
+        self._bar_erratic_engines()
         if not self.configs:
             from ..backend.api import get_last_error_string
 
@@ -234,8 +300,21 @@ class PlanningSession:
         if not 0 <= int(engine_id) < count:
             raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
-        self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        with self.on_device():
+            self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+        self._bar_erratic_engines()
         self._advance(Phase.ENGINE_CONFIGS)
+
+    def _bar_erratic_engines(self) -> None:
+        """Bar the configs of engines an engine-level erratum says are wrong on this program."""
+        assert self.program is not None
+        version = versions.runtime_version()
+        for e, where in errata.engine_errata(self.program, version):
+            why = errata.engine_reason(e, where, version)
+            for i, c in enumerate(self.configs):
+                if i not in self.barred and c.engine_index in e.engines:
+                    self.barred[i] = why
+                    _log.info("graph %r: engine config %s barred: %s", self.graph.name, c.name, why)
 
     def _bar(self, method: str, predicate: Callable[[EngineConfig], bool], why: str) -> None:
         self._need(Phase.ENGINE_CONFIGS, method)
@@ -326,14 +405,20 @@ class PlanningSession:
             return
         if i in self.barred:
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
+        t0 = time.perf_counter()
         try:
-            plan = ExecutionPlan.build(self.configs[i])
+            with self.on_device():  # kernels are compiled and loaded into the current context
+                plan = ExecutionPlan.build(self.configs[i])
             if self.executor is not None:  # the program's workspace-resident intermediates come first
                 plan.workspace += self.executor.scratch_bytes
             self.plans[i] = plan
         except CudnnError as e:
             self.failures[i] = str(e)
+            _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self.configs[i].name,
+                      _ms_since(t0), e)
             raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
+        _log.info("graph %r: plan %d (%s) built in %.2f ms, workspace %d bytes", self.graph.name, i,
+                  self.configs[i].name, _ms_since(t0), self.plans[i].workspace)
         self._advance(Phase.PLANS)
         if self.candidate is None:
             self._set_candidate(i)
@@ -358,6 +443,7 @@ class PlanningSession:
 
     def _set_candidate(self, index: int) -> None:
         if index != self.candidate:
+            _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, self.configs[index].name)
             self.candidate = index
             self._on_default_plan_change()  # a bound execute targets the old plan
         self._advance(Phase.EXECUTABLE)
@@ -401,28 +487,35 @@ class PlanningSession:
     # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
     def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp  # kept alive as long as the graph may run
 
     def update_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
         assert self.executor is not None
-        vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
+        with cuda_context.bound(context_of(handle)):
+            vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
         self.graph_packs[cuda_graph.graph_handle(graph)] = vp
 
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
     def serialize(self, graph_doc: dict) -> bytes:
         """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
+        if self.program is not None and slice_aliases(self.program):
+            raise NotImplementedOptionError("serialize() of a graph with a slice is not implemented: the blob does "
+                                            "not record the slice output's pointer offset")
         return serialize.dump(self.plan(), self.bound_tensors, graph_doc)
 
     @classmethod
     def deserialized(cls, graph: Any, options: SessionOptions, blob: Any, handle: int,
                      on_default_plan_change: Callable[[], None] = lambda: None) -> PlanningSession:
         """A session that starts EXECUTABLE: the plan rebuilt from a blob, operands checked against its records."""
-        plan, records = serialize.load(blob, handle)
+        with cuda_context.bound(context_of(handle)):
+            plan, records = serialize.load(blob, handle)
         s = cls(graph, options, on_default_plan_change)
         by_uid = {r.uid: r for r in records}
         s.executor = Executor(list(by_uid), by_uid)
         s.executor.graph_handle = handle
+        s._bind_device(handle)
         s.bound_tensors = records
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
         s.phase = Phase.EXECUTABLE

@@ -21,12 +21,14 @@ stream instead of their own).
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections import OrderedDict
 from typing import Any
 
 MAX_STREAMS = 8
+_log = logging.getLogger(__name__)
 
 
 class WorkspaceCache:
@@ -53,11 +55,16 @@ class WorkspaceCache:
                 dev = current_device()
             owner = _allocate(framework, dev, stream, size)
             entry = (size, _ptr(owner), owner)
+            _log.info("workspace: %d bytes at 0x%x from %s on device %d, stream 0x%x%s", size, entry[1],
+                      _allocator_name(owner), dev, stream,
+                      f" (replaces {have[0]} bytes)" if have is not None else "")
             # dropping `have` frees it stream-ordered on this stream (see the module docstring)
             self._buffers[key] = entry
             self._buffers.move_to_end(key)
             while len(self._buffers) > MAX_STREAMS:
-                _, (_, _, old) = self._buffers.popitem(last=False)
+                (_, old_stream), (old_size, _, old) = self._buffers.popitem(last=False)
+                _log.info("workspace: evicting %d bytes of stream 0x%x (more than %d streams)", old_size, old_stream,
+                          MAX_STREAMS)
                 _retire(old, dev)
         return entry
 
@@ -108,6 +115,12 @@ def _cuda_core_stream(stream: int) -> Any:
     if stream == 2:  # cudaStreamPerThread
         return cuda.core.PER_THREAD_DEFAULT_STREAM
     return cuda.core.Stream.from_handle(stream)
+
+
+def _allocator_name(owner: Any) -> str:
+    mod = type(owner).__module__
+    return ("torch's caching allocator" if mod.startswith("torch") else "cupy's memory pool" if mod.startswith("cupy")
+            else "cuda.core Device.allocate")
 
 
 def _ptr(owner: Any) -> int:

@@ -11,10 +11,13 @@ from . import (  # noqa: F401  (registration)
     layout_ops,
     masks,
     matmul,
+    moe,
     norms,
     pointwise,
+    quantize,
     reduction,
     rng,
+    rope,
 )
 from .common import InferenceContext, check_tensor
 

@@ -144,11 +144,23 @@ def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
     x, y = node.inputs["X"], node.outputs["Y"]
     require_dims(op, node, x)
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS")])
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    _y_like_x(op, node, y, x)
     fill_data_types(node, ctx, x)
+
+
+def expand_batchnorm_inference(node: Node, rw: Any, options: Any) -> bool:
+    """Y = (X - mean) * inv_variance * scale + bias as four pointwise ops. cuDNN's NORM_FORWARD has no batch-norm
+    INFERENCE engine (the 9.28 header: "Batch norm only supports forward training"; on the H200 with 9.19 heuristics
+    fail with "matcher_casted == nullptr"), although the official frontend emits that form."""
+    ins, y = node.inputs, node.outputs["Y"]
+    ct = node.params["compute_data_type"]
+    if ct is data_type.NOT_SET:
+        ct = data_type.FLOAT
+    centred = rw.sub(ins["X"], ins["MEAN"], compute_data_type=ct, out_data_type=data_type.FLOAT)
+    normalized = rw.mul(centred, ins["INV_VARIANCE"], compute_data_type=ct, out_data_type=data_type.FLOAT)
+    scaled = rw.mul(normalized, ins["SCALE"], compute_data_type=ct, out_data_type=data_type.FLOAT)
+    rw.add(scaled, ins["BIAS"], compute_data_type=ct, out=y)
+    return True
 
 
 BATCHNORM_INFERENCE = OpSpec(
@@ -158,7 +170,7 @@ BATCHNORM_INFERENCE = OpSpec(
     outputs=(Output("Y"),), infer=infer_batchnorm_inference,
     fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.INFERENCE},
     order=("input", "mean", "inv_variance", "scale", "bias", "compute_data_type", "name"), varargs=True,
-    out_dims=True, requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    out_dims=True, requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR",), expand=expand_batchnorm_inference,
     doc="batchnorm_inference(input, mean, inv_variance, scale, bias) -> Y = (X - mean) * inv_variance * scale + bias.")
 
 

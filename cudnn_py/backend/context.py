@@ -1,0 +1,158 @@
+"""The CUDA context a cuDNN call runs in, read and set through the driver API (``libcuda.so.1``, via ctypes).
+
+A cuDNN handle belongs to the context that was current when ``cudnnCreate`` made it, and cuDNN loads kernels into
+and launches them on *the current* context. A graph built for device 1 and executed while device 0's context is
+current would launch on the wrong GPU. So cudnn_py records each handle's context and, for planning and execution,
+makes it current (:class:`bound`) when another one is, restoring the caller's context afterwards — the device
+guard torch puts around its own ops.
+
+Reading the current context costs one ctypes call (about 0.3 us): the execute fast path makes it on every call
+(inlined, see :func:`reader`) in a process that sees several devices (:func:`several_devices`), and only a
+context other than the handle's leaves the fast path.
+
+Without a driver that exports these entry points (the CPU test stub of ``tests/support`` exports only the six
+symbols cuDNN's engines need) every function here reports "unknown" (None) and nothing is switched: there is
+nothing to execute on then.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
+
+_driver: Any = None  # the ctypes libcuda once looked up; False: none with these entry points
+
+
+def _lib() -> Any:
+    global _driver
+    if _driver is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            for name in ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuPointerGetAttribute",
+                         "cuDeviceGetCount"):
+                getattr(lib, name)
+        except (OSError, AttributeError):
+            _driver = False
+        else:
+            lib.cuCtxGetCurrent.argtypes = [ctypes.c_void_p]
+            lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+            lib.cuCtxGetDevice.argtypes = [ctypes.c_void_p]
+            lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+            lib.cuDeviceGetCount.argtypes = [ctypes.c_void_p]
+            for f in (lib.cuCtxGetCurrent, lib.cuCtxSetCurrent, lib.cuCtxGetDevice, lib.cuPointerGetAttribute,
+                      lib.cuDeviceGetCount):
+                f.restype = ctypes.c_int
+            _driver = lib
+    return _driver
+
+
+_buffers: dict[int, tuple[ctypes.c_void_p, int]] = {}  # thread id -> its result buffer and the buffer's address
+
+
+def reader() -> tuple[Any, dict[int, tuple[ctypes.c_void_p, int]]]:
+    """What reading the current context takes, for callers that inline it (the execute fast path):
+    ``cuCtxGetCurrent`` as a ctypes function (None without a driver) and the per-thread result buffers
+    (``thread_buffer()`` adds this thread's)."""
+    lib = _lib()
+    return (lib.cuCtxGetCurrent if lib else None), _buffers
+
+
+def thread_buffer() -> tuple[ctypes.c_void_p, int]:
+    """This thread's result buffer for ``cuCtxGetCurrent`` and its address (a buffer per thread: the call releases
+    the GIL, so a shared one could be overwritten by another thread before it is read)."""
+    tid = threading.get_ident()
+    b = _buffers.get(tid)
+    if b is None:
+        buf = ctypes.c_void_p()
+        b = _buffers[tid] = (buf, ctypes.addressof(buf))
+    return b
+
+
+_several_devices: bool | None = None
+
+
+def several_devices() -> bool:
+    """Whether this process sees more than one CUDA device (True when that cannot be told yet). With one device
+    there is one primary context, the one every handle cudnn_py makes belongs to, and a thread with no current
+    context gets it from the CUDA runtime on its first call: the execute fast path then skips reading the current
+    context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves (cuCtxCreate) are not covered
+    then; cudnn_py never creates one."""
+    global _several_devices
+    if _several_devices is None:
+        lib = _lib()
+        n = ctypes.c_int()
+        if not lib or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:  # before cuInit: ask again next time
+            return True
+        _several_devices = n.value > 1
+    return _several_devices
+
+
+def current() -> int | None:
+    """The current ``CUcontext`` of this thread (0: none), or None without a driver."""
+    get, _ = reader()
+    if get is None:
+        return None
+    buf, addr = thread_buffer()
+    return (buf.value or 0) if get(addr) == 0 else 0
+
+
+def set_current(ctx: int) -> None:
+    """Make ``ctx`` (0: none) current on this thread."""
+    lib = _lib()
+    if not lib:
+        return
+    status = lib.cuCtxSetCurrent(ctx or None)
+    if status != 0:
+        raise RuntimeError(f"cuCtxSetCurrent(0x{ctx:x}) failed with CUresult {status}")
+
+
+def device_of_current() -> int | None:
+    """The device ordinal of the current context, or None (no driver, no current context)."""
+    lib = _lib()
+    if not lib:
+        return None
+    out = ctypes.c_int()
+    return out.value if lib.cuCtxGetDevice(ctypes.byref(out)) == 0 else None
+
+
+def device_of_pointer(ptr: int) -> int | None:
+    """The device whose memory ``ptr`` points into, or None where that does not bind it to one device: no driver,
+    not device memory the driver knows, or managed memory (usable from every device)."""
+    lib = _lib()
+    if not lib or not ptr:
+        return None
+    managed = ctypes.c_uint()
+    if lib.cuPointerGetAttribute(ctypes.byref(managed), _CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr) != 0 or managed.value:
+        return None
+    ordinal = ctypes.c_int()
+    if lib.cuPointerGetAttribute(ctypes.byref(ordinal), _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != 0:
+        return None
+    return ordinal.value
+
+
+class bound:
+    """``with bound(ctx):`` makes ``ctx`` current if another context (or none) is, and restores the caller's state on
+    exit — none current included, so that the CUDA runtime's notion of the thread's device (torch's
+    ``current_device()``) is the same after the call as before. ``ctx`` None (not known) changes nothing."""
+
+    __slots__ = ("ctx", "before")
+
+    def __init__(self, ctx: int | None):
+        self.ctx: int | None = ctx
+        self.before: int | None = None  # the context to restore; None: nothing was switched
+
+    def __enter__(self) -> bound:
+        if self.ctx:
+            now = current()
+            if now is not None and now != self.ctx:
+                set_current(self.ctx)
+                self.before = now
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.before is not None:
+            set_current(self.before)
+        self.before = None

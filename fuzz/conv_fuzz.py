@@ -1,0 +1,323 @@
+"""Convolution fuzz on the GPU: seeded cases, reproducible by case id, run in worker processes so that one case's
+CUDA error cannot take the others (or the run) down.
+
+    python -m fuzz.conv_fuzz --cases 500 --workers 8 --out conv_fuzz.jsonl      # the whole run, a summary at the end
+    python -m fuzz.conv_fuzz --case 123 --show                                  # one case again, verbosely
+    python -m fuzz.conv_fuzz --deviceless --cases 40                            # CPU: build + validate() only
+
+Each case is one convolution drawn from ``random.Random(seed * 1_000_003 + case)``: fprop, dgrad or wgrad; 2-D
+(70 %) or 3-D; N, C, K, spatial sizes and R/S(/T) kernels; channel counts aligned (multiples of 8) or not;
+groups of 1, grouped (2 or 4) or depthwise; symmetric (``padding``) or asymmetric (``pre_padding`` /
+``post_padding``) padding, stride 1-3, dilation 1-2; CROSS_CORRELATION or CONVOLUTION; NHWC or NCHW strides;
+fp16 / bf16 / fp32 io with fp32 compute, and int8 fprop (INT32 compute, fp32 output).
+
+Every output and the workspace are poisoned (NaN / 0xFF bytes) before the run; the result is compared with the
+float64 reference engine (``cudnn_py.engines.reference``) on the same inputs, relative error within the io type's
+tolerance. Each case ends **ok**, **refused** (a cudnnGraphNotSupportedError or ValueError raised before anything
+ran: its reason is recorded), **wrong** (the run finished but the result is off, or not every element was
+written), **error** (any other exception) or **died** (the worker died or the CUDA context broke in that case). A
+worker writes a "start" line before each case, so a death is pinned to its case; the parent starts a fresh worker.
+
+``--deviceless`` runs the cases in this process without torch or a GPU: the graph is built and ``validate()``d
+(cuDNN 9.28 finalizes conv operation graphs without a device; load the test-only libcuda stand-in first on a
+machine without a driver, as tests/test_conv_fuzz.py does). It prints ``CASE <id>`` before and ``RESULT <id>
+<direction> <outcome> <reason>`` after each case.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+TOL = {"FLOAT": 1e-2, "HALF": 1e-2, "BFLOAT16": 4e-2, "INT8": 1e-6}  # fp32 io may run as TF32; int8 is exact
+
+
+# ---- case generation (no torch needed: cases are plain dicts, reproducible from (seed, id)) ------------------------
+def make_case(seed: int, case: int) -> dict:
+    r = random.Random(seed * 1_000_003 + case)
+    direction = r.choice(["fprop", "dgrad", "wgrad"])
+    spatial = 2 if r.random() < 0.7 else 3
+    dtype = r.choice(["HALF", "HALF", "BFLOAT16", "FLOAT"])
+    if direction == "fprop" and r.random() < 0.08:
+        dtype = "INT8"
+    aligned = r.random() < 0.6
+    grouping = r.choices(["none", "grouped", "depthwise"], [0.7, 0.15, 0.15])[0]
+    groups = {"none": 1, "grouped": r.choice([2, 4]), "depthwise": 0}[grouping]
+    per_group = r.choice([8, 16, 32]) if aligned else r.randint(1, 24)
+    if grouping == "depthwise":
+        c = groups = r.choice([8, 16, 32]) if aligned else r.randint(2, 24)
+        k = c * r.choice([1, 1, 2])
+    else:
+        c = per_group * groups
+        k = (r.choice([8, 16, 32, 64]) if aligned else r.randint(1, 40)) * groups
+    while True:  # draw geometry until the output is non-empty
+        size = [r.randint(1, 20 if spatial == 2 else 9) for _ in range(spatial)]
+        kernel = [r.choice([1, 1, 3, 3, 5] if spatial == 2 else [1, 3, 3]) for _ in range(spatial)]
+        stride = [r.choice([1, 1, 2, 3]) for _ in range(spatial)]
+        dilation = [r.choice([1, 1, 2]) for _ in range(spatial)]
+        symmetric = r.random() < 0.7
+        pre = [r.randint(0, kr // 2 * d) for kr, d in zip(kernel, dilation)]
+        post = list(pre) if symmetric else [r.randint(0, kr // 2 * d) for kr, d in zip(kernel, dilation)]
+        out = output_size(size, kernel, pre, post, stride, dilation)
+        if all(o >= 1 for o in out):
+            break
+    return {"id": case, "seed": seed, "direction": direction, "dtype": dtype, "n": r.randint(1, 4), "c": c, "k": k,
+            "groups": groups, "size": size, "kernel": kernel, "pre": pre, "post": post, "stride": stride,
+            "dilation": dilation, "padding_form": "padding" if symmetric else "pre_post",
+            "mode": "CONVOLUTION" if r.random() < 0.2 else "CROSS_CORRELATION",
+            "layout": "nhwc" if dtype == "INT8" or r.random() < 0.7 else "nchw", "aligned": aligned}
+
+
+def output_size(size: list, kernel: list, pre: list, post: list, stride: list, dilation: list) -> list[int]:
+    return [1 + (x + a + b - d * (r - 1) - 1) // s for x, r, a, b, s, d in zip(size, kernel, pre, post, stride,
+                                                                             dilation)]
+
+
+def dims_of(spec: dict) -> dict[str, list[int]]:
+    """The dims of x, w and y (dy) of a case."""
+    out = output_size(spec["size"], spec["kernel"], spec["pre"], spec["post"], spec["stride"], spec["dilation"])
+    return {"x": [spec["n"], spec["c"]] + spec["size"], "w": [spec["k"], spec["c"] // spec["groups"]] + spec["kernel"],
+            "y": [spec["n"], spec["k"]] + out}
+
+
+def strides_of(dims: list[int], layout: str) -> list[int]:
+    order = ([1] + list(range(len(dims) - 1, 1, -1)) + [0]) if layout == "nhwc" else list(range(len(dims) - 1, -1, -1))
+    strides, acc = [0] * len(dims), 1
+    for axis in order:  # innermost first
+        strides[axis], acc = acc, acc * dims[axis]
+    return strides
+
+
+ROLES = {"fprop": ("x", "w"), "dgrad": ("y", "w"), "wgrad": ("x", "y")}
+OUTPUT = {"fprop": "y", "dgrad": "x", "wgrad": "w"}
+
+
+def build_graph(cudnn: Any, spec: dict, io: str | None = None, backends: list | None = None) -> tuple:
+    """The case's graph (io type ``io``, default the case's); returns (graph, input tensors by role, output)."""
+    from cudnn_py.enums import convolution_mode
+
+    dt = cudnn.data_type
+    io = io or spec["dtype"]
+    compute = dt.INT32 if io == "INT8" else (dt.DOUBLE if io == "DOUBLE" else dt.FLOAT)
+    kwargs: dict[str, Any] = {"backends": backends} if backends else {}
+    g = cudnn.pygraph(io_data_type=dt[io], intermediate_data_type=dt.DOUBLE if io == "DOUBLE" else dt.FLOAT,
+                      compute_data_type=compute, **kwargs)
+    dims = dims_of(spec)
+    ins = {role: g.tensor(dims[role], strides_of(dims[role], spec["layout"]), dt[io], name=role)
+           for role in ROLES[spec["direction"]]}
+    kw: dict[str, Any] = {"stride": spec["stride"], "dilation": spec["dilation"],
+                          "convolution_mode": convolution_mode[spec["mode"]]}
+    if spec["padding_form"] == "padding":
+        kw["padding"] = spec["pre"]
+    else:
+        kw.update(pre_padding=spec["pre"], post_padding=spec["post"])
+    out_role = OUTPUT[spec["direction"]]
+    if spec["direction"] == "fprop":
+        out = g.conv_fprop(ins["x"], ins["w"], **kw)
+    elif spec["direction"] == "dgrad":
+        out = g.conv_dgrad(ins["y"], ins["w"], **kw, out_dims=dims["x"])
+    else:
+        out = g.conv_wgrad(ins["x"], ins["y"], **kw, out_dims=dims["w"])
+    out.set_output(True).set_stride(strides_of(dims[out_role], spec["layout"]))
+    if io == "INT8":
+        out.set_data_type(dt.FLOAT)
+    return g, ins, out
+
+
+# ---- running one case ---------------------------------------------------------------------------------------------
+def reason(e: Exception) -> str:
+    """A short, countable refusal reason."""
+    text = str(e)
+    for key in ("erratum ", "No valid engine configs", "No execution plans support", "needs cuDNN", "NOT_SUPPORTED",
+                "filtered out", "do not match", "do not divide"):
+        if key in text:
+            start = text.index(key)
+            return text[start:start + 60].split(":")[0] if key != "erratum " else text[start:].split(" ")[1]
+    return f"{type(e).__name__}: {text.splitlines()[0][:80] if text else ''}"
+
+
+def run_case_deviceless(spec: dict) -> dict:
+    import cudnn_py as cudnn
+
+    g, _, out = build_graph(cudnn, spec)
+    try:
+        g.validate()
+    except (cudnn.cudnnGraphNotSupportedError, ValueError) as e:
+        return {"outcome": "refused", "reason": reason(e)}
+    return {"outcome": "validated", "out_dims": list(out.get_dim())}
+
+
+def run_case(spec: dict) -> dict:
+    import numpy as np
+    import torch
+
+    import cudnn_py as cudnn
+    from cudnn_py.engines.reference import ReferenceEngine
+
+    gen = torch.Generator(device="cuda").manual_seed(spec["seed"] * 7919 + spec["id"])
+    tdt = {"HALF": torch.float16, "BFLOAT16": torch.bfloat16, "FLOAT": torch.float32, "INT8": torch.int8}
+    g, ins, out = build_graph(cudnn, spec)
+    try:
+        g.validate()
+        g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    except (cudnn.cudnnGraphNotSupportedError, ValueError) as e:
+        return {"outcome": "refused", "reason": reason(e)}
+    values = {}
+    for role, t in ins.items():
+        dims, strides = tuple(t.get_dim()), tuple(t.get_stride())
+        numel = int(np.prod(dims))
+        if spec["dtype"] == "INT8":
+            flat = torch.randint(-8, 8, (numel,), generator=gen, device="cuda", dtype=torch.int8)
+        else:
+            flat = torch.randn(numel, generator=gen, device="cuda").to(tdt[spec["dtype"]])
+        values[role] = flat.as_strided(dims, strides)
+    out_dims, out_strides = tuple(out.get_dim()), tuple(out.get_stride())
+    out_type = torch.float32 if spec["dtype"] == "INT8" else tdt[spec["dtype"]]
+    y = torch.full((int(np.prod(out_dims)),), float("nan"), device="cuda", dtype=out_type).as_strided(
+        out_dims, out_strides)
+    ws = torch.full((max(1, g.get_workspace_size()),), 255, device="cuda", dtype=torch.uint8)  # poisoned
+    g.execute({**{ins[k]: v for k, v in values.items()}, out: y}, ws)
+    torch.cuda.synchronize()
+    plan = g.get_plan_name_at_index(0) if g.get_execution_plan_count() else "?"
+    # the float64 reference: the same case as a DOUBLE graph on the reference engine, the same input values
+    rg, rins, rout = build_graph(cudnn, spec, io="DOUBLE", backends=[ReferenceEngine()])
+    rg.validate_ir()
+    ref = np.zeros(out_dims)
+    rg.execute({**{rins[k]: v.double().cpu().numpy() for k, v in values.items()}, rout: ref})
+    got = y.double().cpu().numpy()
+    if np.isnan(got).any():
+        return {"outcome": "wrong", "reason": f"{int(np.isnan(got).sum())} element(s) not written (NaN)", "plan": plan}
+    err = float(np.linalg.norm(got - ref) / (np.linalg.norm(ref) or 1.0))
+    tol = TOL[spec["dtype"]]
+    if not err <= tol:
+        return {"outcome": "wrong", "reason": f"relative error {err:.3g} > {tol}", "plan": plan}
+    return {"outcome": "ok", "rel_err": err, "plan": plan}
+
+
+# ---- workers and the parent ---------------------------------------------------------------------------------------
+def worker(seed: int, cases: list[int]) -> None:
+    """Run cases in order, one JSON line before ("start") and after each; exit at the first CUDA error."""
+    for case in cases:
+        print(json.dumps({"start": case}), flush=True)
+        spec = make_case(seed, case)
+        t0 = time.perf_counter()
+        try:
+            result = run_case(spec)
+        except Exception as e:
+            text = str(e)
+            fatal = "CUDA" in text or "EXECUTION_FAILED" in text or "illegal" in text.lower()
+            result = {"outcome": "died" if fatal else "error", "reason": f"{type(e).__name__}: {text[:200]}"}
+            print(json.dumps({"case": case, "direction": spec["direction"], "ms": _ms(t0), **result}), flush=True)
+            if fatal:
+                os._exit(3)  # the CUDA context may be broken: the parent starts a fresh worker
+            continue
+        print(json.dumps({"case": case, "direction": spec["direction"], "ms": _ms(t0), **result}), flush=True)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1e3, 1)
+
+
+def run_all(seed: int, n: int, workers: int, out_path: str, timeout: float) -> None:
+    chunks = [list(range(n))[i::workers] for i in range(workers)]
+    procs: list[tuple[subprocess.Popen, list[int]]] = []
+    results: dict[int, dict] = {}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def spawn(cases: list[int]) -> None:
+        if cases:
+            p = subprocess.Popen([sys.executable, "-m", "fuzz.conv_fuzz", "--worker", "--seed", str(seed),
+                                  "--ids", ",".join(map(str, cases))], stdout=subprocess.PIPE, text=True, env=env)
+            procs.append((p, cases))
+
+    for chunk in chunks:
+        spawn(chunk)
+    deadline = time.time() + timeout
+    while procs:
+        p, cases = procs.pop(0)
+        started = None
+        assert p.stdout is not None
+        for line in p.stdout:
+            rec = json.loads(line)
+            if "start" in rec:
+                started = rec["start"]
+            else:
+                results[rec["case"]] = rec
+                started = None
+        rc = p.wait()
+        if started is not None and started not in results:  # it died inside this case
+            results[started] = {"case": started, "direction": make_case(seed, started)["direction"],
+                                "outcome": "died", "reason": f"worker exit status {rc}"}
+        rest = [c for c in cases if c not in results]
+        if rest and time.time() < deadline:
+            spawn(rest)
+    with open(out_path, "w") as f:
+        for case in sorted(results):
+            f.write(json.dumps(results[case]) + "\n")
+
+
+def summary(seed: int, out_path: str) -> str:
+    recs = [json.loads(line) for line in open(out_path)]
+    by = Counter(r["outcome"] for r in recs)
+    lines = [f"conv fuzz, seed {seed}: {len(recs)} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))]
+    for direction in ("fprop", "dgrad", "wgrad"):
+        c = Counter(r["outcome"] for r in recs if r["direction"] == direction)
+        lines.append(f"  {direction}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    reasons = Counter(r.get("reason", "") for r in recs if r["outcome"] == "refused")
+    lines.append("  refusals by reason: " + "; ".join(f"{k} x{v}" for k, v in reasons.most_common(12)))
+    for r in recs:
+        if r["outcome"] in ("wrong", "died", "error"):
+            spec = make_case(seed, r["case"])
+            lines.append(f"  case {r['case']} ({spec['direction']} {spec['dtype']} {spec['layout']} groups "
+                         f"{spec['groups']}): {r['outcome']}: {r.get('reason')} {r.get('plan', '')}")
+    return "\n".join(lines)
+
+
+def deviceless(seed: int, n: int) -> int:
+    for case in range(n):
+        spec = make_case(seed, case)
+        print(f"CASE {case}", flush=True)
+        result = run_case_deviceless(spec)
+        print(f"RESULT {case} {spec['direction']} {result['outcome']} {result.get('reason', '')}".rstrip(),
+              flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--out", default="conv_fuzz.jsonl")
+    ap.add_argument("--timeout", type=float, default=480.0, help="seconds before no new worker is started")
+    ap.add_argument("--case", type=int, help="run one case in this process and print it")
+    ap.add_argument("--show", action="store_true")
+    ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ids", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.seed, [int(x) for x in args.ids.split(",") if x])
+        return 0
+    if args.deviceless:
+        return deviceless(args.seed, args.cases)
+    if args.case is not None:
+        spec = make_case(args.seed, args.case)
+        if args.show:
+            print(json.dumps(spec, indent=1))
+        print(json.dumps(run_case(spec)))
+        return 0
+    run_all(args.seed, args.cases, args.workers, args.out, args.timeout)
+    print(summary(args.seed, args.out))
+    bad = sum(1 for line in open(args.out) if json.loads(line)["outcome"] in ("wrong", "died", "error"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
