@@ -46,5 +46,7 @@ def lower_view(node: Any, tensors: Any) -> list[Descriptor]:
     op = Descriptor("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR")
     op.set("CUDNN_ATTR_OPERATION_RESHAPE_XDESC", tensors(node.inputs["X"]))
     op.set("CUDNN_ATTR_OPERATION_RESHAPE_YDESC", tensors(node.outputs["Y"]))
+    if versions.available("CUDNN_ATTR_OPERATION_RESHAPE_MODE"):  # 9.22+: name the view (before: always one)
+        op.set("CUDNN_ATTR_OPERATION_RESHAPE_MODE", "CUDNN_RESHAPE_VIEW_ONLY")
     op.finalize()
     return [op]
