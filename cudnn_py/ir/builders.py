@@ -143,10 +143,9 @@ class BuilderMixin:
                        for p in spec.inputs if values.get(p.arg) is not None for port, v in p.ports_of(values[p.arg])}
         ports = spec.output_ports(params, values)
         outs: list[Tensor | None] = [
-            self._register(Tensor(name=spec.output_label(port, node.name), is_virtual=True)) if port is not None
-            else None
-            for port in ports]
+            self._output_tensor(spec, port, node, values) if port is not None else None for port in ports]
         node.outputs = {port: t for port, t in zip(ports, outs) if port is not None and t is not None}
+        outs = [t for o, t in zip(spec.outputs, outs) if not o.adopt]  # adopted outputs are the caller's already
         self._nodes.append(node)
         self._invalidate()
         out_dims = values.get("out_dims")
@@ -155,6 +154,16 @@ class BuilderMixin:
         if len(outs) == 1 and not spec.returns_list:
             return outs[0]  # type: ignore[return-value]
         return outs
+
+    def _output_tensor(self, spec: OpSpec, port: str, node: Node, values: dict[str, Any]) -> Tensor:
+        """A new virtual output tensor, or the caller's tensor for an output that adopts an argument."""
+        arg = spec.adopted_output(port)
+        if not arg:
+            return self._register(Tensor(name=spec.output_label(port, node.name), is_virtual=True))
+        given = values[arg]
+        if not isinstance(given, Tensor):
+            raise TypeError(f"{spec.method}(): {arg} must be a graph tensor, got {type(given).__name__}")
+        return self._adopt(given)
 
 
 def _make_builder(spec: OpSpec):

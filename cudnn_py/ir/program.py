@@ -28,6 +28,9 @@ class Program:
         self.tensors = tensors  # uid -> tensor, every tensor of the program
         self.context = context
         self.log: list[str] = []  # what the passes did, for explain / debugging
+        # uid -> bytes: real (non-virtual) intermediates no caller provides, placed by the executor at the start of
+        # the workspace (the frontend's "FE workspace" tensors: attention backward's softmax_sum, dQ accumulator)
+        self.scratch: dict[int, int] = {}
         self._uids = uids
 
     @classmethod
@@ -54,6 +57,15 @@ class Program:
         uid = self.new_uid()
         t._raw_set("uid", uid)
         self.tensors[uid] = t
+        return t
+
+    def add_scratch(self, t: Tensor) -> Tensor:
+        """A new non-virtual intermediate that lives in the workspace (dims, strides and type set)."""
+        from ..enums import dtype_info
+
+        self.add_tensor(t)
+        span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+        self.scratch[t.uid] = -(-span * dtype_info(t.data_type).bits // 8)
         return t
 
     def user_tensor(self, uid: int) -> Tensor | None:

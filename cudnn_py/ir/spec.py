@@ -72,6 +72,9 @@ class Output:
     when: Callable[[Mapping[str, Any]], bool] | None = None  # params -> does the output exist
     label: str = "{node}::{port}"  # the output tensor's default name (the frontend's, which a few ops vary)
     given: tuple[str, ...] = ()  # classic arguments that must all be given (not None) for the output to exist
+    # the classic argument whose tensor *is* this output (SDPA's rng_dump, dBias): the caller's tensor is adopted
+    # instead of a new one, and it is not part of the returned list
+    adopt: str = ""
 
     def exists(self, params: Mapping[str, Any], values: Mapping[str, Any] | None = None) -> bool:
         if self.given and (values is None or any(values.get(arg) is None for arg in self.given)):
@@ -106,6 +109,9 @@ class OpSpec:
     finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place
     expand: Callable[..., bool] | None = None  # composite: expand(node, rewriter, options) -> decomposed?
     returns_list: bool = False  # the method returns a list (None for absent outputs) even for one output
+    # unpack(values) rewrites the bound call in place before ports and params are read (e.g. SDPA's dropout
+    # tuple into its tensor ports); it raises for arguments that cannot be honoured
+    unpack: Callable[[dict[str, Any]], None] | None = None
     doc: str = ""
 
     # ---- the classic call ------------------------------------------------------------------------------------------
@@ -154,6 +160,8 @@ class OpSpec:
         missing += [p.arg for p in self.params if p.default is REQUIRED and values.get(p.arg) is None]
         if missing:
             raise TypeError(f"{self.method}() missing required arguments {missing}")
+        if self.unpack is not None:
+            self.unpack(values)
         return values
 
     def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,6 +208,10 @@ class OpSpec:
                      ) -> tuple[str | None, ...]:
         """Each declared output's port, or None where it does not exist for these params and call values."""
         return tuple(o.port if o.exists(params, values) else None for o in self.outputs)
+
+    def adopted_output(self, port: str) -> str:
+        """The classic argument an output adopts, or ""."""
+        return next((o.adopt for o in self.outputs if o.port == port), "")
 
     def output_label(self, port: str, node_name: str) -> str:
         label = next(o.label for o in self.outputs if o.port == port)

@@ -6,7 +6,20 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 """
 from __future__ import annotations
 
-from . import conv, layout_ops, masks, matmul, moe, norms, pointwise, quantize, reduction, rope  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    attention,
+    conv,
+    layout_ops,
+    masks,
+    matmul,
+    moe,
+    norms,
+    pointwise,
+    quantize,
+    reduction,
+    rng,
+    rope,
+)
 from .layout_ops import slice_aliases
 from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers

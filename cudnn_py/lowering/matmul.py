@@ -6,6 +6,7 @@ from typing import Any
 
 from ..backend import Descriptor
 from ..enums import to_backend_data_type
+from ..ir.ops.matmul import OVERRIDE_PORTS
 from .registry import lowers
 
 
@@ -23,5 +24,8 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
     op.set("CUDNN_ATTR_OPERATION_MATMUL_BDESC", tensors(node.inputs["B"]))
     op.set("CUDNN_ATTR_OPERATION_MATMUL_CDESC", tensors(node.outputs["C"]))
     op.set("CUDNN_ATTR_OPERATION_MATMUL_DESC", mm)
+    for port, attribute in OVERRIDE_PORTS.items():
+        if port in node.inputs:
+            op.set(attribute, tensors(node.inputs[port]))
     op.finalize()
     return [op]

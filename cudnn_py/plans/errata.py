@@ -63,9 +63,19 @@ def _reaches_batched_matmul(program: Any, t: Any, producers: dict[int, Any], see
     return None
 
 
+def _decomposed_attention(program: Any) -> tuple[str, ...]:
+    """Name prefixes of the nodes an SDPA decomposition emitted (the backend matches them as one attention
+    pattern, run by its fused attention engines, not by the generic fusion engine the erratum was seen in)."""
+    source = getattr(program, "source", None)
+    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op in ("sdpa", "sdpa_backward"))
+
+
 def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
     producers = _producers(program)
+    attention = _decomposed_attention(program)
     for n in program.nodes:
+        if attention and n.name.startswith(attention):
+            continue
         if n.op == "pointwise" and n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
             mm = _reaches_batched_matmul(program, n.inputs["IN_0"], producers, set())
             if mm is not None:
@@ -170,6 +180,51 @@ def _pointwise_unit_axis_strides(program: Any) -> str | None:
     return None
 
 
+def _attention_nodes(program: Any, kinds: tuple[str, ...] = ("sdpa",)) -> list[Any]:
+    """The user's attention nodes (their decomposition no longer names them in the program)."""
+    return [n for n in getattr(getattr(program, "source", None), "nodes", ()) if n.op in kinds]
+
+
+def _half_attention(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        dt = n.inputs["Q"].data_type.name
+        if dt in ("HALF", "BFLOAT16"):
+            return f"sdpa node {n.name!r} over {dt}"
+    return None
+
+
+def _sliding_window_long_kv(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        p, s_kv = n.params, int(n.inputs["K"].dim[2])
+        if p.get("diagonal_band_left_bound") is not None and p.get("diagonal_band_right_bound") is None and s_kv > 1024:
+            return f"sdpa node {n.name!r}: a sliding window without a causal mask and s_kv = {s_kv} > 1024"
+    return None
+
+
+def _attention_sink(program: Any) -> str | None:
+    for n in _attention_nodes(program):
+        if "SINK_TOKEN" in n.inputs:
+            return f"sdpa node {n.name!r} has a sink token"
+    return None
+
+
+def _backward_unaligned_kv(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_backward",)):
+        s_kv = int(n.inputs["K"].dim[2])
+        if s_kv % 128 and not n.params.get("use_padding_mask"):
+            return f"sdpa_backward node {n.name!r}: s_kv = {s_kv} is not a multiple of 128 and there is no padding mask"
+    return None
+
+
+def _backward_padded_strides(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_backward",)):
+        for t in list(n.inputs.values()) + list(n.outputs.values()):
+            if len(t.dim) == 4 and int(t.dim[3]) > 1 and not t.is_pass_by_value and not _packed(t):
+                return (f"sdpa_backward node {n.name!r}: tensor {t.name!r} has padded strides {list(t.stride)} for "
+                        f"dims {list(t.dim)}")
+    return None
+
+
 def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
     for n in program.nodes:
         if n.op == "conv_wgrad":
@@ -180,6 +235,44 @@ def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
 
 
 ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_attention_sink,
+        effect="cuDNN's attention engines take no sink token before 9.13.0",
+        workaround="use cuDNN >= 9.13.0 for attention sinks",
+        seen_on="every GPU (the official frontend's version gate)",
+        source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
+               "ver >= 9.13.0)"),
+    Erratum(
+        id="sdpa-backward-unaligned-kv", first=90000, last=91500, match=_backward_unaligned_kv,
+        effect="attention backward with s_kv not a multiple of 128 needs a padding mask on cuDNN <= 9.15.0 (the "
+               "official frontend injects one with its own sequence-length buffers); under CUDA-graph replay it "
+               "is an illegal memory access until 9.15.1",
+        workaround="pass use_padding_mask=True with seq_len_q / seq_len_kv tensors (full lengths), pad s_kv to a "
+                   "multiple of 128, or use cuDNN >= 9.15.1",
+        seen_on="every GPU (the official frontend's workaround and release notes)",
+        source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
+               "the workaround padding mask), release 1.16 notes (PR #179)"),
+    Erratum(
+        id="sdpa-backward-padded-strides", first=90000, last=NO_UPPER, match=_backward_padded_strides,
+        effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
+               "corrupted gradients",
+        workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
+        seen_on="the GPUs of CUDA.jl's CI (not yet reproduced by cudnn_py)",
+        source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
+               "cudnn_py on the H200)"),
+    Erratum(
+        id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
+        effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
+        workaround="use cuDNN 9.10.2 or newer (the official frontend rejects these versions too)",
+        seen_on="every GPU (the official frontend's version gate)",
+        source="shared/reference/errata.md #2: cudnn-frontend include/cudnn_frontend/node/"
+               "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
+    Erratum(
+        id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
+        effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",
+        workaround="add the causal mask (right bound 0), keep s_kv <= 1024, or use another cuDNN version",
+        seen_on="every GPU (the official frontend's version gate)",
+        source="shared/reference/errata.md #3: cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
         match=_gen_index_in_batched_matmul_epilogue,

@@ -68,6 +68,7 @@ from ..interop import (
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
+SCRATCH_ALIGNMENT = 256  # bytes; each workspace-resident intermediate starts on such a boundary
 _log = logging.getLogger(__name__)
 
 
@@ -185,6 +186,8 @@ class Executor:
         self._vp_cache: OrderedDict[tuple, tuple] = OrderedDict()
         self._vp_lock = threading.Lock()
         self._workspaces = WorkspaceCache()
+        self._scratch: list[tuple[int, int]] = []  # (uid, byte offset in the workspace): see set_scratch
+        self.scratch_bytes = 0
         self._backend_execute = lib().cudnnBackendExecute
         self._last: tuple = _NO_BINDING
         # the handle the graph was created with (pygraph(handle=...)): used when execute gets none, as classic does
@@ -515,9 +518,27 @@ class Executor:
 
         return run
 
+    def set_scratch(self, sizes: dict[int, int]) -> None:
+        """Intermediates the program keeps in memory no caller provides (uid -> bytes): they take the start of
+        the workspace, each 256-byte aligned, and cuDNN gets the rest (plans add ``scratch_bytes`` to their size)."""
+        offset, layout = 0, []
+        for uid in sorted(sizes):
+            layout.append((uid, offset))
+            offset += -(-sizes[uid] // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+        self._scratch = layout
+        self.scratch_bytes = offset
+
     def _variant_pack(self, ptrs: list[int], ws: int) -> Descriptor:
         vp = Descriptor("CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")
-        vp.set("CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS", self._uids)
+        uids, scratch = self._uids, self._scratch
+        if scratch:
+            if not ws:
+                raise ValueError(f"this graph keeps {self.scratch_bytes} bytes of intermediates in the workspace: "
+                                 "pass a workspace of the plan's size (get_workspace_size())")
+            uids = uids + [uid for uid, _ in scratch]
+            ptrs = list(ptrs) + [ws + offset for _, offset in scratch]
+            ws += self.scratch_bytes
+        vp.set("CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS", uids)
         vp.set("CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS", ptrs)
         vp.set("CUDNN_ATTR_VARIANT_PACK_WORKSPACE", ws)
         vp._keepalive["scalars"] = list(self._fixed.values())

@@ -126,17 +126,45 @@ class PlanningSession:
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
         t0 = time.perf_counter()
-        self.program = prepare(self.graph, PassOptions(available=versions_available))
+        self._lower(versions_available)
+        assert self.program is not None and self.lowered is not None
+        self._advance(Phase.VALIDATED)
+        handle = self.options.handle
+        _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
+                  "graph finalized %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
+                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle")
+
+    def _lower(self, available: Callable[..., bool]) -> None:
+        self.program = prepare(self.graph, PassOptions(available=available))
         errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
         handle = self.options.handle
         with cuda_context.bound(context_of(handle) if handle is not None else None):
             self.lowered = lower_program(self.program, self._alignments(),
                                          int(handle) if handle is not None else None, self.options.dynamic_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
-        self._advance(Phase.VALIDATED)
-        _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
-                  "graph finalized %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
-                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle")
+
+    def _auto_unified_attention(self) -> list[str]:
+        """The sdpa nodes AUTO kept as one unified SDPA_FWD op."""
+        from ..enums import attention_implementation
+
+        kept = [n for n in (self.program.nodes if self.program is not None else ()) if n.op == "sdpa"]
+        if any(n.params.get("implementation") is not attention_implementation.AUTO for n in kept):
+            return []  # an explicit UNIFIED is not second-guessed
+        return [n.name for n in kept]
+
+    def _fall_back_to_composite_attention(self, report: str) -> None:
+        """AUTO's unified attention found no engine: lower the graph again with the composite attention (the
+        official frontend does not retry; its AUTO decides from the support rules alone)."""
+        names = self._auto_unified_attention()
+        self._lower(_without_unified_attention)
+        assert self.program is not None and self.lowered is not None
+        self.program.log.append(f"plans: the unified SDPA_FWD op of {names} found no engine ({report}); AUTO fell "
+                                "back to the composite attention")
+        handle = self.planning_handle()
+        if handle is not None:
+            self._bind_device(handle)  # the new executor's device
+            if self.lowered.handle is None:
+                finalize_operation_graph(self.lowered, handle)  # (called with the planning context current)
 
     def _alignments(self) -> dict[int, int]:
         """The byte alignment of data bound at build time (framework arrays given to op builders)."""
@@ -153,7 +181,7 @@ class PlanningSession:
         # scalars a pass added exist only in the program
         checked = {}
         for uid, t in lowered.tensors.ir_by_uid.items():
-            if t.is_virtual or t.is_compile_time_constant:
+            if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
                 continue
             checked[uid] = program.user_tensor(uid) or t
         aliases = slice_aliases(program)
@@ -163,6 +191,7 @@ class PlanningSession:
             checked.setdefault(source, program.user_tensor(source) or program.tensors[source])
             checked.setdefault(view, program.user_tensor(view) or program.tensors[view])
         executor = Executor(list(checked), checked, aliases)
+        executor.set_scratch(program.scratch)
         executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)
         self.bound_tensors = [checked[uid] for uid in sorted(checked)]
@@ -241,6 +270,10 @@ class PlanningSession:
         t0 = time.perf_counter()
         with self.on_device():
             res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+            if not res.configs and not self.configs and self._auto_unified_attention():
+                self.heuristics_report.extend(res.per_mode)
+                self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
+                res = heuristics.query(self.operation_graph, names, self.options.sm_count)
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
@@ -375,7 +408,10 @@ class PlanningSession:
         t0 = time.perf_counter()
         try:
             with self.on_device():  # kernels are compiled and loaded into the current context
-                self.plans[i] = ExecutionPlan.build(self.configs[i])
+                plan = ExecutionPlan.build(self.configs[i])
+            if self.executor is not None:  # the program's workspace-resident intermediates come first
+                plan.workspace += self.executor.scratch_bytes
+            self.plans[i] = plan
         except CudnnError as e:
             self.failures[i] = str(e)
             _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self.configs[i].name,
@@ -489,6 +525,11 @@ class PlanningSession:
 def versions_available(feature: str, at_least: int = 0) -> bool:
     """The passes' view of the running cuDNN: has it ``feature`` (and is it at least ``at_least``)?"""
     return versions.available(feature) and versions.runtime_version() >= at_least
+
+
+def _without_unified_attention(feature: str, at_least: int = 0) -> bool:
+    """The running cuDNN, less the unified SDPA_FWD op (AUTO's fallback to the composite attention)."""
+    return feature != "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR" and versions_available(feature, at_least)
 
 
 class Knob:

@@ -11,7 +11,18 @@ against it.
 """
 from __future__ import annotations
 
-from . import conv, layout_ops, masks, matmul, moe, norms, pointwise, quantize, rope  # noqa: F401  (they register their kinds)
+from . import (  # noqa: F401  (they register their kinds)
+    attention,
+    conv,
+    layout_ops,
+    masks,
+    matmul,
+    moe,
+    norms,
+    pointwise,
+    quantize,
+    rope,
+)
 from .engine import ReferenceEngine, ReferencePlan
 from .registry import REFERENCES, Read, WithExtra, reference, scalar
 

@@ -45,6 +45,7 @@ class ReferencePlan(CompiledPlan):
         self.name = config.name
         self._nodes = nodes  # the graph is frozen: this snapshot stays valid
         self._outputs = graph.get_outputs()
+        self._user_tensor = graph.find_tensor
 
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         values: dict[int, np.ndarray] = {}
@@ -52,7 +53,7 @@ class ReferencePlan(CompiledPlan):
         def read(t: Any) -> np.ndarray:
             if t.uid not in values:
                 if t.uid in buffers:
-                    values[t.uid] = _to_float64(_host(buffers[t.uid]), t)
+                    values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, self._user_tensor(t.uid))
                 elif t.pass_by_value is not None:
                     values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
                 else:
@@ -94,6 +95,21 @@ def _host(data: Any) -> np.ndarray:
     if hasattr(data, "__dlpack__"):
         return np.from_dlpack(data)
     raise TypeError(f"the reference engine reads arrays or framework tensors, not {type(data).__name__}")
+
+
+def _read_buffer(arr: np.ndarray, t: Any, user: Any) -> np.ndarray:
+    """The value of program tensor ``t`` from the user's buffer. A pass may describe the user's memory with its
+    axes permuted (attention's in-place K transpose, node_lowering.md §14.6): the buffer is then read as the user
+    laid it out and viewed through the program tensor's dims and strides."""
+    same = list(user.dim) == list(t.dim) and list(user.stride) == list(t.stride) if user is not None else True
+    if same or user is t or len(user.dim) != len(t.dim) or \
+            sorted(int(d) for d in user.dim) != sorted(int(d) for d in t.dim):
+        return _to_float64(arr, t)
+    value = _to_float64(arr, user)
+    span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(user.dim, user.stride))
+    flat = np.zeros(span)
+    _strided(flat, user)[...] = value
+    return _strided(flat, t).copy()
 
 
 def _to_float64(arr: np.ndarray, t: Any) -> np.ndarray:

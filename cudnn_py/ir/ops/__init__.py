@@ -4,7 +4,21 @@ To add an op: write its spec (and inference) in its family's module here, its lo
 ``cudnn_py/lowering/<family>.py`` (``@lowers(kind)``) and its float64 reference in
 ``cudnn_py/engines/reference/<family>.py`` (``@reference(kind)``); ARCHITECTURE.md walks through it.
 """
-from . import conv, layout_ops, masks, matmul, moe, norms, pointwise, quantize, reduction, rope  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    attention,
+    attention_backward,
+    conv,
+    layout_ops,
+    masks,
+    matmul,
+    moe,
+    norms,
+    pointwise,
+    quantize,
+    reduction,
+    rng,
+    rope,
+)
 from .common import InferenceContext, check_tensor
 
 __all__ = ["InferenceContext", "check_tensor"]

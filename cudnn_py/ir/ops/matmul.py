@@ -18,6 +18,8 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     if a.dim[-1] != b.dim[-2]:
         raise shape_error(op, node.name, b, f"inner dimensions differ: A is {list(a.dim)}, B is {list(b.dim)}")
     batch = layout.broadcast([a.dim[:-2], b.dim[:-2]])
+    if batch is None and c.dim and grouped_batch(a.dim[:-2], b.dim[:-2], c.dim[:-2]):
+        batch = list(c.dim[:-2])  # grouped heads (attention's GQA): each input batch dim divides the output's
     if batch is None:
         raise shape_error(op, node.name, b, f"batch dims {list(b.dim[:-2])} do not broadcast with A's "
                           f"{list(a.dim[:-2])}")
@@ -31,6 +33,19 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     if not c.stride:
         c._infer_set("stride", layout.row_major_strides(c.dim))
     fill_data_types(node, ctx, a)
+
+
+def grouped_batch(a: list, b: list, c: list) -> bool:
+    """Every batch dim of A and B divides C's (the grouped-query form the frontend's attention uses)."""
+    return len(a) == len(b) == len(c) and all(int(x) % int(y) == 0 for x, y in zip(c, a)) and \
+        all(int(x) % int(y) == 0 for x, y in zip(c, b))
+
+
+# Optional node ports a decomposition may attach (not part of the classic surface): the GEMM M / N / K override
+# tensors (per-batch sequence lengths in attention, node_lowering.md §14.6)
+OVERRIDE_PORTS = {"M_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC",
+                  "N_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC",
+                  "K_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC"}
 
 
 MATMUL = OpSpec(

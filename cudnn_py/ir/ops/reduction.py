@@ -18,11 +18,21 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     if not y.dim:
         y._infer_set("dim", list(x.dim))  # frontend behaviour: no reduction unless the user sets Y's dims
     elif len(y.dim) != len(x.dim) or any(yd not in (1, xd) for yd, xd in zip(y.dim, x.dim)):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not a reduction of X {list(x.dim)} "
-                          "(same rank; each dim equal to X's or 1)")
+        if not _grouped(node, x, y):
+            raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not a reduction of X {list(x.dim)} "
+                              "(same rank; each dim equal to X's or 1)")
     if not y.stride:
         y._infer_set("stride", layout.strides_from_order(y.dim, layout.nhwc_order(len(y.dim))))
     fill_data_types(node, ctx, x)
+
+
+def _grouped(node: Node, x: Any, y: Any) -> bool:
+    """A decomposition's grouped reduction (attention's GQA head sums): Y's dim divides X's on one axis, which
+    sums consecutive groups (the internal ``grouped_reduction``)."""
+    if not node.params.get("grouped") or len(y.dim) != len(x.dim):
+        return False
+    odd = [(int(yd), int(xd)) for yd, xd in zip(y.dim, x.dim) if yd not in (1, xd)]
+    return len(odd) == 1 and odd[0][1] % odd[0][0] == 0
 
 
 def _mode(v: Any) -> Any:
@@ -47,4 +57,14 @@ REDUCTION = OpSpec(
     doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
         "Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).",
 )
-register(REDUCTION)
+# A reduction whose output dim may divide the input's on one axis (consecutive groups reduce to one): attention's
+# GQA / MQA gradient head sums, as the frontend builds them (node_lowering.md §15.3). Internal, same lowering.
+GROUPED_REDUCTION = OpSpec(
+    method="grouped_reduction", kind="reduction", public=False,
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+    params=(Param("mode", convert=_mode),), fixed={"grouped": True, "is_deterministic": False},
+    order=("input", "mode", "compute_data_type", "name"),
+    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
+    doc="grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).",
+)
+register(REDUCTION, GROUPED_REDUCTION)

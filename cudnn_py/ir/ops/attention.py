@@ -1,0 +1,574 @@
+"""Scaled dot-product attention, forward (``node_lowering.md`` §14): ``sdpa(q, k, v, ...) -> [O, Stats]``.
+
+Q (b, h_q, s_q, d_qk), K (b, h_k, s_kv, d_qk), V (b, h_v, s_kv, d_v), O (b, h_q, s_q, d_v) - BHSD or BSHD through
+strides; h_k and h_v divide h_q (GQA / MQA). ``O = softmax(scale · Q·Kᵀ + bias + alibi, masked) · V`` and
+``Stats = max + ln Σ exp`` (natural-log LSE of the scaled, masked scores), (b, h_q, s_q, 1).
+
+Two implementations, as in the frontend (``attention_implementation``):
+
+* COMPOSITE: the decompose pass expands the node into MATMUL / POINTWISE / REDUCTION / RNG nodes in the frontend's
+  order (§14.6): K is described transposed in place, bmm1, scale, bias, alibi, padding, band masks (through the
+  ``diagonal_band_mask`` composite), softmax with its statistics branch, dropout, bmm2;
+* UNIFIED: the node stays one op, lowered to ``OPERATION_SDPA_FWD`` (cuDNN >= 9.13.1, §14.8).
+
+AUTO picks UNIFIED where its support rules (§14.3) hold on the running cuDNN and COMPOSITE otherwise, when the
+graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). The options cudnn_py
+cannot honour yet raise ``NotImplementedOptionError`` when ``sdpa`` is called.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
+from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error
+from .. import layout
+from ..node import Node
+from ..spec import OpSpec, Output, Param, Port, register
+from ..tensor import Tensor
+from . import score_mod
+from .common import InferenceContext, fill_data_types, require_dims
+
+OP = "sdpa"
+UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR"
+BAND_MASK_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
+BAND_MASK_MIN_VERSION = 92100  # the frontend's unified band mask (§13)
+UNIFIED_MIN_VERSION = 91301  # the frontend's gate (the descriptor exists since 9.13.0)
+SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
+DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
+
+# classic arguments cudnn_py does not implement yet: refused when sdpa() is called, never stored and ignored
+_NOT_YET = {
+    "block_mask": "block masks", "paged_attention_k_table": "paged attention",
+    "paged_attention_v_table": "paged attention", "paged_attention_max_seq_len_kv": "paged attention",
+}
+
+
+def _unpack(values: dict[str, Any]) -> None:
+    """The classic call's composite arguments: attn_scale (float or tensor) and dropout (a tuple of a
+    probability and two tensors, or of a mask and a scale) become tensor ports."""
+    for arg, what in _NOT_YET.items():
+        if values.get(arg) is not None:
+            raise NotImplementedOptionError(f"sdpa(): {arg}= ({what}) is not implemented yet in cudnn_py")
+    if values.get("unfuse_fma"):
+        raise NotImplementedOptionError("sdpa(): unfuse_fma=True is not implemented yet in cudnn_py")
+    scale = values.get("attn_scale")
+    if isinstance(scale, int) and not isinstance(scale, bool):
+        values["attn_scale"] = float(scale)  # a FLOAT by-value scalar, as the frontend's attn_scale_value
+    dropout = values.get("dropout")
+    values["dropout"] = None
+    if dropout is None:
+        return
+    if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
+        raise TypeError("sdpa(): dropout must be (probability, seed, offset) or (mask, scale)")
+    if len(dropout) == 3:
+        p, seed, offset = dropout
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise TypeError(f"sdpa(): dropout probability must be a float, got {p!r}")
+        if not 0.0 <= float(p) < 1.0:
+            raise ValueError(f"sdpa(): dropout probability must lie in [0, 1), got {p}")
+        values["dropout"] = float(p)
+        values["dropout_seed"], values["dropout_offset"] = seed, offset
+    else:
+        values["dropout"] = "mask"
+        values["dropout_mask"], values["dropout_scale"] = dropout
+
+
+def _finish(params: dict[str, Any]) -> None:
+    gen, inference = params.pop("generate_stats"), params.pop("is_inference")
+    if (gen is None) == (inference is None):
+        raise ValueError("sdpa(): give exactly one of generate_stats and is_inference (generate_stats = not "
+                         "is_inference)")
+    params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
+    finish_masks(params, "sdpa")
+
+
+def finish_masks(params: dict[str, Any], method: str) -> None:
+    """The mask arguments in the frontend's terms: a causal flag is the right bound 0 (with its alignment), a
+    sliding window the left bound. Conflicting ones are refused."""
+    window, left = params.pop("sliding_window_length"), params["diagonal_band_left_bound"]
+    if window is not None and left is not None:
+        raise ValueError(f"{method}(): sliding_window_length is an alias of diagonal_band_left_bound; give one")
+    if window is not None:
+        params["diagonal_band_left_bound"] = window
+    causal, bottom_right = params.pop("use_causal_mask"), params.pop("use_causal_mask_bottom_right")
+    if causal and bottom_right:
+        raise ValueError(f"{method}(): use_causal_mask and use_causal_mask_bottom_right exclude each other")
+    if (causal or bottom_right) and params["diagonal_band_right_bound"] is not None:
+        raise ValueError(f"{method}(): a causal mask is the right bound 0; do not give diagonal_band_right_bound too")
+    if causal or bottom_right:
+        params["diagonal_band_right_bound"] = 0
+        params["diagonal_alignment"] = diagonal_alignment.BOTTOM_RIGHT if bottom_right else \
+            diagonal_alignment.TOP_LEFT
+    if params["diagonal_band_left_bound"] is not None and params["diagonal_band_left_bound"] < 1:
+        raise ValueError(f"{method}(): diagonal_band_left_bound (sliding_window_length) must be >= 1")
+    if params.get("score_mod") is not None:
+        others = [name for name, on in (("use_alibi_mask", params["use_alibi_mask"]),
+                                         ("use_padding_mask", params["use_padding_mask"]),
+                                         ("a causal mask", params["diagonal_band_right_bound"] is not None),
+                                         ("a left bound", params["diagonal_band_left_bound"] is not None)) if on]
+        if others:
+            raise ValueError(f"{method}(): score_mod excludes {', '.join(others)} (the frontend's rule: build the "
+                             "masks in the callback)")
+    if params["use_alibi_mask"] and params["diagonal_band_right_bound"] != 0:
+        raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
+
+
+def _bound(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"needs an int, got {v!r}")
+    if v < 0:
+        raise ValueError(f"must be >= 0, got {v}")
+    return v
+
+
+def _member(enum_cls: Any):
+    def convert(v: Any) -> Any:
+        if not isinstance(v, enum_cls):
+            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
+        return v
+    return convert
+
+
+def _callable(v: Any) -> Any:
+    if v is not None and not callable(v):
+        raise TypeError(f"needs a callable (graph, score) -> score, got {v!r}")
+    return v
+
+
+def _optional_bool(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
+def _nothing(v: Any) -> Any:
+    return v  # refused or moved to a port by _unpack before conversion
+
+
+# ---- inference and validation -----------------------------------------------------------------------------------
+def dims_of(node: Node) -> dict[str, int]:
+    q, k, v = (node.inputs[p] for p in ("Q", "K", "V"))
+    return {"b": int(q.dim[0]), "h_q": int(q.dim[1]), "s_q": int(q.dim[2]), "d_qk": int(q.dim[3]),
+            "h_k": int(k.dim[1]), "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": int(v.dim[3])}
+
+
+def _fail(node: Node, t: Any, message: str) -> ValueError:
+    return shape_error(OP, node.name, t, message)
+
+
+def infer(node: Node, ctx: InferenceContext) -> None:
+    q, k, v = node.inputs["Q"], node.inputs["K"], node.inputs["V"]
+    for t in (q, k, v):
+        require_dims(OP, node, t)
+        if len(t.dim) != 4:
+            raise _fail(node, t, f"needs 4 dims (b, h, s, d), got {list(t.dim)}")
+        if int(t.stride[3]) != 1:
+            raise _fail(node, t, f"the head dim must be innermost (stride[3] == 1), got strides {list(t.stride)}")
+    d = dims_of(node)
+    if int(k.dim[3]) != d["d_qk"]:
+        raise _fail(node, k, f"head dim {k.dim[3]} differs from q's {d['d_qk']} (q and k need one head dim)")
+    if int(v.dim[2]) != d["s_kv"]:
+        raise _fail(node, v, f"sequence length {v.dim[2]} differs from k's {d['s_kv']}")
+    for t in (k, v):
+        if int(t.dim[0]) != d["b"]:
+            raise _fail(node, t, f"batch {t.dim[0]} differs from q's {d['b']}")
+        if d["h_q"] % int(t.dim[1]):
+            raise _fail(node, t, f"{t.dim[1]} heads do not divide q's {d['h_q']} heads (GQA / MQA needs a "
+                        "divisor)")
+    for t, dim in ((q, d["d_qk"]), (v, d["d_v"])):
+        if dim % 8:
+            raise _fail(node, t, f"head dim {dim} is not a multiple of 8 (cuDNN's fp16 / bf16 attention)")
+    _check_optional_inputs(node, d)
+    _infer_outputs(node, d)
+    fill_data_types(node, ctx, q)
+    stats = node.outputs.get("Stats")
+    if stats is not None and int(stats.stride[-1]) != 1 and int(stats.dim[-1]) != 1:
+        raise _fail(node, stats, f"strides {list(stats.stride)} are not the statistics' layout")
+
+
+def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
+    p, ins = node.params, node.inputs
+    scores = [d["b"], d["h_q"], d["s_q"], d["s_kv"]]
+    bias = ins.get("BIAS")
+    if bias is not None:
+        require_dims(OP, node, bias)
+        if len(bias.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(bias.dim, scores)):
+            raise _fail(node, bias, f"dims {list(bias.dim)} do not broadcast to the scores {scores} (4 dims, each "
+                        "1 or the score's)")
+        if bias.data_type is data_type.BOOLEAN:
+            raise _fail(node, bias, "a BOOLEAN bias is not allowed (use a mask)")
+    sink = ins.get("SINK_TOKEN")
+    if sink is not None:
+        require_dims(OP, node, sink)
+        if [int(x) for x in sink.dim] != [1, d["h_q"], 1, 1]:
+            raise _fail(node, sink, f"a sink token needs dims [1, h_q, 1, 1] = {[1, d['h_q'], 1, 1]} (one logit per "
+                        f"head), got {list(sink.dim)}")
+        if d["s_q"] == 1:
+            raise ValueError(f"sdpa node {node.name!r}: no sink token in decode (s_q == 1), as in the frontend")
+    scale = ins.get("ATTN_SCALE")
+    if scale is not None and layout.numel(scale.dim) != 1:
+        raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
+    seq = [ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")]
+    if p["use_padding_mask"] and None in seq:
+        raise ValueError(f"sdpa node {node.name!r}: use_padding_mask needs both seq_len_q and seq_len_kv")
+    if not p["use_padding_mask"] and any(t is not None for t in seq):
+        raise ValueError(f"sdpa node {node.name!r}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
+    for t in seq:
+        if t is None:
+            continue
+        if [int(x) for x in t.dim] != [d["b"], 1, 1, 1]:
+            raise _fail(node, t, f"a sequence-length tensor needs dims [b, 1, 1, 1] = {[d['b'], 1, 1, 1]}, got "
+                        f"{list(t.dim)}")
+        if t.data_type not in (data_type.INT32, data_type.NOT_SET):
+            raise _fail(node, t, f"a sequence-length tensor must be INT32, got {t.data_type.name}")
+    o = node.outputs.get("O", ins.get("O"))  # the forward's output, the backward's input
+    ragged = [t for t in (ins["Q"], ins["K"], ins["V"], o) if t is not None and t.ragged_offset is not None]
+    for t in ragged:
+        off = t.ragged_offset
+        assert off is not None
+        if off.data_type not in (data_type.INT32, data_type.INT64):
+            raise _fail(node, t, f"ragged offset {off.name!r} must be INT32 or INT64, got {off.data_type.name}")
+        if [int(x) for x in off.dim] != [d["b"] + 1, 1, 1, 1]:
+            raise _fail(node, t, f"ragged offset {off.name!r} needs dims [b + 1, 1, 1, 1] = "
+                        f"{[d['b'] + 1, 1, 1, 1]}, got {list(off.dim)}")
+    if ragged and not p["use_padding_mask"]:
+        raise ValueError(f"sdpa node {node.name!r}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
+                         "seq_len_kv")
+    if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT and p["diagonal_band_right_bound"] is not None:
+        if d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
+            raise ValueError(f"sdpa node {node.name!r}: a bottom-right causal mask needs s_q <= s_kv (got "
+                             f"{d['s_q']} > {d['s_kv']})")
+        if bias is not None or p["use_alibi_mask"] or p["dropout"] is not None:
+            raise ValueError(f"sdpa node {node.name!r}: a bottom-right causal mask excludes bias, alibi and dropout "
+                             "(cuDNN's rule, as the frontend checks it)")
+    if p["diagonal_band_left_bound"] is not None and d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
+        raise ValueError(f"sdpa node {node.name!r}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
+                         f"{d['s_kv']})")
+    if p["dropout"] == "mask":
+        mask = ins["DROPOUT_MASK"]
+        require_dims(OP, node, mask)
+        if len(mask.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(mask.dim, scores)):
+            raise _fail(node, mask, f"dropout mask dims {list(mask.dim)} do not broadcast to the scores {scores}")
+        if layout.numel(ins["DROPOUT_SCALE"].dim) != 1:
+            raise _fail(node, ins["DROPOUT_SCALE"], "the dropout scale must be one value")
+    if p["dropout"] is not None and p["dropout"] != "mask":
+        for port in ("DROPOUT_SEED", "DROPOUT_OFFSET"):
+            t = ins[port]
+            if layout.numel(t.dim) != 1:
+                raise _fail(node, t, f"the dropout {port[8:].lower()} must be one value, got dims {list(t.dim)}")
+    dump = node.outputs.get("RNG_DUMP")
+    if dump is not None:
+        if p["dropout"] is None or p["dropout"] == "mask":
+            raise ValueError(f"sdpa node {node.name!r}: rng_dump needs dropout=(probability, seed, offset)")
+        if [int(x) for x in dump.dim] != scores:
+            raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
+
+
+def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
+    q, o = node.inputs["Q"], node.outputs["O"]
+    o_dims = [d["b"], d["h_q"], d["s_q"], d["d_v"]]
+    if not o.dim:
+        o._infer_set("dim", o_dims)
+    elif [int(x) for x in o.dim] != o_dims:
+        raise _fail(node, o, f"dims {list(o.dim)} are not (b, h_q, s_q, d_v) = {o_dims}")
+    if not o.stride:  # Q's layout (BHSD or BSHD)
+        o._infer_set("stride", layout.strides_from_order(o_dims, _order_of(q.stride)))
+    if int(o.stride[3]) != 1:
+        raise _fail(node, o, f"the head dim must be innermost (stride[3] == 1), got strides {list(o.stride)}")
+    dump = node.outputs.get("RNG_DUMP")
+    if dump is not None and dump.dim and not dump.stride:
+        dump._infer_set("stride", layout.row_major_strides(dump.dim))
+    rows = [node.outputs.get(port) for port in ("Stats", "Max", "Sum_exp")]
+    if (rows[1] is None) != (rows[2] is None) or (rows[1] is not None and rows[0] is not None):
+        raise ValueError(f"sdpa node {node.name!r}: the softmax statistics come as Stats (generate_stats=True) or "
+                         "as score_max with score_sum_exp, not both and not one of the pair")
+    for t in rows:
+        if t is None:
+            continue
+        s_dims = [d["b"], d["h_q"], d["s_q"], 1]
+        if not t.dim:
+            t._infer_set("dim", s_dims)
+        elif [int(x) for x in t.dim] != s_dims:
+            raise _fail(node, t, f"dims {list(t.dim)} are not (b, h_q, s_q, 1) = {s_dims}")
+        if not t.stride:
+            t._infer_set("stride", [d["h_q"] * d["s_q"], d["s_q"], 1, 1])
+
+
+def _order_of(strides: Any) -> list[int]:
+    """Axes from innermost to outermost (ties keep the later axis inner), as strides_from_order takes them."""
+    return sorted(range(len(strides)), key=lambda i: (int(strides[i]), -i))
+
+
+# ---- implementation choice ----------------------------------------------------------------------------------------
+def unified_refusal(node: Node, available: Any) -> str | None:
+    """Why the unified SDPA_FWD op cannot take this node on the running cuDNN (node_lowering.md §14.3), or None."""
+    p, ins = node.params, node.inputs
+    if not available(UNIFIED_DESCRIPTOR, UNIFIED_MIN_VERSION):
+        return "the unified SDPA_FWD op needs cuDNN >= 9.13.1"
+    if p["compute_data_type"] is not data_type.FLOAT:
+        return f"the unified op computes in FLOAT (compute_data_type is {p['compute_data_type'].name})"
+    if ins["Q"].data_type not in (data_type.HALF, data_type.BFLOAT16):
+        return f"the unified op takes HALF / BFLOAT16 q, k, v (q is {ins['Q'].data_type.name})"
+    if p["use_padding_mask"] and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC", SEQ_LEN_MIN_VERSION):
+        return "the unified op's padding mask (seq_len_q / seq_len_kv) needs cuDNN >= 9.15.0"
+    if p["dropout"] == "mask":
+        return "the unified op takes no custom dropout mask"
+    if p["dropout"] is not None:
+        if not available("CUDNN_ATTR_OPERATION_SDPA_FWD_DROPOUT_PROBABILITY", DROPOUT_MIN_VERSION):
+            return "the unified op's dropout needs cuDNN >= 9.22.0"
+        if p["generate_stats"]:
+            return "the unified op's dropout excludes generate_stats=True"
+    # cuDNN >= 9.21 takes these through a pre-softmax subgraph that cudnn_py does not build yet
+    pre_softmax = [what for what, present in (
+        ("score_mod", p.get("score_mod") is not None), ("bias", "BIAS" in ins), ("alibi", p["use_alibi_mask"]),
+        ("causal / band masks", p["diagonal_band_left_bound"] is not None or
+         p["diagonal_band_right_bound"] is not None)) if present]
+    if pre_softmax:
+        return (f"{', '.join(pre_softmax)} go through the unified op's score subgraph (cuDNN >= 9.21), which "
+                "cudnn_py does not build yet")
+    if "SINK_TOKEN" in ins:
+        return ("a sink token goes through the unified op's softmax descriptor (cuDNN >= 9.21), which cudnn_py "
+                "does not build yet")
+    if "Max" in node.outputs:
+        return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
+                "cudnn_py does not build yet")
+    if any(t.ragged_offset is not None for t in (ins["Q"], ins["K"], ins["V"], node.outputs["O"])):
+        return "ragged tensors are not lowered to the unified op by cudnn_py yet"
+    return None
+
+
+def use_unified(node: Node, available: Any) -> bool:
+    impl = node.params["implementation"]
+    if impl is attention_implementation.COMPOSITE:
+        return False
+    why = unified_refusal(node, available)
+    if impl is attention_implementation.UNIFIED and why is not None:
+        raise cudnnGraphNotSupportedError(f"sdpa node {node.name!r}: implementation=UNIFIED is not supported: {why}")
+    return why is None
+
+
+# ---- the composite decomposition (node_lowering.md §14.6) -------------------------------------------------------
+def virtual(rw: Any, name: str, dims: list[int], strides: list[int], dt: Any) -> Tensor:
+    t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
+               data_type=dt, is_virtual=True)
+    return rw.program.add_tensor(t)
+
+
+def transpose_in_place(rw: Any, node: Node, k: Tensor) -> None:
+    """K -> Kᵀ: the frontend swaps the last two dims and strides of the caller's K (the same memory, viewed
+    transposed). Here the program's copy is rewritten; the user's tensor is untouched."""
+    others = [n.name for n in rw.program.nodes if n is not node and any(t is k for t in n.inputs.values())]
+    if others:
+        raise NotImplementedOptionError(f"{node.spec.method if node.spec else OP} node {node.name!r}: {k.name!r} is "
+                                        f"also read by {others}; the composite attention describes it transposed, "
+                                        "so it must be the attention's alone (build forward and backward as "
+                                        "separate graphs)")
+    dims, strides = list(k.dim), list(k.stride)
+    k._raw_set("dim", dims[:2] + [dims[3], dims[2]])
+    k._raw_set("stride", strides[:2] + [strides[3], strides[2]])
+
+
+def matmul(rw: Any, a: Tensor, b: Tensor, out: Tensor, overrides: dict[str, Tensor | None]) -> None:
+    rw.matmul(a, b, compute_data_type=data_type.FLOAT, out=out)
+    mm = rw.emitted[-1]
+    mm.inputs = {**mm.inputs, **{port: t for port, t in overrides.items() if t is not None}}
+
+
+def expand(node: Node, rw: Any, options: Any) -> bool:
+    if use_unified(node, options.available):
+        return False
+    ins = node.inputs
+    q, k, v = ins["Q"], ins["K"], ins["V"]
+    d = dims_of(node)
+    b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
+    f32 = data_type.FLOAT
+    seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
+    transpose_in_place(rw, node, k)
+    scores = [b, h, s_q, s_kv]
+    s = virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
+    matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
+    s = modify_scores(rw, node, s, h)
+    s = band_mask(rw, node, s, options.available)
+    # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
+    with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
+    probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if with_dropout else q.data_type)
+    probs = _dropout(rw, node, probs, scores, q.data_type)
+    matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
+    return True
+
+
+def modify_scores(rw: Any, node: Node, s: Tensor, heads: int) -> Tensor:
+    """Scale, bias, alibi and the padding mask, in the frontend's order (§14.6 steps 3-8)."""
+    p, ins = node.params, node.inputs
+    f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
+    if "ATTN_SCALE" in ins:
+        s = rw.mul(s, ins["ATTN_SCALE"], compute_data_type=f32)
+    if p.get("score_mod") is not None:
+        s = score_mod.apply(p["score_mod"], rw, node.name, s)
+    if "BIAS" in ins:
+        s = rw.add(s, ins["BIAS"], compute_data_type=f32)
+    if p["use_alibi_mask"]:
+        s = _alibi(rw, s, heads)
+    if p["use_padding_mask"]:
+        row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
+        col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
+        row_ok = rw.cmp_lt(row, ins["SEQ_LEN_Q"], compute_data_type=boolean, out_data_type=boolean)
+        col_ok = rw.cmp_lt(col, ins["SEQ_LEN_KV"], compute_data_type=boolean, out_data_type=boolean)
+        keep = rw.logical_and(row_ok, col_ok, compute_data_type=boolean, out_data_type=boolean)
+        s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    return s
+
+
+def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
+    """The causal / sliding-window masks (§13, as ``attn_score_modifiers.h: sliding_window_mask`` builds them):
+    the unified band-mask ops where the running cuDNN has them (>= 9.21) and the shapes are static, else the
+    frontend's composite chain with INT32 indices; right bound first, then left bound."""
+    p = node.params
+    left, right = p["diagonal_band_left_bound"], p["diagonal_band_right_bound"]
+    if left is None and right is None:
+        return s
+    bottom_right = p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT
+    seq_q, seq_kv = node.inputs.get("SEQ_LEN_Q"), node.inputs.get("SEQ_LEN_KV")
+    per_batch = bottom_right and seq_q is not None
+    if not per_batch and available(BAND_MASK_DESCRIPTOR, BAND_MASK_MIN_VERSION):
+        return rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
+                                     fill_value=-math.inf, implementation=attention_implementation.UNIFIED)
+    i32, f32, boolean = data_type.INT32, data_type.FLOAT, data_type.BOOLEAN
+    s_q, s_kv = int(s.dim[2]), int(s.dim[3])
+    lens_q = seq_q if per_batch else s_q  # INT32 tensors, or INT32 scalars for static shapes
+    lens_kv = seq_kv if per_batch else s_kv
+    row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
+    col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
+    if right is not None:  # keep row (+ s_kv - s_q) + R >= col
+        limit = row
+        if bottom_right:
+            limit = rw.add(limit, lens_kv, compute_data_type=i32, out_data_type=i32)
+            limit = rw.sub(limit, lens_q, compute_data_type=i32, out_data_type=i32)
+        if right:
+            limit = rw.add(limit, int(right), compute_data_type=i32, out_data_type=i32)
+        keep = rw.cmp_ge(limit, col, compute_data_type=boolean, out_data_type=boolean)
+        s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    if left is not None:  # keep col + L (- s_kv + s_q) > row
+        if per_batch:
+            start = rw.add(col, int(left), compute_data_type=i32, out_data_type=i32)
+            start = rw.sub(start, lens_kv, compute_data_type=i32, out_data_type=i32)
+            start = rw.add(start, lens_q, compute_data_type=i32, out_data_type=i32)
+        else:
+            bound = float(left - s_kv + s_q) if bottom_right else float(left)
+            start = rw.add(col, bound, compute_data_type=f32, out_data_type=f32)
+        keep = rw.cmp_gt(start, row, compute_data_type=boolean, out_data_type=boolean)
+        s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
+    return s
+
+
+def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
+    """ADD slope_h · (col - row) (§14.6.7). The frontend uploads the slopes; here they come from the head index:
+    slope_h = 2^(-8 (h + 1) / n) for n = h_q heads, a power of two (the frontend's list for other counts
+    interleaves two series, not built yet)."""
+    if heads & (heads - 1):
+        raise NotImplementedOptionError(f"sdpa(): use_alibi_mask with {heads} heads (not a power of two) is not "
+                                        "implemented yet")
+    f32, i32 = data_type.FLOAT, data_type.INT32
+    row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
+    col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
+    dist = rw.sub(col, row, compute_data_type=i32, out_data_type=f32)
+    head = rw.gen_index(s, 1, compute_data_type=f32, out_data_type=f32)
+    exponent = rw.mul(rw.add(head, 1.0, compute_data_type=f32), -8.0 * math.log(2.0) / heads, compute_data_type=f32)
+    slope = rw.exp(exponent, compute_data_type=f32)
+    return rw.add(s, rw.mul(dist, slope, compute_data_type=f32), compute_data_type=f32)
+
+
+def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any) -> Tensor:
+    """The composite softmax (§12): max, sub, exp, sum (into score_max / score_sum_exp when given), the stats
+    branch stats = max + ln(sum) (built even when Stats is not requested, unless the pair is), exp / sum."""
+    f32, outs = data_type.FLOAT, node.outputs
+    row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
+    sink = node.inputs.get("SINK_TOKEN")
+    m = outs.get("Max") or virtual(rw, "softmax_max", row_dims, row_strides, f32)
+    if sink is None:
+        rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
+    else:  # the sink logit joins every row's max and sum (but not the scores)
+        s_max = virtual(rw, "softmax_score_max", row_dims, row_strides, f32)
+        rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=s_max)
+        rw.max(s_max, sink, compute_data_type=f32, out=m)
+    e = rw.exp(rw.sub(s, m, compute_data_type=f32), compute_data_type=f32)
+    z = outs.get("Sum_exp") or virtual(rw, "softmax_sum_exp", row_dims, row_strides, f32)
+    if sink is None:
+        rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=z)
+    else:
+        exp_sink = rw.exp(rw.sub(sink, m, compute_data_type=f32), compute_data_type=f32)
+        partial = virtual(rw, "softmax_partial_sum", row_dims, row_strides, f32)
+        rw.reduction(e, reduction_mode.ADD, compute_data_type=f32, out=partial)
+        rw.add(partial, exp_sink, compute_data_type=f32, out=z)
+    if "Max" not in outs:
+        stats = outs.get("Stats") or virtual(rw, "softmax_stats", row_dims, row_strides, f32)
+        rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
+    return rw.div(e, z, compute_data_type=f32, out_data_type=out_type)
+
+
+def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: Any) -> Tensor:
+    p, ins, f32 = node.params, node.inputs, data_type.FLOAT
+    if p["dropout"] == "mask":
+        scaled = rw.mul(probs, ins["DROPOUT_SCALE"], compute_data_type=f32)
+        return rw.mul(scaled, ins["DROPOUT_MASK"], compute_data_type=f32, out_data_type=out_type)
+    if p["dropout"] is None or p["dropout"] == 0.0:
+        return probs
+    keep = 1.0 - p["dropout"]
+    mask = node.outputs.get("RNG_DUMP")
+    if mask is None:
+        mask = virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
+    rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
+    return rw.mul(rw.mul(probs, mask, compute_data_type=f32), 1.0 / keep, compute_data_type=f32,
+                  out_data_type=out_type)
+
+
+def _stats_wanted(params: Mapping[str, Any]) -> bool:
+    return bool(params["generate_stats"])
+
+
+SDPA_ORDER = ("q", "k", "v", "is_inference", "attn_scale", "bias", "block_mask", "use_alibi_mask",
+              "use_padding_mask", "seq_len_q", "seq_len_kv", "use_causal_mask", "use_causal_mask_bottom_right",
+              "sliding_window_length", "diagonal_alignment", "diagonal_band_left_bound", "diagonal_band_right_bound",
+              "dropout", "rng_dump", "paged_attention_k_table", "paged_attention_v_table",
+              "paged_attention_max_seq_len_kv", "compute_data_type", "name", "score_mod", "generate_stats",
+              "implementation", "score_max", "score_sum_exp", "sink_token", "unfuse_fma")
+
+SDPA = OpSpec(
+    method="sdpa", kind="sdpa",
+    inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("ATTN_SCALE", "attn_scale", optional=True),
+            Port("BIAS", "bias", optional=True), Port("BLOCK_MASK", "block_mask", optional=True),
+            Port("SEQ_LEN_Q", "seq_len_q", optional=True), Port("SEQ_LEN_KV", "seq_len_kv", optional=True),
+            Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
+            Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
+            Port("SINK_TOKEN", "sink_token", optional=True),
+            # filled from the dropout tuple by _unpack (not classic keywords)
+            Port("DROPOUT_SEED", "dropout_seed", optional=True),
+            Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
+            Port("DROPOUT_MASK", "dropout_mask", optional=True),
+            Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
+    outputs=(Output("O"), Output("Stats", _stats_wanted),
+             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
+             Output("Max", given=("score_max",), adopt="score_max"),
+             Output("Sum_exp", given=("score_sum_exp",), adopt="score_sum_exp")),
+    infer=infer,
+    params=(Param("is_inference", None, convert=_optional_bool),
+            Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
+            Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
+            Param("sliding_window_length", None, convert=_bound),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=_member(diagonal_alignment)),
+            Param("diagonal_band_left_bound", None, convert=_bound),
+            Param("diagonal_band_right_bound", None, convert=_bound),
+            Param("dropout", None, convert=_nothing),
+            Param("paged_attention_max_seq_len_kv", None, convert=_nothing),
+            Param("score_mod", None, convert=_callable),
+            Param("generate_stats", None, convert=_optional_bool),
+            Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation)),
+            Param("unfuse_fma", False, convert=bool)),
+    order=SDPA_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack, finish=_finish,
+    expand=expand, requires=(UNIFIED_DESCRIPTOR,), min_version=UNIFIED_MIN_VERSION,
+    doc="sdpa(q, k, v, is_inference=None, attn_scale=None, bias=None, ..., generate_stats=None, "
+        "implementation=AUTO, ...) -> [O, Stats] (Stats None unless generate_stats). " + (__doc__ or ""),
+)
+register(SDPA)

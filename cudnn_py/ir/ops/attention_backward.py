@@ -1,0 +1,287 @@
+"""Scaled dot-product attention, backward (``node_lowering.md`` §15): ``sdpa_backward(q, k, v, o, dO, stats, ...)
+-> [dQ, dK, dV]`` (dBias into the caller's ``dBias`` tensor). Always COMPOSITE, as in the frontend.
+
+From the forward's O and Stats (LSE): P = exp(S - Stats) is recomputed from the masked, scaled scores S;
+dV = Pdᵀ·dO (Pd = P with dropout); dP = dO·Vᵀ; D = rowsum(dO ∘ O); dS = P ∘ (dP ∘ mask · r - D) (r the dropout
+scale); dBias = Σ dS over the axes the bias broadcasts; dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum the
+q heads of each kv head (a grouped reduction).
+
+As in the frontend, softmax_sum (D) and, unless dBias or determinism is asked for, a FLOAT dQ accumulator are real
+buffers: they live at the start of the workspace (``Program.scratch``), and dQ is a cast of the accumulator.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...enums import data_type, diagonal_alignment, reduction_mode
+from ...errors import NotImplementedOptionError, shape_error
+from .. import layout
+from ..node import Node
+from ..spec import OpSpec, Output, Param, Port, register
+from ..tensor import Tensor
+from . import attention as fwd
+from .common import InferenceContext, fill_data_types, require_dims
+
+OP = "sdpa_backward"
+MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
+
+_NOT_YET = {"score_mod": "score_mod callbacks", "score_mod_bprop": "score_mod callbacks",
+            "max_total_seq_len_q": "ragged workspace sizing", "max_total_seq_len_kv": "ragged workspace sizing"}
+
+
+def _unpack(values: dict[str, Any]) -> None:
+    for arg, what in _NOT_YET.items():
+        if values.get(arg) is not None:
+            raise NotImplementedOptionError(f"sdpa_backward(): {arg}= ({what}) is not implemented yet in cudnn_py")
+    scale = values.get("attn_scale")
+    if isinstance(scale, int) and not isinstance(scale, bool):
+        values["attn_scale"] = float(scale)
+    dropout = values.get("dropout")
+    values["dropout"] = None
+    if dropout is None:
+        return
+    if not isinstance(dropout, (tuple, list)) or len(dropout) != 3:
+        raise TypeError("sdpa_backward(): dropout must be (probability, seed, offset) or (mask, scale, scale_inv)")
+    first = dropout[0]
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        if not 0.0 <= float(first) < 1.0:
+            raise ValueError(f"sdpa_backward(): dropout probability must lie in [0, 1), got {first}")
+        values["dropout"] = float(first)
+        values["dropout_seed"], values["dropout_offset"] = dropout[1], dropout[2]
+    else:
+        values["dropout"] = "mask"
+        values["dropout_mask"], values["dropout_scale"], values["dropout_scale_inv"] = dropout
+
+
+def _finish(params: dict[str, Any]) -> None:
+    fwd.finish_masks(params, OP)
+
+
+def infer(node: Node, ctx: InferenceContext) -> None:
+    ins = node.inputs
+    for port in ("Q", "K", "V", "O", "DO", "STATS"):
+        t = ins[port]
+        require_dims(OP, node, t)
+        if len(t.dim) != 4:
+            raise shape_error(OP, node.name, t, f"needs 4 dims, got {list(t.dim)}")
+        if int(t.stride[3]) != 1 and port != "STATS":
+            raise shape_error(OP, node.name, t, f"the head dim must be innermost (stride[3] == 1), got strides "
+                              f"{list(t.stride)}")
+    q, k, v = ins["Q"], ins["K"], ins["V"]
+    if int(k.dim[3]) != int(q.dim[3]):
+        raise shape_error(OP, node.name, k, f"head dim {k.dim[3]} differs from q's {q.dim[3]} (q and k need one "
+                          "head dim)")
+    if int(v.dim[2]) != int(k.dim[2]):
+        raise shape_error(OP, node.name, v, f"sequence length {v.dim[2]} differs from k's {k.dim[2]}")
+    b, h_q, s_q, d_qk = (int(x) for x in q.dim)
+    d_v = int(v.dim[3])
+    for t in (k, v):
+        if int(t.dim[0]) != b:
+            raise shape_error(OP, node.name, t, f"batch {t.dim[0]} differs from q's {b}")
+        if h_q % int(t.dim[1]):
+            raise shape_error(OP, node.name, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
+    for t, dim in ((q, d_qk), (v, d_v)):
+        if dim % 8 or dim > MAX_HEAD_DIM:
+            raise shape_error(OP, node.name, t, f"head dim {dim} must be a multiple of 8 and at most {MAX_HEAD_DIM} "
+                              "(cuDNN's attention backward)")
+    if s_q == 1 and int(k.dim[2]) == 1:
+        raise ValueError(f"{OP} node {node.name!r}: s_q == s_kv == 1 is refused by cuDNN's attention backward")
+    for port, want in (("O", [b, h_q, s_q, d_v]), ("DO", [b, h_q, s_q, d_v]), ("STATS", [b, h_q, s_q, 1])):
+        if [int(x) for x in ins[port].dim] != want:
+            raise shape_error(OP, node.name, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
+    fwd._check_optional_inputs(node, {"b": b, "h_q": h_q, "s_q": s_q, "d_qk": d_qk, "h_k": int(k.dim[1]),
+                                      "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": d_v})
+    if node.params["dropout"] == "mask" and layout.numel(ins["DROPOUT_SCALE_INV"].dim) != 1:
+        raise shape_error(OP, node.name, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
+    for grad, like in (("dQ", q), ("dK", k), ("dV", v)):
+        t = node.outputs[grad]
+        if not t.dim:
+            t._infer_set("dim", list(like.dim))
+        elif list(t.dim) != list(like.dim):
+            raise shape_error(OP, node.name, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
+        if not t.stride:
+            t._infer_set("stride", list(like.stride))
+    d_sink = node.outputs.get("dSink_token")
+    if d_sink is not None:
+        if "SINK_TOKEN" not in ins:
+            raise ValueError(f"{OP} node {node.name!r}: dSink_token needs the forward's sink_token")
+        if [int(x) for x in d_sink.dim] != [1, h_q, 1, 1]:
+            raise shape_error(OP, node.name, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
+        if not d_sink.stride:
+            d_sink._infer_set("stride", layout.row_major_strides(d_sink.dim))
+    dbias = node.outputs.get("dBias")
+    if dbias is not None:
+        scores = [b, h_q, s_q, int(k.dim[2])]
+        if len(dbias.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(dbias.dim, scores)):
+            raise shape_error(OP, node.name, dbias, f"dims {list(dbias.dim)} do not broadcast to the scores "
+                              f"{scores}")
+        if not dbias.stride:
+            dbias._infer_set("stride", layout.row_major_strides(dbias.dim))
+    fill_data_types(node, ctx, q)
+
+
+# ---- the composite decomposition (node_lowering.md §15.3) -------------------------------------------------------
+def expand(node: Node, rw: Any, options: Any) -> bool:
+    ins, outs = node.inputs, node.outputs
+    q, k, v, o, d_o, stats = (ins[x] for x in ("Q", "K", "V", "O", "DO", "STATS"))
+    b, h, s_q, d_qk = (int(x) for x in q.dim)
+    h_k, s_kv = int(k.dim[1]), int(k.dim[2])
+    f32 = data_type.FLOAT
+    seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
+    scores = [b, h, s_q, s_kv]
+    fwd.transpose_in_place(rw, node, k)
+    fwd.transpose_in_place(rw, node, v)
+    mask, scale, scale_inv = _dropout_operands(rw, node, scores)
+    # D = rowsum(dO ∘ O), times (1 - p): the softmax_sum
+    rows = [b, h, s_q, 1]
+    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
+    red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
+    rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
+    if "dSink_token" in outs:  # dSink = -Σ p_sink · D, p_sink = exp(sink - Stats) (§15.3 step 3)
+        p_sink = rw.exp(rw.sub(ins["SINK_TOKEN"], stats, compute_data_type=f32), compute_data_type=f32)
+        weighted = rw.mul(p_sink, red, compute_data_type=f32)
+        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
+        rw.reduction(weighted, reduction_mode.ADD, compute_data_type=f32, out=total)
+        rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
+    softmax_sum = _scratch(rw, "softmax_sum", rows, [h * s_q, s_q, 1, 1])  # real memory, as the frontend's
+    rw.mul(red, scale_inv if scale_inv is not None else 1.0, compute_data_type=f32, out=softmax_sum)
+    # P recomputed from the scores and the forward's statistics
+    s = fwd.virtual(rw, "matmul_Q_KT", scores, layout.row_major_strides(scores), f32)
+    fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
+    s = fwd.modify_scores(rw, node, s, h)
+    s = rw.sub(s, stats, compute_data_type=f32)
+    s = fwd.band_mask(rw, node, s, options.available)
+    probs = rw.exp(s, compute_data_type=f32)
+    dropped = probs
+    if mask is not None:
+        dropped = rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
+    p_t = _transposed_view(rw, dropped, q.data_type, "reshape_p")
+    _grad_matmul(rw, p_t, d_o, outs["dV"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dV")
+    d_p = fwd.virtual(rw, "matmul_dO_VT", scores, layout.row_major_strides(scores), f32)
+    fwd.matmul(rw, d_o, v, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
+    if mask is not None:
+        d_p = rw.mul(d_p, mask, compute_data_type=f32)
+    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
+    if mask is not None:
+        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    if "dBias" in outs:
+        rw.reduction(d_s, reduction_mode.ADD, compute_data_type=f32, out=outs["dBias"])
+    if "ATTN_SCALE" in ins:
+        d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
+    d_s_t = _transposed_view(rw, d_s, q.data_type, "reshape_dS")
+    _grad_matmul(rw, d_s_t, q, outs["dK"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dK")
+    k_back = fwd.virtual(rw, "reshape_k", [b, h_k, s_kv, d_qk],
+                         [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], k.data_type)
+    rw.attention_view(k, out=k_back)
+    dq_overrides = {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}
+    if "dBias" in outs or node.params["use_deterministic_algorithm"]:
+        fwd.matmul(rw, d_s, k_back, outs["dQ"], dq_overrides)  # the frontend's use_dp_workspace form
+    else:  # a FLOAT accumulator in the workspace, then a cast into dQ (§15.3 step 20)
+        full = [b, h, s_q, d_qk]
+        accum = _scratch(rw, "dQ_accum", full, layout.row_major_strides(full))
+        fwd.matmul(rw, d_s, k_back, accum, dq_overrides)
+        rw.identity(accum, compute_data_type=f32, out=outs["dQ"])
+    return True
+
+
+def _scratch(rw: Any, name: str, dims: list[int], strides: list[int]) -> Tensor:
+    """A FLOAT intermediate in real memory (the workspace), as the frontend keeps it for the backend's fused
+    attention backward."""
+    t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
+               data_type=data_type.FLOAT, is_virtual=False)
+    return rw.program.add_scratch(t)
+
+
+def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any, Any]:
+    """(mask, scale, scale_inv) of the dropout, or Nones. The RNG, with the forward's seed and offset,
+    regenerates the forward's mask."""
+    p, ins = node.params, node.inputs
+    if p["dropout"] == "mask":
+        return ins["DROPOUT_MASK"], ins["DROPOUT_SCALE"], ins["DROPOUT_SCALE_INV"]
+    if p["dropout"] is None or p["dropout"] == 0.0:
+        return None, None, None
+    keep = 1.0 - p["dropout"]
+    mask = node.outputs.get("RNG_DUMP")
+    if mask is None:
+        mask = fwd.virtual(rw, "rng", scores, layout.row_major_strides(scores), data_type.FLOAT)
+    rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
+    return mask, 1.0 / keep, keep
+
+
+def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:
+    """(b, h, s_q, s_kv) row-major -> its (b, h, s_kv, s_q) transposed view in ``dt`` (a RESHAPE, §15.3.11)."""
+    b, h, rows, cols = (int(d) for d in x.dim)
+    view = fwd.virtual(rw, name, [b, h, cols, rows], [h * rows * cols, rows * cols, 1, cols], dt)
+    rw.attention_view(x, out=view)
+    return view
+
+
+def _grad_matmul(rw: Any, a: Tensor, b: Tensor, grad: Tensor, heads: int, overrides: dict, what: str) -> None:
+    """A kv-side gradient: straight into it, or for GQA / MQA into a full-head tensor summed per kv head."""
+    if int(grad.dim[1]) == heads:
+        fwd.matmul(rw, a, b, grad, overrides)
+        return
+    full = [int(grad.dim[0]), heads, int(grad.dim[2]), int(grad.dim[3])]
+    full_t = fwd.virtual(rw, f"{what}_fullhead", full, layout.row_major_strides(full), a.data_type)  # Q's type
+    fwd.matmul(rw, a, b, full_t, overrides)
+    rw.grouped_reduction(full_t, reduction_mode.ADD, compute_data_type=data_type.FLOAT, out=grad)
+
+
+# ---- the internal view op (OPERATION_RESHAPE) --------------------------------------------------------------------
+def infer_view(node: Node, ctx: InferenceContext) -> None:
+    x, y = node.inputs["X"], node.outputs["Y"]
+    if sorted(int(d) for d in x.dim) != sorted(int(d) for d in y.dim):
+        raise shape_error("attention_view", node.name, y, f"dims {list(y.dim)} are not a view of {list(x.dim)}")
+    fill_data_types(node, ctx, x)
+
+
+ATTENTION_VIEW = OpSpec(
+    method="attention_view", kind="attention_view", public=False,
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer_view,
+    order=("input", "name", "compute_data_type"),
+    requires=("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR",),
+    doc="Y: the same elements as X at the same addresses, described with Y's dims and strides (internal: the "
+        "attention backward's transposed views, an OPERATION_RESHAPE).",
+)
+
+
+SDPA_BACKWARD_ORDER = (
+    "q", "k", "v", "o", "dO", "stats", "attn_scale", "bias", "dBias", "use_alibi_mask", "use_padding_mask",
+    "seq_len_q", "seq_len_kv", "max_total_seq_len_q", "max_total_seq_len_kv", "use_causal_mask",
+    "use_causal_mask_bottom_right", "sliding_window_length", "diagonal_alignment", "diagonal_band_left_bound",
+    "diagonal_band_right_bound", "dropout", "rng_dump", "use_deterministic_algorithm", "compute_data_type", "name",
+    "score_mod", "score_mod_bprop", "sink_token", "dSink_token")
+
+SDPA_BACKWARD = OpSpec(
+    method="sdpa_backward", kind="sdpa_backward",
+    inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("O", "o"), Port("DO", "dO"),
+            Port("STATS", "stats"), Port("ATTN_SCALE", "attn_scale", optional=True),
+            Port("BIAS", "bias", optional=True), Port("SEQ_LEN_Q", "seq_len_q", optional=True),
+            Port("SEQ_LEN_KV", "seq_len_kv", optional=True), Port("SINK_TOKEN", "sink_token", optional=True),
+            Port("DROPOUT_SEED", "dropout_seed", optional=True),
+            Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
+            Port("DROPOUT_MASK", "dropout_mask", optional=True),
+            Port("DROPOUT_SCALE", "dropout_scale", optional=True),
+            Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True)),
+    outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("dBias", given=("dBias",), adopt="dBias"),
+             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
+             Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
+    infer=infer,
+    params=(Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
+            Param("max_total_seq_len_q", None, convert=fwd._nothing),
+            Param("max_total_seq_len_kv", None, convert=fwd._nothing),
+            Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
+            Param("sliding_window_length", None, convert=fwd._bound),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=fwd._member(diagonal_alignment)),
+            Param("diagonal_band_left_bound", None, convert=fwd._bound),
+            Param("diagonal_band_right_bound", None, convert=fwd._bound),
+            Param("dropout", None, convert=fwd._nothing),
+            # dQ is always written by its matmul directly: the frontend's deterministic form on SM9x
+            Param("use_deterministic_algorithm", False, convert=bool),
+            Param("score_mod", None, convert=fwd._nothing), Param("score_mod_bprop", None, convert=fwd._nothing)),
+    order=SDPA_BACKWARD_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack, finish=_finish,
+    expand=expand, requires=(),  # always expanded: the ops it expands to carry the gates
+    doc="sdpa_backward(q, k, v, o, dO, stats, attn_scale=None, bias=None, dBias=None, ...) -> [dQ, dK, dV]. "
+        + (__doc__ or ""),
+)
+register(SDPA_BACKWARD, ATTENTION_VIEW)

@@ -1,0 +1,49 @@
+"""``score_mod`` callbacks of attention (``python_api.md``: a callable ``(graph, score) -> tensor``): the graph the
+callback builds on is a :class:`ScoreGraph`, which offers the classic pointwise methods only and emits their
+nodes into the attention's decomposition, between the scale and the bias (node_lowering.md §14.6 step 5)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec import SPECS
+from ..tensor import Tensor
+
+
+class ScoreGraph:
+    """The ``graph`` a score_mod callback receives: ``graph.tanh(score)``, ``graph.mul(score, 0.5)``, ...
+
+    Tensors of the user's graph (a softcap scalar, say) may be used: they join the program under their uid."""
+
+    def __init__(self, rw: Any, where: str) -> None:
+        self._rw = rw
+        self._where = where
+
+    def __getattr__(self, method: str) -> Any:
+        spec = SPECS.get(method)
+        if spec is None or spec.kind != "pointwise" or not spec.public:
+            raise AttributeError(f"{self._where}: score_mod may build pointwise ops only; {method!r} is not one")
+
+        def build(*args: Any, **kwargs: Any) -> Any:
+            return getattr(self._rw, method)(*[self._own(a) for a in args],
+                                             **{k: self._own(v) for k, v in kwargs.items()})
+        return build
+
+    def _own(self, value: Any) -> Any:
+        """A user-graph tensor becomes its program twin (the passes rewrite twins, never the user's tensors)."""
+        if not isinstance(value, Tensor):
+            return value
+        tensors = self._rw.program.tensors
+        twin = tensors.get(value.uid)
+        if twin is None:
+            twin = tensors[value.uid] = value.copy()
+        return twin
+
+
+def apply(score_mod: Any, rw: Any, node_name: str, s: Tensor) -> Tensor:
+    where = f"sdpa node {node_name!r}"
+    out = score_mod(ScoreGraph(rw, where), s)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{where}: score_mod must return the modified score tensor, got {type(out).__name__}")
+    if [int(d) for d in out.dim] != [int(d) for d in s.dim]:
+        raise ValueError(f"{where}: score_mod returned dims {list(out.dim)}, not the scores' {list(s.dim)}")
+    return out
