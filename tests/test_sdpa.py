@@ -539,16 +539,10 @@ def test_backward_surface_and_what_reaches_cudnn():
         g2.validate_ir()
 
 
-def test_fp8_and_mxfp8_attention_methods_exist_and_refuse_clearly():
-    g = half_graph()
-    q, k, v = qkv(g)
-    with pytest.raises(NotImplementedOptionError, match="sdpa_fp8.*not implemented"):
-        g.sdpa_fp8(q, k, v, q, q, q, q, q, q, generate_stats=False)
-    with pytest.raises(NotImplementedOptionError, match="sdpa_fp8_backward"):
-        g.sdpa_fp8_backward(q, k, v)
-    for method in ("sdpa_mxfp8", "sdpa_mxfp8_backward"):
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"Blackwell.*SM 10.*not supported on Hopper"):
-            getattr(g, method)(q, k, v, generate_stats=True)
+def test_fp8_attention_methods_are_absent_until_implemented():
+    """No stub that only raises: per-tensor FP8 and MXFP8 attention are not built yet, so the methods are absent."""
+    for method in ("sdpa_fp8", "sdpa_fp8_backward", "sdpa_mxfp8", "sdpa_mxfp8_backward"):
+        assert not hasattr(cudnn.pygraph, method)
 
 
 def test_backward_errata():

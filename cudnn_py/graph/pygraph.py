@@ -24,7 +24,6 @@ from ..enums import build_plan_policy, heur_mode
 from ..errors import NotImplementedOptionError, PhaseError, cudnnGraphNotSupportedError
 from ..ir import Graph, Tensor
 from ..plans.session import Phase, PlanningSession, SessionOptions
-from .low_precision_attention import LowPrecisionAttentionMixin
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
@@ -36,7 +35,7 @@ def _refuse_unimplemented(**given: Any) -> None:
             raise NotImplementedOptionError(f"pygraph({name}=...) is not implemented yet in cudnn_py")
 
 
-class pygraph(LowPrecisionAttentionMixin, Graph):
+class pygraph(Graph):
     def __init__(
         self,
         name: str = "test_graph",
