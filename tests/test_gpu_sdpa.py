@@ -189,8 +189,18 @@ CASES = {
 }
 
 
+# seen wrong (or without an engine) on the H200 with cuDNN 9.19: refused by the errata table (cudnn_py/plans/errata.py)
+REFUSED = {"sliding_window": "sdpa-composite-sliding-window",
+           "bottom_right-window-padding": "sdpa-composite-sliding-window"}
+REFUSED_BACKWARD = {"dropout-mask": "sdpa-backward-dropout", "sink-causal": "sdpa-backward-sink"}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_composite_forward_options(case):
+    if case in REFUSED:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"erratum {REFUSED[case]}"):
+            run_sdpa("fp16", AI.COMPOSITE, **CASES[case])
+        return
     o, stats, inputs, ref = run_sdpa("fp16", AI.COMPOSITE, **CASES[case])
     check("fp16", o, stats, inputs, ref)
 
@@ -311,6 +321,10 @@ BACKWARD_CASES = {
 
 @pytest.mark.parametrize("case", list(BACKWARD_CASES))
 def test_backward_options(case):
+    if case in REFUSED_BACKWARD:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"erratum {REFUSED_BACKWARD[case]}"):
+            run_sdpa_backward("fp16", **BACKWARD_CASES[case])
+        return
     run_sdpa_backward("fp16", **BACKWARD_CASES[case])
 
 

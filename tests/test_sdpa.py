@@ -717,3 +717,33 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
     g2.sdpa(q2, k2, v2, generate_stats=False, score_mod=lambda graph, s: graph.matmul(s, s))[0].set_output(True)
     with pytest.raises(AttributeError, match="pointwise ops only; 'matmul'"):
         g2.validate()
+
+
+def test_attention_errata_seen_on_the_h200():
+    """Composite sliding windows, and the backward with dropout or a sink token, were wrong (or found no engine) on
+    the H200 with cuDNN 9.19: refused by validate(), naming the erratum."""
+    g = half_graph()
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
+    g.sdpa(q, k, v, generate_stats=True, use_causal_mask=True, sliding_window_length=33,
+           implementation=AI.COMPOSITE)[0].set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-composite-sliding-window.*left band bound 33"):
+        g.validate()
+
+    def backward(**kw):
+        g = half_graph()
+        q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
+        o, d_o = g.tensor([1, 2, 64, 64], name="o"), g.tensor([1, 2, 64, 64], name="dO")
+        stats = g.tensor([1, 2, 64, 1], data_type=F, name="stats")
+        if kw.pop("mask", False):
+            kw["dropout"] = (g.tensor([1, 2, 64, 128], name="dm"), g.tensor([1, 1, 1, 1]), g.tensor([1, 1, 1, 1]))
+        if kw.pop("sink", False):
+            kw.update(sink_token=g.tensor([1, 2, 1, 1], data_type=F), dSink_token=g.tensor([1, 2, 1, 1], data_type=F))
+        for t in g.sdpa_backward(q, k, v, o, d_o, stats, use_causal_mask=True, **kw):
+            t.set_output(True)
+        return g
+
+    backward().validate()  # the plain backward is not refused
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-dropout.*a mask"):
+        backward(mask=True).validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-sink"):
+        backward(sink=True).validate()
