@@ -34,64 +34,78 @@ class Softcap:
         return graph.tanh_backward(d_score, self.pre_tanh)
 
 
-def softcap_attention(q, k, v, d_o, scale, cap=CAP):
-    """O and (dQ, dK, dV) of softmax(cap · tanh(scale · Q Kᵀ / cap)) V, by hand (GQA: kv heads repeated, then
-    their gradients summed per group)."""
+def softcap_attention(q, k, v, d_o, scale, cap=CAP, bias=None):
+    """O, Stats and (dQ, dK, dV[, dBias]) of softmax(cap · tanh(scale · Q Kᵀ / cap) + bias) V, by hand (GQA: kv
+    heads repeated, then their gradients summed per group; dBias summed over the axes the bias broadcasts)."""
     group = q.shape[1] // k.shape[1]
     kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     pre = scale * q @ np.swapaxes(kr, -1, -2) / cap
-    s = cap * np.tanh(pre)
+    s = cap * np.tanh(pre) + (0.0 if bias is None else bias)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     o = p @ vr
     lse = np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1, keepdims=True)) + s.max(-1, keepdims=True)
     d_v = np.swapaxes(p, -1, -2) @ d_o
     d_p = d_o @ np.swapaxes(vr, -1, -2)
-    d_s = p * (d_p - (d_p * p).sum(-1, keepdims=True)) * (1.0 - np.tanh(pre) ** 2)
+    d_biased = p * (d_p - (d_p * p).sum(-1, keepdims=True))
+    d_s = d_biased * (1.0 - np.tanh(pre) ** 2)
     d_q = scale * d_s @ kr
     d_k = scale * np.swapaxes(d_s, -1, -2) @ q
 
     def per_kv_head(x):
         return x.reshape(x.shape[0], k.shape[1], group, *x.shape[2:]).sum(axis=2)
-    return o, lse, (d_q, per_kv_head(d_k), per_kv_head(d_v))
+    grads = (d_q, per_kv_head(d_k), per_kv_head(d_v))
+    if bias is not None:
+        grads += (d_biased.sum(axis=0, keepdims=True),)  # a (1, h, s_q, s_kv) bias
+    return o, lse, grads
 
 
 def _graph(io=D):
     return cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F)
 
 
-def _backward_graph(g, shape, scale, mod):
+def _backward_graph(g, shape, scale, mod, with_bias=False):
     b, h_q, h_k, s_q, s_kv, d = shape
     q, k, v = (g.tensor(dims, name=n) for n, dims in (("q", [b, h_q, s_q, d]), ("k", [b, h_k, s_kv, d]),
                                                      ("v", [b, h_k, s_kv, d])))
     o, d_o = g.tensor([b, h_q, s_q, d], name="o"), g.tensor([b, h_q, s_q, d], name="dO")
     stats = g.tensor([b, h_q, s_q, 1], data_type=F, name="stats")
+    kw, ins = {}, [q, k, v, o, d_o, stats]
+    if with_bias:
+        kw["bias"], kw["dBias"] = g.tensor([1, h_q, s_q, s_kv], name="bias"), g.tensor([1, h_q, s_q, s_kv])
+        ins.append(kw["bias"])
     grads = g.sdpa_backward(q, k, v, o, d_o, stats, attn_scale=scale, score_mod=mod.forward,
-                            score_mod_bprop=mod.backward, name="bwd")
+                            score_mod_bprop=mod.backward, name="bwd", **kw)
+    grads = list(grads) + ([kw["dBias"]] if with_bias else [])
     for t in grads:
         t.set_output(True)
-    return (q, k, v, o, d_o, stats), grads
+    return ins, grads
 
 
 SHAPES = [(1, 2, 2, 5, 7, 8), (2, 4, 2, 6, 9, 16)]
 
 
+@pytest.mark.parametrize("with_bias", [False, True], ids=["softcap", "softcap-bias"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_softcap_backward_decomposition_and_definition_agree_with_the_hand_gradients(shape):
+def test_softcap_backward_decomposition_and_definition_agree_with_the_hand_gradients(shape, with_bias):
+    """With a bias, dBias is the gradient of the biased scores: taken before score_mod_bprop (§15.3 step 15)."""
     b, h_q, h_k, s_q, s_kv, d = shape
     rng = np.random.default_rng(sum(shape))
     q, k, v = (rng.standard_normal(x) * 2 for x in ((b, h_q, s_q, d), (b, h_k, s_kv, d), (b, h_k, s_kv, d)))
     d_o = rng.standard_normal((b, h_q, s_q, d))
+    bias = rng.standard_normal((1, h_q, s_q, s_kv)) if with_bias else None
     scale = 1 / math.sqrt(d)
-    o, lse, expected = softcap_attention(q, k, v, d_o, scale)
+    o, lse, expected = softcap_attention(q, k, v, d_o, scale, bias=bias)
+    values = (q, k, v, o, d_o, lse) + ((bias,) if with_bias else ())
     for program in (False, True):
         g = _graph()
-        ins, grads = _backward_graph(g, shape, scale, Softcap())
+        ins, grads = _backward_graph(g, shape, scale, Softcap(), with_bias)
         g.register_backend(ReferenceEngine(program=program))
         g.validate_ir()
         bufs = [np.full(t.dim, np.nan) for t in grads]
-        g.execute({**dict(zip(ins, (q, k, v, o, d_o, lse))), **dict(zip(grads, bufs))})
-        for name, got, want in zip(("dQ", "dK", "dV"), bufs, expected):
+        g.execute({**dict(zip(ins, values)), **dict(zip(grads, bufs))})
+        assert len(bufs) == len(expected)
+        for name, got, want in zip(("dQ", "dK", "dV", "dBias"), bufs, expected):
             np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=f"{name}, program={program}")
 
 

@@ -3,8 +3,9 @@
 
 From the forward's O and Stats (LSE): P = exp(S - Stats) is recomputed from the masked, scaled scores S;
 dV = Pdᵀ·dO (Pd = P with dropout); dP = dO·Vᵀ; D = rowsum(dO ∘ O); dS = P ∘ (dP ∘ mask · r - D) (r the dropout
-scale); dBias = Σ dS over the axes the bias broadcasts; dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum the
-q heads of each kv head (a grouped reduction).
+scale); dBias = Σ dS over the axes the bias broadcasts; dS := score_mod_bprop(dS) when a score_mod modified the
+scores (it runs on the recomputed scores as in the forward); dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum
+the q heads of each kv head (a grouped reduction).
 
 As in the frontend, softmax_sum (D) and, unless dBias or determinism is asked for, a FLOAT dQ accumulator are real
 buffers: they live at the start of the workspace (``Program.scratch``), and dQ is a cast of the accumulator.
