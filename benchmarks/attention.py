@@ -236,21 +236,25 @@ def _case(results, ctx, key, case, backward):
 
 
 def attention_cases(results, ctx, only=None):
-    """Every forward case, then every backward case; ``only`` restricts to the given case names."""
+    """Every forward case, then every backward case; ``only`` restricts to the given case names. A case that
+    fails (a library refusing it, say) is recorded with its error and the run goes on."""
     import torch
 
+    todo = [(name, False) for name in CASES] + [(name, True) for name in BACKWARD_CASES]
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # an fp32 reference
     try:
-        for name, case in CASES.items():
-            if only is None or name in only:
-                _case(results, ctx, f"sdpa_fwd_{name}_bf16_b{case['b']}h{case['h_q']}kv{case['h_kv']}"
-                      f"sq{case['s_q']}skv{case['s_kv']}d{case['d']}", case, backward=False)
-        for name in BACKWARD_CASES:
+        for name, backward in todo:
+            if only is not None and name not in only:
+                continue
             case = CASES[name]
-            if only is None or name in only:
-                _case(results, ctx, f"sdpa_bwd_{name}_bf16_b{case['b']}h{case['h_q']}kv{case['h_kv']}"
-                      f"sq{case['s_q']}skv{case['s_kv']}d{case['d']}", case, backward=True)
+            key = (f"sdpa_{'bwd' if backward else 'fwd'}_{name}_bf16_b{case['b']}h{case['h_q']}kv{case['h_kv']}"
+                   f"sq{case['s_q']}skv{case['s_kv']}d{case['d']}")
+            try:
+                _case(results, ctx, key, case, backward)
+            except Exception as ex:  # reported in the table, not fatal to the other cases
+                results[key] = {"case": case, "error": f"{type(ex).__name__}: {ex}"}
+                torch.cuda.synchronize()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
 
@@ -259,6 +263,9 @@ def markdown_rows(results):
     lines = []
     for k, r in results.items():
         if not k.startswith(("sdpa_fwd_", "sdpa_bwd_")):
+            continue
+        if "error" in r:
+            lines.append(f"| {k} | failed | | | | {r['error'][:200]} |")
             continue
         backends = "; ".join(f"{n[6:]} {r[f'{n}_tflops']:.0f}" for n in ("torch_flash", "torch_efficient",
                                                                           "torch_cudnn") if f"{n}_tflops" in r)
