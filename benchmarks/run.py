@@ -6,7 +6,9 @@ Measures, as in shared/bench/fe_baseline.py: host overhead per execute() of a ti
 tensors and int pointers), graph build time (validate .. build_plans), and kernel time (CUDA events, median
 after warm-up) for matmul 8192^3 bf16 and a batched small matmul, with the plan each library picked; then the
 convolution and normalization cases of benchmarks/convnorm.py (conv fprop/dgrad/wgrad TFLOP/s, layernorm /
-rmsnorm forward and backward GB/s with the best of build_plans(ALL)).
+rmsnorm forward and backward GB/s with the best of build_plans(ALL)), and the attention cases of
+benchmarks/attention.py (SDPA forward / backward TFLOP/s, host time, build time; --skip-attention leaves them
+out, --only-attention runs them alone).
 Writes results-<date>.json and .md; prints the table last.
 """
 from __future__ import annotations
@@ -236,6 +238,9 @@ def markdown(env: dict, results: dict) -> str:
     import convnorm  # benchmarks/convnorm.py (imported after the libraries: the official frontend loads cuDNN first)
 
     lines += convnorm.markdown_rows(results, BUILD_REPEATS)
+    import attention  # benchmarks/attention.py
+
+    lines += attention.markdown_rows(results)
     lines += ["", "cudnn_py build time by stage (ms):", ""]
     for case, stages in STAGES.items():
         lines.append(f"- {case}: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
@@ -247,18 +252,25 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--skip-convnorm", action="store_true", help="only the host-overhead and matmul cases")
+    ap.add_argument("--skip-attention", action="store_true", help="without the SDPA cases of attention.py")
+    ap.add_argument("--only-attention", action="store_true", help="the SDPA cases alone (about 2 minutes)")
     args = ap.parse_args()
     results: dict = {}
-    overhead_case(results)
-    if not args.skip_large:
-        matmul_case(results, 1, 8192, 8192, 8192)
-    matmul_case(results, 16, 1024, 1024, 128)
-    if not args.skip_convnorm:
-        import convnorm  # benchmarks/convnorm.py: the conv and norm cases
+    ctx = sys.modules[__name__]  # LIBS, HANDLES, build, bench_interleaved, BUILD_REPEATS
+    if not args.only_attention:
+        overhead_case(results)
+        if not args.skip_large:
+            matmul_case(results, 1, 8192, 8192, 8192)
+        matmul_case(results, 16, 1024, 1024, 128)
+        if not args.skip_convnorm:
+            import convnorm  # benchmarks/convnorm.py: the conv and norm cases
 
-        ctx = sys.modules[__name__]  # LIBS, HANDLES, build, bench_interleaved, BUILD_REPEATS
-        convnorm.conv_cases(results, ctx)
-        convnorm.norm_cases(results, ctx)
+            convnorm.conv_cases(results, ctx)
+            convnorm.norm_cases(results, ctx)
+    if not args.skip_attention:
+        import attention  # benchmarks/attention.py: the SDPA forward and backward cases
+
+        attention.attention_cases(results, ctx)
     env = environment()
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"results-{env['date']}")

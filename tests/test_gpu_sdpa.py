@@ -395,3 +395,62 @@ def test_score_mod_softcap():
     stats_ref = torch.logsumexp(s, dim=-1, keepdim=True)
     assert rel_err(o, torch.exp(s - stats_ref) @ v.double()) < DTYPES["fp16"][2]
     assert rel_err(stats, stats_ref) < STATS_TOL
+
+
+class _Softcap:
+    """cap · tanh(S / cap) and its bprop (tanh_backward of the pre-tanh value the forward callback built)."""
+
+    def __init__(self, cap):
+        self.cap, self.pre_tanh = cap, None
+
+    def forward(self, graph, score):
+        self.pre_tanh = graph.div(score, self.cap)
+        return graph.mul(graph.tanh(self.pre_tanh), self.cap)
+
+    def backward(self, graph, d_score):
+        return graph.tanh_backward(d_score, self.pre_tanh)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_score_mod_softcap_forward_and_backward(dtype):
+    """A training step with a softcap score_mod: cudnn_py's forward (O, Stats), then its backward from them with
+    score_mod + score_mod_bprop, against float64 autograd of the softcap attention. cap = 2 keeps tanh far from
+    linear on these scores."""
+    b, h, s_q, s_kv, d, cap = 2, 4, 100, 150, 64, 2.0
+    tdtype, cdtype, tol = DTYPES[dtype]
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=tdtype) for s in (s_q, s_kv, s_kv))
+    d_o = torch.randn(b, h, s_q, d, device="cuda", dtype=tdtype)
+    scale = 1 / math.sqrt(d)
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    s = cap * torch.tanh(leaves[0] @ leaves[1].transpose(-1, -2) * scale / cap)
+    stats_ref = torch.logsumexp(s, dim=-1, keepdim=True)
+    o_ref = torch.exp(s - stats_ref) @ leaves[2]
+    (o_ref * d_o.double()).sum().backward()
+
+    g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    O, STATS = g.sdpa(Q, K, V, generate_stats=True, attn_scale=scale, score_mod=_Softcap(cap).forward)
+    O.set_output(True)
+    STATS.set_output(True).set_data_type(F)
+    g.validate()
+    o, stats = poisoned(O, tdtype), poisoned(STATS, torch.float32)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, STATS: stats}, None)
+    torch.cuda.synchronize()
+    assert rel_err(o, o_ref.detach()) < tol
+    assert rel_err(stats, stats_ref.detach()) < STATS_TOL
+
+    mod = _Softcap(cap)
+    gb = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
+    Qb, Kb, Vb, Ob, DOb, STb = (gb.tensor_like(t) for t in (q, k, v, o, d_o, stats))
+    grads = gb.sdpa_backward(Qb, Kb, Vb, Ob, DOb, STb, attn_scale=scale, score_mod=mod.forward,
+                             score_mod_bprop=mod.backward)
+    for t in grads:
+        t.set_output(True)
+    gb.validate()
+    bufs = [poisoned(t, tdtype) for t in grads]
+    gb.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    gb.execute({Qb: q, Kb: k, Vb: v, Ob: o, DOb: d_o, STb: stats, **dict(zip(grads, bufs))}, None)
+    torch.cuda.synchronize()
+    for name, got, leaf in zip(("dQ", "dK", "dV"), bufs, leaves):
+        assert rel_err(got, leaf.grad) < 2 * tol, name

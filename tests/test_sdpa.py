@@ -527,8 +527,10 @@ def test_backward_surface_and_what_reaches_cudnn():
     methods = [n.spec.method for n in _program(g).nodes]
     assert methods.count("matmul") == 5 and methods.count("attention_view") == 3
     assert methods.count("reduction") == 1 and methods.count("grouped_reduction") == 2  # D; dK, dV head sums
-    with pytest.raises(NotImplementedOptionError, match="score_mod"):
+    with pytest.raises(ValueError, match="score_mod needs score_mod_bprop"):
         g.sdpa_backward(q, k, v, o, d_o, stats, score_mod=lambda graph, s: s)
+    with pytest.raises(NotImplementedOptionError, match="max_total_seq_len_q"):
+        g.sdpa_backward(q, k, v, o, d_o, stats, max_total_seq_len_q=64)
     with pytest.raises(TypeError, match=r"\(mask, scale, scale_inv\)"):
         g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(g.tensor([1, 4, 64, 128]), g.tensor([1, 1, 1, 1])))
     g2 = half_graph()

@@ -152,7 +152,8 @@ def _sum_to(x: np.ndarray, dims: Any) -> np.ndarray:
 def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
     """The gradients of the forward from its definition (P recomputed from q and k, not from the given O and
     Stats): dV = Pdᵀ dO, dPd = dO Vᵀ, dP = dPd ∘ dropout, dS = P ∘ (dP - rowsum(dP ∘ P)), dBias = Σ dS,
-    dQ = scale dS K, dK = scale dSᵀ Q (q heads summed per kv head), dSink = -Σ p_sink rowsum(dP ∘ P)."""
+    dS := score_mod_bprop(dS), dQ = scale dS K, dK = scale dSᵀ Q (q heads summed per kv head),
+    dSink = -Σ p_sink rowsum(dP ∘ P)."""
     probs, rows, scale, q, k, v = _probabilities(node, read)
     factor = _dropout_factor(node, read)
     d_o = read(node.inputs["DO"])
@@ -160,10 +161,12 @@ def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
     d_p = (d_o @ np.swapaxes(v, -1, -2)) * factor
     d_s = probs * (d_p - np.sum(d_p * probs, axis=-1, keepdims=True))
     outs = node.outputs
-    extra = {outs["dK"].uid: _sum_to(scale * np.swapaxes(d_s, -1, -2) @ q, outs["dK"].dim),
-             outs["dV"].uid: _sum_to(d_v, outs["dV"].dim)}
+    extra = {outs["dV"].uid: _sum_to(d_v, outs["dV"].dim)}
     if "dBias" in outs:
         extra[outs["dBias"].uid] = _sum_to(d_s, outs["dBias"].dim)
+    if node.params.get("score_mod_bprop") is not None:  # after dBias, before the scale: the user's chain rule
+        d_s = _score_mod(node.params["score_mod_bprop"], d_s, read)
+    extra[outs["dK"].uid] = _sum_to(scale * np.swapaxes(d_s, -1, -2) @ q, outs["dK"].dim)
     if "dSink_token" in outs:  # the sink's share of each row, times -rowsum(dP ∘ P)
         p_sink = np.exp(read(node.inputs["SINK_TOKEN"]) - rows["Stats"])
         extra[outs["dSink_token"].uid] = _sum_to(-p_sink * np.sum(d_p * probs, axis=-1, keepdims=True),

@@ -399,14 +399,14 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     return True
 
 
-def modify_scores(rw: Any, node: Node, s: Tensor, heads: int) -> Tensor:
-    """Scale, bias, alibi and the padding mask, in the frontend's order (§14.6 steps 3-8)."""
+def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP) -> Tensor:
+    """Scale, score_mod, bias, alibi and the padding mask, in the frontend's order (§14.6 steps 3-8)."""
     p, ins = node.params, node.inputs
     f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
     if "ATTN_SCALE" in ins:
         s = rw.mul(s, ins["ATTN_SCALE"], compute_data_type=f32)
     if p.get("score_mod") is not None:
-        s = score_mod.apply(p["score_mod"], rw, node.name, s)
+        s = score_mod.apply(p["score_mod"], rw, node.name, s, method)
     if "BIAS" in ins:
         s = rw.add(s, ins["BIAS"], compute_data_type=f32)
     if p["use_alibi_mask"]:

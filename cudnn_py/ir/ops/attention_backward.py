@@ -3,8 +3,9 @@
 
 From the forward's O and Stats (LSE): P = exp(S - Stats) is recomputed from the masked, scaled scores S;
 dV = Pdᵀ·dO (Pd = P with dropout); dP = dO·Vᵀ; D = rowsum(dO ∘ O); dS = P ∘ (dP ∘ mask · r - D) (r the dropout
-scale); dBias = Σ dS over the axes the bias broadcasts; dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum the
-q heads of each kv head (a grouped reduction).
+scale); dBias = Σ dS over the axes the bias broadcasts; dS := score_mod_bprop(dS) when a score_mod modified the
+scores (it runs on the recomputed scores as in the forward); dQ = scale · dS·K; dK = scale · dSᵀ·Q. GQA / MQA sum
+the q heads of each kv head (a grouped reduction).
 
 As in the frontend, softmax_sum (D) and, unless dBias or determinism is asked for, a FLOAT dQ accumulator are real
 buffers: they live at the start of the workspace (``Program.scratch``), and dQ is a cast of the accumulator.
@@ -20,13 +21,13 @@ from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import attention as fwd
+from . import score_mod
 from .common import InferenceContext, fill_data_types, require_dims
 
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
 
-_NOT_YET = {"score_mod": "score_mod callbacks", "score_mod_bprop": "score_mod callbacks",
-            "max_total_seq_len_q": "ragged workspace sizing", "max_total_seq_len_kv": "ragged workspace sizing"}
+_NOT_YET = {"max_total_seq_len_q": "ragged workspace sizing", "max_total_seq_len_kv": "ragged workspace sizing"}
 
 
 def _unpack(values: dict[str, Any]) -> None:
@@ -54,6 +55,12 @@ def _unpack(values: dict[str, Any]) -> None:
 
 
 def _finish(params: dict[str, Any]) -> None:
+    # without its bprop the gradient would silently skip score_mod's derivative; a bprop alone has no score_mod
+    # to differentiate
+    if (params["score_mod"] is None) != (params["score_mod_bprop"] is None):
+        given, missing = ("score_mod", "score_mod_bprop") if params["score_mod"] is not None else \
+            ("score_mod_bprop", "score_mod")
+        raise ValueError(f"{OP}(): {given} needs {missing} too (the gradient through score_mod is its bprop)")
     fwd.finish_masks(params, OP)
 
 
@@ -148,7 +155,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     # P recomputed from the scores and the forward's statistics
     s = fwd.virtual(rw, "matmul_Q_KT", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
-    s = fwd.modify_scores(rw, node, s, h)
+    s = fwd.modify_scores(rw, node, s, h, OP)
     s = rw.sub(s, stats, compute_data_type=f32)
     s = fwd.band_mask(rw, node, s, options.available)
     probs = rw.exp(s, compute_data_type=f32)
@@ -166,6 +173,8 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
         d_s = rw.mul(d_s, scale, compute_data_type=f32)
     if "dBias" in outs:
         rw.reduction(d_s, reduction_mode.ADD, compute_data_type=f32, out=outs["dBias"])
+    if node.params["score_mod_bprop"] is not None:  # §15.3 step 16: dS of the scores score_mod received
+        d_s = score_mod.apply(node.params["score_mod_bprop"], rw, node.name, d_s, OP, "score_mod_bprop")
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     d_s_t = _transposed_view(rw, d_s, q.data_type, "reshape_dS")
@@ -278,7 +287,8 @@ SDPA_BACKWARD = OpSpec(
             Param("dropout", None, convert=fwd._nothing),
             # dQ is always written by its matmul directly: the frontend's deterministic form on SM9x
             Param("use_deterministic_algorithm", False, convert=bool),
-            Param("score_mod", None, convert=fwd._nothing), Param("score_mod_bprop", None, convert=fwd._nothing)),
+            Param("score_mod", None, convert=fwd._callable),
+            Param("score_mod_bprop", None, convert=fwd._callable)),
     order=SDPA_BACKWARD_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack, finish=_finish,
     expand=expand, requires=(),  # always expanded: the ops it expands to carry the gates
     doc="sdpa_backward(q, k, v, o, dO, stats, attn_scale=None, bias=None, dBias=None, ...) -> [dQ, dK, dV]. "

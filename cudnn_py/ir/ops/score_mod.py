@@ -1,6 +1,11 @@
 """``score_mod`` callbacks of attention (``python_api.md``: a callable ``(graph, score) -> tensor``): the graph the
 callback builds on is a :class:`ScoreGraph`, which offers the classic pointwise methods only and emits their
-nodes into the attention's decomposition, between the scale and the bias (node_lowering.md §14.6 step 5)."""
+nodes into the attention's decomposition, between the scale and the bias (node_lowering.md §14.6 step 5).
+
+``sdpa_backward`` runs ``score_mod`` at the same place of its recomputed scores (§15.3 step 6) and
+``score_mod_bprop`` on dS, after dBias is taken and before the attn-scale multiply (§15.3 step 16): the bprop maps
+the gradient of the modified scores to that of the scores the callback received. Both run on one program, so a
+bprop may use tensors its score_mod built (the softcap's pre-tanh value, say)."""
 from __future__ import annotations
 
 from typing import Any
@@ -39,11 +44,12 @@ class ScoreGraph:
         return twin
 
 
-def apply(score_mod: Any, rw: Any, node_name: str, s: Tensor) -> Tensor:
-    where = f"sdpa node {node_name!r}"
+def apply(score_mod: Any, rw: Any, node_name: str, s: Tensor, method: str = "sdpa",
+          callback: str = "score_mod") -> Tensor:
+    where = f"{method} node {node_name!r}"
     out = score_mod(ScoreGraph(rw, where), s)
     if not isinstance(out, Tensor):
-        raise TypeError(f"{where}: score_mod must return the modified score tensor, got {type(out).__name__}")
+        raise TypeError(f"{where}: {callback} must return the modified score tensor, got {type(out).__name__}")
     if [int(d) for d in out.dim] != [int(d) for d in s.dim]:
-        raise ValueError(f"{where}: score_mod returned dims {list(out.dim)}, not the scores' {list(s.dim)}")
+        raise ValueError(f"{where}: {callback} returned dims {list(out.dim)}, not the scores' {list(s.dim)}")
     return out

@@ -1,0 +1,284 @@
+"""Attention cases of benchmarks/run.py (imported by it; same process, same tensors: the official frontend vs
+cudnn_py vs torch's SDPA backends flash / efficient / cudnn):
+
+* forward, bf16, b=2 h=16 s=4096 d=128, causal and non-causal, a GQA case (4 kv heads, causal) and a decode case
+  (s_q = 1 over s_kv = 4096); inference graphs (no statistics), as shared/bench/fe_baseline.py measured them;
+* backward (dQ, dK, dV from O and the statistics), the same shapes but decode;
+* per case: TFLOP/s (CUDA events, median of interleaved rounds), the plan each library picked (same engine?),
+  build time per graph (validate .. build_plans, median of fresh graphs in alternating order), host time per
+  execute (wall time of back-to-back execute() calls that do not fill the launch queue), relative error against
+  an fp32 reference (TF32 off; float64 of 2 x 16 x 4096² scores would take seconds).
+
+FLOPs: forward 4 b h s_q s_kv d (halved when causal), backward 2.5x that (its five matmuls against two).
+
+The graph builders take (dims, strides) layouts, not torch tensors, so that the CPU tests validate the very graphs
+benchmarked here deviceless (tests/test_attention_benchmark.py). Both libraries get the same keyword calls.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+B, H, S, D = 2, 16, 4096, 128
+CASES: dict[str, dict[str, Any]] = {
+    "causal": dict(b=B, h_q=H, h_kv=H, s_q=S, s_kv=S, d=D, causal=True),
+    "non_causal": dict(b=B, h_q=H, h_kv=H, s_q=S, s_kv=S, d=D, causal=False),
+    "gqa4_causal": dict(b=B, h_q=H, h_kv=4, s_q=S, s_kv=S, d=D, causal=True),
+    "decode": dict(b=B, h_q=H, h_kv=H, s_q=1, s_kv=S, d=D, causal=False),
+}
+BACKWARD_CASES = ("causal", "non_causal", "gqa4_causal")  # decode trains nothing (and s_q = 1 has no backward)
+BUILD_REPEATS = 2  # SDPA graphs build in ~0.5 s each: 2 per library and case keep the whole run near 2 minutes
+HOST_CALLS = 40  # back-to-back executes per sample: well under the launch queue's depth
+_LIKE = {"o": "o", "dQ": "q", "dK": "k", "dV": "v"}  # each output's buffer is laid out as this input
+
+
+def shapes(case: dict[str, Any]) -> dict[str, list[int]]:
+    b, hq, hk, sq, skv, d = (case[x] for x in ("b", "h_q", "h_kv", "s_q", "s_kv", "d"))
+    return {"q": [b, hq, sq, d], "k": [b, hk, skv, d], "v": [b, hk, skv, d], "o": [b, hq, sq, d],
+            "dO": [b, hq, sq, d], "stats": [b, hq, sq, 1]}
+
+
+def dense(dims: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(dims):
+        strides.insert(0, acc)
+        acc *= d
+    return strides
+
+
+def flops(case: dict[str, Any], backward: bool = False) -> float:
+    fl = 4.0 * case["b"] * case["h_q"] * case["s_q"] * case["s_kv"] * case["d"]
+    if case["causal"]:
+        fl *= 0.5
+    return fl * (2.5 if backward else 1.0)
+
+
+# ---- graphs (one builder for both libraries) -----------------------------------------------------------------------
+def _graph(lib, handle):
+    kw = dict(io_data_type=lib.data_type.BFLOAT16, intermediate_data_type=lib.data_type.FLOAT,
+              compute_data_type=lib.data_type.FLOAT)
+    if handle is not None:
+        kw["handle"] = handle
+    return lib.pygraph(**kw)
+
+
+def _tensor(g, lib, name, layout, dtype=None):
+    dims, strides = layout
+    return g.tensor(name=name, dim=list(dims), stride=list(strides),
+                    data_type=dtype if dtype is not None else lib.data_type.BFLOAT16)
+
+
+def forward_graph(lib, handle, case, layouts):
+    """Inference SDPA (no statistics). Returns (graph, {graph tensor: layout name})."""
+    g = _graph(lib, handle)
+    q, k, v = (_tensor(g, lib, n, layouts[n]) for n in ("q", "k", "v"))
+    o, _ = g.sdpa(name="sdpa", q=q, k=k, v=v, generate_stats=False, attn_scale=case["d"] ** -0.5,
+                  use_causal_mask=case["causal"])
+    o.set_output(True).set_dim(list(layouts["o"][0])).set_stride(list(layouts["o"][1]))
+    return g, {q: "q", k: "k", v: "v", o: "o"}
+
+
+def backward_graph(lib, handle, case, layouts):
+    """dQ, dK, dV from O, dO and the statistics. Returns (graph, {graph tensor: layout name})."""
+    g = _graph(lib, handle)
+    ins = {n: _tensor(g, lib, n, layouts[n]) for n in ("q", "k", "v", "o", "dO")}
+    ins["stats"] = _tensor(g, lib, "stats", layouts["stats"], lib.data_type.FLOAT)
+    dq, dk, dv = g.sdpa_backward(name="sdpa_backward", q=ins["q"], k=ins["k"], v=ins["v"], o=ins["o"],
+                                 dO=ins["dO"], stats=ins["stats"], attn_scale=case["d"] ** -0.5,
+                                 use_causal_mask=case["causal"])
+    names = {t: n for n, t in ins.items()}
+    for t, n, like in ((dq, "dQ", "q"), (dk, "dK", "k"), (dv, "dV", "v")):
+        t.set_output(True).set_dim(list(layouts[like][0])).set_stride(list(layouts[like][1]))
+        names[t] = n
+    return g, names
+
+
+# ---- measuring (GPU only: torch is imported here, not at module import) ------------------------------------------
+def _host_us(ctx, fns: dict, rounds=5) -> dict:
+    """Host wall time per execute(): HOST_CALLS calls back to back, a sync between samples; median sample."""
+    import torch
+
+    out: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(HOST_CALLS):
+                fn()
+            out[k].append((time.perf_counter() - t0) / HOST_CALLS * 1e6)
+            torch.cuda.synchronize()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _reference(t, case, with_grads):
+    """fp32 attention from its definition, one (batch, head) at a time: O, the LSE statistics and, with_grads,
+    (dQ, dK, dV) for t['dO'] (GQA: each q head against its kv head, kv gradients summed per group)."""
+    import torch
+
+    q, k, v = t["q"].float(), t["k"].float(), t["v"].float()
+    b, hq, sq, _ = q.shape
+    group, scale = hq // k.shape[1], case["d"] ** -0.5
+    o, lse = torch.empty_like(q), torch.empty(b, hq, sq, 1, device=q.device)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    keep = None
+    if case["causal"]:
+        keep = torch.ones(sq, k.shape[2], device=q.device, dtype=torch.bool).tril()
+    for n in range(b):
+        for h in range(hq):
+            qh, kh, vh = q[n, h], k[n, h // group], v[n, h // group]
+            s = qh @ kh.T * scale
+            if keep is not None:
+                s = s.masked_fill(~keep, float("-inf"))
+            lse[n, h] = torch.logsumexp(s, dim=-1, keepdim=True)
+            p = torch.exp(s - lse[n, h])
+            o[n, h] = p @ vh
+            if with_grads:
+                d_o = t["dO"][n, h].float()
+                dv[n, h // group] += p.T @ d_o
+                d_p = d_o @ vh.T
+                d_s = p * (d_p - (d_o * o[n, h]).sum(-1, keepdim=True))
+                dq[n, h] = scale * d_s @ kh
+                dk[n, h // group] += scale * d_s.T @ qh
+    return o, lse, (dq, dk, dv)
+
+
+def _rel_err(out, ref):
+    out = out.float()
+    if not bool(out.isfinite().all()):
+        return math.inf
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def _torch_runs(t, case, backward):
+    """torch's SDPA per backend (flash / efficient / cudnn), on the same tensors; a backend that refuses the
+    case is left out (its reason kept)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    F = torch.nn.functional
+    gqa = case["h_kv"] != case["h_q"]
+    runs, refused = {}, {}
+    for name, backend in (("torch_flash", SDPBackend.FLASH_ATTENTION), ("torch_efficient",
+                                                                          SDPBackend.EFFICIENT_ATTENTION),
+                          ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)):
+        kw = dict(is_causal=case["causal"], scale=case["d"] ** -0.5, enable_gqa=gqa)
+        try:
+            with sdpa_kernel(backend):
+                if backward:
+                    leaves = [t[n].detach().requires_grad_() for n in ("q", "k", "v")]
+                    out = F.scaled_dot_product_attention(*leaves, **kw)
+
+                    def run(out=out, leaves=leaves):
+                        torch.autograd.grad(out, leaves, t["dO"], retain_graph=True)
+                else:
+                    def run(backend=backend, kw=kw):
+                        with sdpa_kernel(backend):
+                            F.scaled_dot_product_attention(t["q"], t["k"], t["v"], **kw)
+                run()
+            torch.cuda.synchronize()
+            runs[name] = run
+        except Exception as ex:  # a backend that cannot run this case is reported, not fatal
+            refused[name] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:120] if str(ex) else ''}"
+    return runs, refused
+
+
+def _case(results, ctx, key, case, backward):
+    import torch
+
+    layout_dims = shapes(case)
+    t = {n: torch.randn(*dims, device="cuda", dtype=torch.bfloat16) for n, dims in layout_dims.items()
+         if n in ("q", "k", "v", "dO")}
+    o_ref, lse_ref, grads_ref = _reference(t, case, backward)
+    t["o"] = o_ref.to(torch.bfloat16)  # the backward's saved forward: the same for every contender
+    t["stats"] = lse_ref.contiguous()
+    outs = ("dQ", "dK", "dV") if backward else ("o",)
+    refs = dict(zip(outs, grads_ref)) if backward else {"o": o_ref}
+    layouts = {n: (list(x.shape), list(x.stride())) for n, x in t.items()}
+    make = backward_graph if backward else forward_graph
+    row: dict = {"case": case, "direction": "backward" if backward else "forward"}
+    builds: dict = {name: [] for name in ctx.LIBS}
+    for r in range(BUILD_REPEATS):  # fresh graphs, alternating order: first-use costs hit both alike
+        order = list(ctx.LIBS.items()) if r % 2 == 0 else list(reversed(list(ctx.LIBS.items())))
+        for name, lib in order:
+            builds[name].append(ctx.build(lib, make(lib, ctx.HANDLES[name], case, layouts)[0], key))
+    runs, bufs = {}, {}
+    for name, lib in ctx.LIBS.items():
+        h = ctx.HANDLES[name]
+        g, names = make(lib, h, case, layouts)
+        ctx.build(lib, g)
+        mine = {n: torch.full_like(t[_LIKE[n]], float("nan")) for n in outs}  # poisoned before the checked run
+        pack = {gt: (mine[n] if n in mine else t[n]) for gt, n in names.items()}
+        ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+        runs[name] = lambda g=g, pack=pack, ws=ws, h=h: g.execute(pack, ws, handle=h)
+        bufs[name] = mine
+        row[f"{name}_plan0"] = g.get_plan_name_at_index(0)
+        row[f"{name}_build_ms"] = statistics.median(builds[name])
+        row[f"{name}_build_ms_all"] = builds[name]
+        runs[name]()
+    torch.cuda.synchronize()
+    for name in ctx.LIBS:
+        row[f"{name}_rel_err"] = max(_rel_err(bufs[name][n], refs[n]) for n in outs)
+    host = _host_us(ctx, {name: runs[name] for name in ctx.LIBS})
+    for name in ctx.LIBS:
+        row[f"{name}_host_us"] = host[name]
+    torch_runs, refused = _torch_runs(t, case, backward)
+    row["torch_refused"] = refused
+    for k, ms in ctx.bench_interleaved({**runs, **torch_runs}, rounds=8, reps=5, warm=3).items():
+        row[f"{k}_ms"] = ms
+        row[f"{k}_tflops"] = flops(case, backward) / ms / 1e9
+    row["throughput_ratio_vs_official"] = row["official_ms"] / row["cudnn_py_ms"]
+    row["build_ratio_vs_official"] = row["cudnn_py_build_ms"] / row["official_build_ms"]
+    row["host_ratio_vs_official"] = row["cudnn_py_host_us"] / row["official_host_us"]
+    row["same_engine"] = row["official_plan0"] == row["cudnn_py_plan0"]
+    results[key] = row
+
+
+def attention_cases(results, ctx, only=None):
+    """Every forward case, then every backward case; ``only`` restricts to the given case names. A case that
+    fails (a library refusing it, say) is recorded with its error and the run goes on."""
+    import torch
+
+    todo = [(name, False) for name in CASES] + [(name, True) for name in BACKWARD_CASES]
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # an fp32 reference
+    try:
+        for name, backward in todo:
+            if only is not None and name not in only:
+                continue
+            case = CASES[name]
+            key = (f"sdpa_{'bwd' if backward else 'fwd'}_{name}_bf16_b{case['b']}h{case['h_q']}kv{case['h_kv']}"
+                   f"sq{case['s_q']}skv{case['s_kv']}d{case['d']}")
+            try:
+                _case(results, ctx, key, case, backward)
+            except Exception as ex:  # reported in the table, not fatal to the other cases
+                results[key] = {"case": case, "error": f"{type(ex).__name__}: {ex}"}
+                torch.cuda.synchronize()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+def markdown_rows(results):
+    lines = []
+    for k, r in results.items():
+        if not k.startswith(("sdpa_fwd_", "sdpa_bwd_")):
+            continue
+        if "error" in r:
+            lines.append(f"| {k} | failed | | | | {r['error'][:200]} |")
+            continue
+        backends = "; ".join(f"{n[6:]} {r[f'{n}_tflops']:.0f}" for n in ("torch_flash", "torch_efficient",
+                                                                          "torch_cudnn") if f"{n}_tflops" in r)
+        lines.append(f"| {k} | TFLOP/s (CUDA events, median) | {r['official_tflops']:.0f} | "
+                     f"{r['cudnn_py_tflops']:.0f} | {backends} | throughput {r['throughput_ratio_vs_official']:.3f}x |")
+        lines.append(f"| {k} | host µs per execute | {r['official_host_us']:.1f} | {r['cudnn_py_host_us']:.1f} | | "
+                     f"{r['host_ratio_vs_official']:.2f}x |")
+        lines.append(f"| {k} | build ms (median of {BUILD_REPEATS}, alternating order) | {r['official_build_ms']:.1f} | "
+                     f"{r['cudnn_py_build_ms']:.1f} | | {r['build_ratio_vs_official']:.2f}x |")
+        lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
+                     f"{r['same_engine']} |")
+        lines.append(f"| {k} | rel. error vs fp32 reference (worst output) | {r['official_rel_err']:.2e} | "
+                     f"{r['cudnn_py_rel_err']:.2e} | | |")
+        if r["torch_refused"]:
+            lines.append(f"| {k} | torch backends refused | | | {'; '.join(r['torch_refused'])} | |")
+    return lines
