@@ -63,11 +63,14 @@ def _reaches_batched_matmul(program: Any, t: Any, producers: dict[int, Any], see
     return None
 
 
+ATTENTION_KINDS = ("sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward")
+
+
 def _decomposed_attention(program: Any) -> tuple[str, ...]:
     """Name prefixes of the nodes an SDPA decomposition emitted (the backend matches them as one attention
     pattern, run by its fused attention engines, not by the generic fusion engine the erratum was seen in)."""
     source = getattr(program, "source", None)
-    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op in ("sdpa", "sdpa_backward"))
+    return tuple(f"{n.name}::" for n in getattr(source, "nodes", ()) if n.op in ATTENTION_KINDS)
 
 
 def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
@@ -193,6 +196,12 @@ def _half_attention(program: Any) -> str | None:
     return None
 
 
+def _fp8_attention(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_fp8", "sdpa_fp8_backward")):
+        return f"{n.op} node {n.name!r}"
+    return None
+
+
 def _sliding_window_long_kv(program: Any) -> str | None:
     for n in _attention_nodes(program):
         p, s_kv = n.params, int(n.inputs["K"].dim[2])
@@ -295,6 +304,13 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="every GPU (the official frontend's version gate)",
         source="shared/reference/errata.md #2: cudnn-frontend include/cudnn_frontend/node/"
                "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
+    Erratum(
+        id="sdpa-fp8-9.10.0", first=91000, last=91000, match=_fp8_attention,
+        effect="FP8 attention (forward and backward) has known bugs on cuDNN 9.10.0",
+        workaround="use another cuDNN version (the official frontend rejects 9.10.0 for FP8 attention too)",
+        seen_on="every GPU (the official frontend's version gate)",
+        source="shared/reference/node_lowering.md §14.4 / §16.2: cudnn-frontend SDPA_attributes::"
+               "validate_sdpa_support_surface and SDPAFP8BackwardNode::pre_validate_node (ver != 9.10.0)"),
     Erratum(
         id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
         effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",

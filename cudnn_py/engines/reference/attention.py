@@ -29,16 +29,17 @@ def alibi_slopes(heads: int) -> np.ndarray:
     return np.array([2.0 ** (-8.0 * x / n) for x in xs[:heads]])
 
 
-def _probabilities(node: Any, read: Read) -> tuple:
+def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     """(P, Stats, scale, q, k, v) of the forward: softmax over the scaled, biased, masked scores, heads of K and V
-    repeated for GQA. Masked scores are -inf; a fully masked row (padding) has P = 0."""
+    repeated for GQA. Masked scores are -inf; a fully masked row (padding) has P = 0. ``descale``: FP8's
+    descale_q · descale_k, applied with the scale (not part of the returned scale)."""
     p, ins = node.params, node.inputs
     q, k, v = read(ins["Q"]), read(ins["K"]), read(ins["V"])
     h_q = q.shape[1]
     k = np.repeat(k, h_q // k.shape[1], axis=1)
     v = np.repeat(v, h_q // v.shape[1], axis=1)
     scale = scalar(read, ins["ATTN_SCALE"]) if "ATTN_SCALE" in ins else 1.0
-    s = q @ np.swapaxes(k, -1, -2) * scale
+    s = q @ np.swapaxes(k, -1, -2) * scale * descale
     if p.get("score_mod") is not None:
         s = _score_mod(p["score_mod"], s, read)
     if "BIAS" in ins:

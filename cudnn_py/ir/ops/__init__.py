@@ -7,6 +7,7 @@ To add an op: write its spec (and inference) in its family's module here, its lo
 from . import (  # noqa: F401  (registration)
     attention,
     attention_backward,
+    attention_fp8,
     conv,
     layout_ops,
     masks,

@@ -53,6 +53,11 @@ def _unpack(values: dict[str, Any]) -> None:
             raise NotImplementedOptionError(f"sdpa(): {arg}= ({what}) is not implemented yet in cudnn_py")
     if values.get("unfuse_fma"):
         raise NotImplementedOptionError("sdpa(): unfuse_fma=True is not implemented yet in cudnn_py")
+    unpack_scale_and_dropout(values, OP)
+
+
+def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
+    """attn_scale (an int becomes a float) and the forward's dropout tuple, for sdpa and sdpa_fp8."""
     scale = values.get("attn_scale")
     if isinstance(scale, int) and not isinstance(scale, bool):
         values["attn_scale"] = float(scale)  # a FLOAT by-value scalar, as the frontend's attn_scale_value
@@ -61,13 +66,13 @@ def _unpack(values: dict[str, Any]) -> None:
     if dropout is None:
         return
     if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
-        raise TypeError("sdpa(): dropout must be (probability, seed, offset) or (mask, scale)")
+        raise TypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale)")
     if len(dropout) == 3:
         p, seed, offset = dropout
         if isinstance(p, bool) or not isinstance(p, (int, float)):
-            raise TypeError(f"sdpa(): dropout probability must be a float, got {p!r}")
+            raise TypeError(f"{method}(): dropout probability must be a float, got {p!r}")
         if not 0.0 <= float(p) < 1.0:
-            raise ValueError(f"sdpa(): dropout probability must lie in [0, 1), got {p}")
+            raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
         values["dropout"] = float(p)
         values["dropout_seed"], values["dropout_offset"] = seed, offset
     else:
@@ -76,12 +81,16 @@ def _unpack(values: dict[str, Any]) -> None:
 
 
 def _finish(params: dict[str, Any]) -> None:
+    finish_stats_choice(params, OP)
+    finish_masks(params, OP)
+
+
+def finish_stats_choice(params: dict[str, Any], method: str) -> None:
     gen, inference = params.pop("generate_stats"), params.pop("is_inference")
     if (gen is None) == (inference is None):
-        raise ValueError("sdpa(): give exactly one of generate_stats and is_inference (generate_stats = not "
+        raise ValueError(f"{method}(): give exactly one of generate_stats and is_inference (generate_stats = not "
                          "is_inference)")
     params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
-    finish_masks(params, "sdpa")
 
 
 def finish_masks(params: dict[str, Any], method: str) -> None:
@@ -154,14 +163,19 @@ def dims_of(node: Node) -> dict[str, int]:
             "h_k": int(k.dim[1]), "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": int(v.dim[3])}
 
 
+def op_name(node: Node) -> str:
+    """The classic method of an attention node (sdpa, sdpa_fp8, ...), for its error messages."""
+    return node.spec.method if node.spec is not None else OP
+
+
 def _fail(node: Node, t: Any, message: str) -> ValueError:
-    return shape_error(OP, node.name, t, message)
+    return shape_error(op_name(node), node.name, t, message)
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
     q, k, v = node.inputs["Q"], node.inputs["K"], node.inputs["V"]
     for t in (q, k, v):
-        require_dims(OP, node, t)
+        require_dims(op_name(node), node, t)
         if len(t.dim) != 4:
             raise _fail(node, t, f"needs 4 dims (b, h, s, d), got {list(t.dim)}")
         if int(t.stride[3]) != 1:
@@ -193,7 +207,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     scores = [d["b"], d["h_q"], d["s_q"], d["s_kv"]]
     bias = ins.get("BIAS")
     if bias is not None:
-        require_dims(OP, node, bias)
+        require_dims(op_name(node), node, bias)
         if len(bias.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(bias.dim, scores)):
             raise _fail(node, bias, f"dims {list(bias.dim)} do not broadcast to the scores {scores} (4 dims, each "
                         "1 or the score's)")
@@ -201,20 +215,20 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, bias, "a BOOLEAN bias is not allowed (use a mask)")
     sink = ins.get("SINK_TOKEN")
     if sink is not None:
-        require_dims(OP, node, sink)
+        require_dims(op_name(node), node, sink)
         if [int(x) for x in sink.dim] != [1, d["h_q"], 1, 1]:
             raise _fail(node, sink, f"a sink token needs dims [1, h_q, 1, 1] = {[1, d['h_q'], 1, 1]} (one logit per "
                         f"head), got {list(sink.dim)}")
         if d["s_q"] == 1:
-            raise ValueError(f"sdpa node {node.name!r}: no sink token in decode (s_q == 1), as in the frontend")
+            raise ValueError(f"{op_name(node)} node {node.name!r}: no sink token in decode (s_q == 1), as in the frontend")
     scale = ins.get("ATTN_SCALE")
     if scale is not None and layout.numel(scale.dim) != 1:
         raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
     seq = [ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")]
     if p["use_padding_mask"] and None in seq:
-        raise ValueError(f"sdpa node {node.name!r}: use_padding_mask needs both seq_len_q and seq_len_kv")
+        raise ValueError(f"{op_name(node)} node {node.name!r}: use_padding_mask needs both seq_len_q and seq_len_kv")
     if not p["use_padding_mask"] and any(t is not None for t in seq):
-        raise ValueError(f"sdpa node {node.name!r}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
+        raise ValueError(f"{op_name(node)} node {node.name!r}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
     for t in seq:
         if t is None:
             continue
@@ -234,21 +248,21 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, t, f"ragged offset {off.name!r} needs dims [b + 1, 1, 1, 1] = "
                         f"{[d['b'] + 1, 1, 1, 1]}, got {list(off.dim)}")
     if ragged and not p["use_padding_mask"]:
-        raise ValueError(f"sdpa node {node.name!r}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
+        raise ValueError(f"{op_name(node)} node {node.name!r}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
                          "seq_len_kv")
     if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT and p["diagonal_band_right_bound"] is not None:
         if d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-            raise ValueError(f"sdpa node {node.name!r}: a bottom-right causal mask needs s_q <= s_kv (got "
+            raise ValueError(f"{op_name(node)} node {node.name!r}: a bottom-right causal mask needs s_q <= s_kv (got "
                              f"{d['s_q']} > {d['s_kv']})")
         if bias is not None or p["use_alibi_mask"] or p["dropout"] is not None:
-            raise ValueError(f"sdpa node {node.name!r}: a bottom-right causal mask excludes bias, alibi and dropout "
+            raise ValueError(f"{op_name(node)} node {node.name!r}: a bottom-right causal mask excludes bias, alibi and dropout "
                              "(cuDNN's rule, as the frontend checks it)")
     if p["diagonal_band_left_bound"] is not None and d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-        raise ValueError(f"sdpa node {node.name!r}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
+        raise ValueError(f"{op_name(node)} node {node.name!r}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
                          f"{d['s_kv']})")
     if p["dropout"] == "mask":
         mask = ins["DROPOUT_MASK"]
-        require_dims(OP, node, mask)
+        require_dims(op_name(node), node, mask)
         if len(mask.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(mask.dim, scores)):
             raise _fail(node, mask, f"dropout mask dims {list(mask.dim)} do not broadcast to the scores {scores}")
         if layout.numel(ins["DROPOUT_SCALE"].dim) != 1:
@@ -261,7 +275,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     dump = node.outputs.get("RNG_DUMP")
     if dump is not None:
         if p["dropout"] is None or p["dropout"] == "mask":
-            raise ValueError(f"sdpa node {node.name!r}: rng_dump needs dropout=(probability, seed, offset)")
+            raise ValueError(f"{op_name(node)} node {node.name!r}: rng_dump needs dropout=(probability, seed, offset)")
         if [int(x) for x in dump.dim] != scores:
             raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
 
@@ -282,7 +296,7 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
         dump._infer_set("stride", layout.row_major_strides(dump.dim))
     rows = [node.outputs.get(port) for port in ("Stats", "Max", "Sum_exp")]
     if (rows[1] is None) != (rows[2] is None) or (rows[1] is not None and rows[0] is not None):
-        raise ValueError(f"sdpa node {node.name!r}: the softmax statistics come as Stats (generate_stats=True) or "
+        raise ValueError(f"{op_name(node)} node {node.name!r}: the softmax statistics come as Stats (generate_stats=True) or "
                          "as score_max with score_sum_exp, not both and not one of the pair")
     for t in rows:
         if t is None:
@@ -345,7 +359,7 @@ def use_unified(node: Node, available: Any) -> bool:
         return False
     why = unified_refusal(node, available)
     if impl is attention_implementation.UNIFIED and why is not None:
-        raise cudnnGraphNotSupportedError(f"sdpa node {node.name!r}: implementation=UNIFIED is not supported: {why}")
+        raise cudnnGraphNotSupportedError(f"{op_name(node)} node {node.name!r}: implementation=UNIFIED is not supported: {why}")
     return why is None
 
 
@@ -399,12 +413,16 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     return True
 
 
-def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP) -> Tensor:
-    """Scale, score_mod, bias, alibi and the padding mask, in the frontend's order (§14.6 steps 3-8)."""
+def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP,
+                  descales: tuple[Tensor, ...] = ()) -> Tensor:
+    """Scale, (FP8: the descales of Q and K), score_mod, bias, alibi and the padding mask, in the frontend's
+    order (§14.6 steps 3-8)."""
     p, ins = node.params, node.inputs
     f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
     if "ATTN_SCALE" in ins:
         s = rw.mul(s, ins["ATTN_SCALE"], compute_data_type=f32)
+    for descale in descales:
+        s = rw.mul(s, descale, compute_data_type=f32)
     if p.get("score_mod") is not None:
         s = score_mod.apply(p["score_mod"], rw, node.name, s, method)
     if "BIAS" in ins:
