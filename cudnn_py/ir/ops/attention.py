@@ -168,6 +168,10 @@ def op_name(node: Node) -> str:
     return node.spec.method if node.spec is not None else OP
 
 
+def _where(node: Node) -> str:
+    return f"{op_name(node)} node {node.name!r}"
+
+
 def _fail(node: Node, t: Any, message: str) -> ValueError:
     return shape_error(op_name(node), node.name, t, message)
 
@@ -220,15 +224,15 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, sink, f"a sink token needs dims [1, h_q, 1, 1] = {[1, d['h_q'], 1, 1]} (one logit per "
                         f"head), got {list(sink.dim)}")
         if d["s_q"] == 1:
-            raise ValueError(f"{op_name(node)} node {node.name!r}: no sink token in decode (s_q == 1), as in the frontend")
+            raise ValueError(f"{_where(node)}: no sink token in decode (s_q == 1), as in the frontend")
     scale = ins.get("ATTN_SCALE")
     if scale is not None and layout.numel(scale.dim) != 1:
         raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
     seq = [ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")]
     if p["use_padding_mask"] and None in seq:
-        raise ValueError(f"{op_name(node)} node {node.name!r}: use_padding_mask needs both seq_len_q and seq_len_kv")
+        raise ValueError(f"{_where(node)}: use_padding_mask needs both seq_len_q and seq_len_kv")
     if not p["use_padding_mask"] and any(t is not None for t in seq):
-        raise ValueError(f"{op_name(node)} node {node.name!r}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
+        raise ValueError(f"{_where(node)}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
     for t in seq:
         if t is None:
             continue
@@ -248,17 +252,17 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, t, f"ragged offset {off.name!r} needs dims [b + 1, 1, 1, 1] = "
                         f"{[d['b'] + 1, 1, 1, 1]}, got {list(off.dim)}")
     if ragged and not p["use_padding_mask"]:
-        raise ValueError(f"{op_name(node)} node {node.name!r}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
+        raise ValueError(f"{_where(node)}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
                          "seq_len_kv")
     if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT and p["diagonal_band_right_bound"] is not None:
         if d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-            raise ValueError(f"{op_name(node)} node {node.name!r}: a bottom-right causal mask needs s_q <= s_kv (got "
+            raise ValueError(f"{_where(node)}: a bottom-right causal mask needs s_q <= s_kv (got "
                              f"{d['s_q']} > {d['s_kv']})")
         if bias is not None or p["use_alibi_mask"] or p["dropout"] is not None:
-            raise ValueError(f"{op_name(node)} node {node.name!r}: a bottom-right causal mask excludes bias, alibi and dropout "
+            raise ValueError(f"{_where(node)}: a bottom-right causal mask excludes bias, alibi and dropout "
                              "(cuDNN's rule, as the frontend checks it)")
     if p["diagonal_band_left_bound"] is not None and d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-        raise ValueError(f"{op_name(node)} node {node.name!r}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
+        raise ValueError(f"{_where(node)}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
                          f"{d['s_kv']})")
     if p["dropout"] == "mask":
         mask = ins["DROPOUT_MASK"]
@@ -275,7 +279,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     dump = node.outputs.get("RNG_DUMP")
     if dump is not None:
         if p["dropout"] is None or p["dropout"] == "mask":
-            raise ValueError(f"{op_name(node)} node {node.name!r}: rng_dump needs dropout=(probability, seed, offset)")
+            raise ValueError(f"{_where(node)}: rng_dump needs dropout=(probability, seed, offset)")
         if [int(x) for x in dump.dim] != scores:
             raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
 
@@ -296,7 +300,7 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
         dump._infer_set("stride", layout.row_major_strides(dump.dim))
     rows = [node.outputs.get(port) for port in ("Stats", "Max", "Sum_exp")]
     if (rows[1] is None) != (rows[2] is None) or (rows[1] is not None and rows[0] is not None):
-        raise ValueError(f"{op_name(node)} node {node.name!r}: the softmax statistics come as Stats (generate_stats=True) or "
+        raise ValueError(f"{_where(node)}: the softmax statistics come as Stats (generate_stats=True) or "
                          "as score_max with score_sum_exp, not both and not one of the pair")
     for t in rows:
         if t is None:
@@ -359,7 +363,7 @@ def use_unified(node: Node, available: Any) -> bool:
         return False
     why = unified_refusal(node, available)
     if impl is attention_implementation.UNIFIED and why is not None:
-        raise cudnnGraphNotSupportedError(f"{op_name(node)} node {node.name!r}: implementation=UNIFIED is not supported: {why}")
+        raise cudnnGraphNotSupportedError(f"{_where(node)}: implementation=UNIFIED is not supported: {why}")
     return why is None
 
 

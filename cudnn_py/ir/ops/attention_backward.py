@@ -60,6 +60,10 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
         values["dropout_mask"], values["dropout_scale"], values["dropout_scale_inv"] = dropout
 
 
+def _error(node: Node, t: Any, message: str) -> ValueError:
+    return shape_error(fwd.op_name(node), node.name, t, message)
+
+
 def _finish(params: dict[str, Any]) -> None:
     # without its bprop the gradient would silently skip score_mod's derivative; a bprop alone has no score_mod
     # to differentiate
@@ -76,42 +80,43 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         t = ins[port]
         require_dims(fwd.op_name(node), node, t)
         if len(t.dim) != 4:
-            raise shape_error(fwd.op_name(node), node.name, t, f"needs 4 dims, got {list(t.dim)}")
+            raise _error(node, t, f"needs 4 dims, got {list(t.dim)}")
         if int(t.stride[3]) != 1 and port != "STATS":
-            raise shape_error(fwd.op_name(node), node.name, t, f"the head dim must be innermost (stride[3] == 1), got strides "
+            raise _error(node, t, f"the head dim must be innermost (stride[3] == 1), got strides "
                               f"{list(t.stride)}")
     q, k, v = ins["Q"], ins["K"], ins["V"]
     if int(k.dim[3]) != int(q.dim[3]):
-        raise shape_error(fwd.op_name(node), node.name, k, f"head dim {k.dim[3]} differs from q's {q.dim[3]} (q and k need one "
+        raise _error(node, k, f"head dim {k.dim[3]} differs from q's {q.dim[3]} (q and k need one "
                           "head dim)")
     if int(v.dim[2]) != int(k.dim[2]):
-        raise shape_error(fwd.op_name(node), node.name, v, f"sequence length {v.dim[2]} differs from k's {k.dim[2]}")
+        raise _error(node, v, f"sequence length {v.dim[2]} differs from k's {k.dim[2]}")
     b, h_q, s_q, d_qk = (int(x) for x in q.dim)
     d_v = int(v.dim[3])
     for t in (k, v):
         if int(t.dim[0]) != b:
-            raise shape_error(fwd.op_name(node), node.name, t, f"batch {t.dim[0]} differs from q's {b}")
+            raise _error(node, t, f"batch {t.dim[0]} differs from q's {b}")
         if h_q % int(t.dim[1]):
-            raise shape_error(fwd.op_name(node), node.name, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
+            raise _error(node, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
     for t, dim in ((q, d_qk), (v, d_v)):
         if dim % 8 or dim > MAX_HEAD_DIM:
-            raise shape_error(fwd.op_name(node), node.name, t, f"head dim {dim} must be a multiple of 8 and at most {MAX_HEAD_DIM} "
+            raise _error(node, t, f"head dim {dim} must be a multiple of 8 and at most {MAX_HEAD_DIM} "
                               "(cuDNN's attention backward)")
     if s_q == 1 and int(k.dim[2]) == 1:
-        raise ValueError(f"{fwd.op_name(node)} node {node.name!r}: s_q == s_kv == 1 is refused by cuDNN's attention backward")
+        raise ValueError(f"{fwd.op_name(node)} node {node.name!r}: s_q == s_kv == 1 is refused by cuDNN's attention "
+                         "backward")
     for port, want in (("O", [b, h_q, s_q, d_v]), ("DO", [b, h_q, s_q, d_v]), ("STATS", [b, h_q, s_q, 1])):
         if [int(x) for x in ins[port].dim] != want:
-            raise shape_error(fwd.op_name(node), node.name, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
+            raise _error(node, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
     fwd._check_optional_inputs(node, {"b": b, "h_q": h_q, "s_q": s_q, "d_qk": d_qk, "h_k": int(k.dim[1]),
                                       "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": d_v})
     if node.params["dropout"] == "mask" and layout.numel(ins["DROPOUT_SCALE_INV"].dim) != 1:
-        raise shape_error(fwd.op_name(node), node.name, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
+        raise _error(node, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
     for grad, like in (("dQ", q), ("dK", k), ("dV", v)):
         t = node.outputs[grad]
         if not t.dim:
             t._infer_set("dim", list(like.dim))
         elif list(t.dim) != list(like.dim):
-            raise shape_error(fwd.op_name(node), node.name, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
+            raise _error(node, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
         if not t.stride:
             t._infer_set("stride", list(like.stride))
     d_sink = node.outputs.get("dSink_token")
@@ -119,14 +124,14 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         if "SINK_TOKEN" not in ins:
             raise ValueError(f"{fwd.op_name(node)} node {node.name!r}: dSink_token needs the forward's sink_token")
         if [int(x) for x in d_sink.dim] != [1, h_q, 1, 1]:
-            raise shape_error(fwd.op_name(node), node.name, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
+            raise _error(node, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
         if not d_sink.stride:
             d_sink._infer_set("stride", layout.row_major_strides(d_sink.dim))
     dbias = node.outputs.get("dBias")
     if dbias is not None:
         scores = [b, h_q, s_q, int(k.dim[2])]
         if len(dbias.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(dbias.dim, scores)):
-            raise shape_error(fwd.op_name(node), node.name, dbias, f"dims {list(dbias.dim)} do not broadcast to the scores "
+            raise _error(node, dbias, f"dims {list(dbias.dim)} do not broadcast to the scores "
                               f"{scores}")
         if not dbias.stride:
             dbias._infer_set("stride", layout.row_major_strides(dbias.dim))
