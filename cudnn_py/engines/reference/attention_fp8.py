@@ -3,8 +3,8 @@ rounding of the intermediates the definition quantizes: P · scale_s into Q's FP
 dP · scale_dP into dO's type (backward), round to nearest even, saturating (``quantize.GRIDS``). The outputs are
 returned unrounded: writing them into an FP8 buffer rounds them, as the GPU does.
 
-``forward`` / ``backward`` take ``quantize=False`` to skip that rounding: the decomposition run by
-``ReferenceEngine(program=True)`` keeps every virtual tensor in float64, so it must equal the unrounded definition.
+The decomposition run by ``ReferenceEngine(program=True)`` keeps every virtual tensor in float64, so it equals this
+definition without the rounding (``_rounder``), which is how tests/test_sdpa_fp8.py compares them exactly.
 """
 from __future__ import annotations
 
@@ -24,22 +24,23 @@ def _check(node: Any) -> str | None:
     return _sdpa_check(node)
 
 
-def _rounder(dt: Any, quantize: bool) -> Any:
-    return GRIDS[dt].round if quantize else (lambda x: x)
+def _rounder(dt: Any) -> Any:
+    """The FP8 rounding of an intermediate quantized into ``dt``."""
+    return GRIDS[dt].round
 
 
 def _value(node: Any, read: Read, port: str) -> float:
     return scalar(read, node.inputs[port])
 
 
-def forward(node: Any, read: Read, quantize: bool = True) -> WithExtra:
+def forward(node: Any, read: Read) -> WithExtra:
     """O = scale_o · descale_s · descale_v · fp8(scale_s · P) V, Amax_S = max |P|, Amax_O = max |O| before scale_o
     (P with dropout; the softmax statistics as sdpa's)."""
     ins, outs = node.inputs, node.outputs
     descale = _value(node, read, "DESCALE_Q") * _value(node, read, "DESCALE_K")
     probs, rows, _, _, _, v = _probabilities(node, read, descale)
     probs = probs * _dropout_factor(node, read)
-    s8 = _rounder(ins["Q"].data_type, quantize)(probs * _value(node, read, "SCALE_S"))
+    s8 = _rounder(ins["Q"].data_type)(probs * _value(node, read, "SCALE_S"))
     o = s8 @ v * _value(node, read, "DESCALE_S") * _value(node, read, "DESCALE_V")
     extra = {outs[port].uid: value for port, value in rows.items() if port in outs}
     extra[outs["Amax_S"].uid] = np.max(np.abs(probs))
@@ -47,7 +48,7 @@ def forward(node: Any, read: Read, quantize: bool = True) -> WithExtra:
     return WithExtra(o * _value(node, read, "SCALE_O"), extra)
 
 
-def backward(node: Any, read: Read, quantize: bool = True) -> WithExtra:
+def backward(node: Any, read: Read) -> WithExtra:
     """With P recomputed from q and k (not from the given Stats) and D from the given O and dO:
     S8 = fp8(scale_s · P_dropped), dV = scale_dV · descale_s · descale_dO · S8ᵀ dO;
     D = descale_dO · descale_o · rowsum(dO ∘ O); dP = attn_scale · P ∘ (dropout(descale_dO · descale_v · dO Vᵀ) - D);
@@ -61,12 +62,12 @@ def backward(node: Any, read: Read, quantize: bool = True) -> WithExtra:
     probs, rows, scale, q, k, v = _probabilities(node, read, val("DESCALE_Q") * val("DESCALE_K"))
     factor = _dropout_factor(node, read)
     d_o, o = read(ins["DO"]), read(ins["O"])
-    s8 = _rounder(ins["Q"].data_type, quantize)(probs * factor * val("SCALE_S"))
+    s8 = _rounder(ins["Q"].data_type)(probs * factor * val("SCALE_S"))
     d_v = _sum_to(np.swapaxes(s8, -1, -2) @ d_o * val("DESCALE_S") * val("DESCALE_DO"), outs["dV"].dim)
     d_row = np.sum(d_o * o, axis=-1, keepdims=True) * val("DESCALE_DO") * val("DESCALE_O")
     d_p = (d_o @ np.swapaxes(v, -1, -2)) * val("DESCALE_DO") * val("DESCALE_V") * factor
     d_s = probs * (d_p - d_row) * scale
-    dp8 = _rounder(ins["DO"].data_type, quantize)(d_s * val("SCALE_DP"))
+    dp8 = _rounder(ins["DO"].data_type)(d_s * val("SCALE_DP"))
     d_q = dp8 @ k * val("DESCALE_DP") * val("DESCALE_K")
     d_k = _sum_to(np.swapaxes(dp8, -1, -2) @ q * val("DESCALE_DP") * val("DESCALE_Q"), outs["dK"].dim)
     extra = {outs["dK"].uid: d_k * val("SCALE_DK"), outs["dV"].uid: d_v * val("SCALE_DV"),
