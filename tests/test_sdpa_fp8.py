@@ -475,3 +475,33 @@ def test_backward_without_rounding_and_with_unit_scales_is_sdpa_backward(shape, 
         assert np.isfinite(got).all() and np.abs(ref).max() > 0, name
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-10, err_msg=name)
     np.testing.assert_allclose(fp8[3].item(), np.abs(want[0]).max(), rtol=1e-9)  # Amax_dQ with unit scales
+
+
+def numpy_fp8_attention_backward(data, stats_free_scale, vals):
+    """dQ, dK, dV, Amax_dP of per-tensor FP8 attention (h_k = h_q, no mask) with S8 and dP8 rounded to E4M3 by
+    table lookup, D from the given O."""
+    q, k, v, o, d_o = (data[n] for n in ("q", "k", "v", "o", "dO"))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * stats_free_scale * vals["descale_q"] * vals["descale_k"]
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    s8 = to_e4m3(p * vals["scale_s"])
+    d_v = np.einsum("bhqk,bhqd->bhkd", s8, d_o) * vals["descale_s"] * vals["descale_dO"]
+    d_row = (d_o * o).sum(axis=-1, keepdims=True) * vals["descale_dO"] * vals["descale_o"]
+    d_p = np.einsum("bhqd,bhkd->bhqk", d_o, v) * vals["descale_dO"] * vals["descale_v"]
+    d_s = stats_free_scale * p * (d_p - d_row)
+    dp8 = to_e4m3(d_s * vals["scale_dP"])
+    d_q = np.einsum("bhqk,bhkd->bhqd", dp8, k) * vals["descale_dP"] * vals["descale_k"]
+    d_k = np.einsum("bhqk,bhqd->bhkd", dp8, q) * vals["descale_dP"] * vals["descale_q"]
+    return d_q * vals["scale_dQ"], d_k * vals["scale_dK"], d_v * vals["scale_dV"], np.abs(d_s).max()
+
+
+def test_backward_definition_rounds_s_and_dp_like_an_independent_numpy_fp8_backward():
+    shape = (2, 2, 2, 12, 20, 16, 16)
+    data = draw(shape, seed=5)
+    fwd_graph = _forward_case(shape, {}, data)
+    stats = _execute(*fwd_graph, ReferenceEngine())[1]
+    d_q, d_k, d_v, _, _, _, amax_dp = _execute(*_backward_case(shape, {}, data, stats), ReferenceEngine())
+    want = numpy_fp8_attention_backward(data, 1 / math.sqrt(shape[5]), BWD_VALUES)
+    for name, got, ref in zip(("dQ", "dK", "dV"), (d_q, d_k, d_v), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(amax_dp.item(), want[3], rtol=1e-9)
