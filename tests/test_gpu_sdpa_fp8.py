@@ -215,6 +215,10 @@ def check_backward(got, want):
 @pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_backward(d, causal):
+    if d != 128 and torch.cuda.get_device_capability()[0] == 9:  # the frontend's SM9x rule (node_lowering.md §16.2)
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="d_qk == d_v == 128"):
+            run_backward(d, causal)
+        return
     check_backward(*run_backward(d, causal))
 
 

@@ -505,3 +505,51 @@ def test_backward_definition_rounds_s_and_dp_like_an_independent_numpy_fp8_backw
     for name, got, ref in zip(("dQ", "dK", "dV"), (d_q, d_k, d_v), want):
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12, err_msg=name)
     np.testing.assert_allclose(amax_dp.item(), want[3], rtol=1e-9)
+
+
+def test_device_rules_per_architecture(monkeypatch):
+    """The frontend's per-architecture FP8 rules (node_lowering.md §14.4, §16.2), checked when planning meets the
+    GPU (device_gates; deviceless validation cannot know the architecture)."""
+    from types import SimpleNamespace
+
+    from cudnn_py.ir.ops.attention_fp8 import device_rules
+    from cudnn_py.plans import device_gates
+
+    g64, _ = _backward_graph(d=64)
+    g128, _ = _backward_graph(d=128)
+    for g in (g64, g128):
+        g.validate_ir()
+    bwd64, bwd128 = g64.nodes[0], g128.nodes[0]
+    assert "d_qk == d_v == 128, got 64, 64" in device_rules(bwd64, 90, 91900)
+    assert device_rules(bwd128, 90, 91900) is None and device_rules(bwd64, 100, 91900) is None
+    g_fwd, _, o = _forward_graph()
+    g_fwd.validate_ir()
+    fwd_node = g_fwd.nodes[0]
+    assert device_rules(fwd_node, 90, 91900) is None
+    o.set_data_type(H)
+    assert "HALF / BFLOAT16 O need SM >= 100" in device_rules(fwd_node, 90, 91900)
+    assert device_rules(fwd_node, 100, 91300) is None
+    g_br = graph()
+    q, k, v = qkv(g_br, s_q=64, s_kv=64, d=64)
+    g_br.sdpa_fp8(q, k, v, *scales(g_br, FWD_SCALES), generate_stats=False, use_causal_mask_bottom_right=True)[0] \
+        .set_output(True).set_data_type(E4)
+    g_br.validate_ir()
+    assert "bottom-right" in device_rules(g_br.nodes[0], 90, 91900)
+    assert "at most 128" in device_rules(_validated_forward(d=256).nodes[0], 100, 91900)
+    handle = SimpleNamespace(device=0)
+    monkeypatch.setattr(device_gates, "compute_capability", lambda device: 90)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa_fp8_backward\(\).*compute capability 9.0.*"
+                       r"d_qk == d_v == 128"):
+        device_gates.check([bwd64], handle)
+    device_gates.check([bwd128], handle)
+    monkeypatch.setattr(device_gates, "compute_capability", lambda device: 80)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="compute capability 9.0 or newer"):
+        device_gates.check([bwd128], handle)
+
+
+def _validated_forward(d):
+    g = graph()
+    q, k, v = qkv(g, d=d)
+    g.sdpa_fp8(q, k, v, *scales(g, FWD_SCALES), generate_stats=False)[0].set_output(True).set_data_type(E4)
+    g.validate_ir()
+    return g

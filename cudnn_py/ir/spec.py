@@ -104,6 +104,9 @@ class OpSpec:
     # device gates, checked when planning meets a GPU (plans/device_gates.py); deviceless validation skips them
     min_compute_capability: int = 0  # the lowest GPU architecture with engines for it (100 = SM 10.0), or 0
     min_cublaslt: int = 0  # the lowest cuBLASLt its engines need (MAJOR*10000 + MINOR*100 + PATCH), or 0
+    # (node, compute capability, cuDNN version) -> why the GPU cannot run this node (e.g. FP8 attention's head
+    # dims per architecture), or None; checked with the gates above, for composites too
+    device_rules: Callable[[Any, int, int], str | None] | None = None
     public: bool = True  # False: an internal op that decompositions emit; no pygraph method
     lowered_rank: int = 0  # the rank its backend op needs (the legalize pass pads the graph to it), or 0
     finish: Callable[[dict[str, Any]], None] | None = None  # cross-parameter defaults / checks, in place

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..backend.handle import current_device
 from ..backend.loader import mapped_libraries
+from ..backend.versions import runtime_version
 from ..errors import cudnnGraphNotSupportedError
 
 
@@ -85,6 +86,12 @@ def check(nodes: Any, handle: Any) -> None:
                 raise cudnnGraphNotSupportedError(
                     f"{what} needs a GPU of compute capability {need // 10}.{need % 10} or newer (cuDNN has its "
                     f"engines only there); device {device} is {cc // 10}.{cc % 10}")
+        if spec.device_rules is not None:
+            cc = compute_capability(device)
+            why = spec.device_rules(node, cc, runtime_version()) if cc else None
+            if why:
+                raise cudnnGraphNotSupportedError(
+                    f"{what} cannot run on device {device} (compute capability {cc // 10}.{cc % 10}): {why}")
         if spec.min_cublaslt:
             have = cublaslt_version()
             if have < spec.min_cublaslt:

@@ -217,7 +217,8 @@ class PlanningSession:
         if handle is not None:
             self._bind_device(handle)
             assert self.program is not None
-            device_gates.check(self.program.nodes, self.options.handle)  # None: the current device's
+            decomposed = [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
+            device_gates.check(self.program.nodes + decomposed, self.options.handle)  # None: the current device's
             if self.lowered.handle is None:
                 t0 = time.perf_counter()
                 with self.on_device():

@@ -168,6 +168,40 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
     _check_results(node, ("dQ", "dK", "dV"))
 
 
+# ---- what each GPU architecture supports (§14.4, §16.2), checked when planning meets the device ----------------
+HOPPER, BLACKWELL = 90, 100
+HALF_OUTPUT_MIN_VERSION = 91300
+WIDE_QK_MIN_VERSION = 91900  # SM10x: d_qk 192 with d_v 128
+
+
+def _blackwell_head_dims(d_qk: int, d_v: int, version: int) -> str | None:
+    if d_v > 128 or (d_qk > 128 and not (d_qk == 192 and d_v == 128 and version >= WIDE_QK_MIN_VERSION)):
+        return (f"head dims d_qk {d_qk}, d_v {d_v}: SM10x takes at most 128 (or d_qk 192 with d_v 128 on cuDNN >= "
+                "9.19)")
+    return None
+
+
+def device_rules(node: Node, cc: int, version: int) -> str | None:
+    """Why FP8 attention cannot run on a GPU of compute capability ``cc`` (the frontend's checks), or None."""
+    ins, p = node.inputs, node.params
+    d_qk, d_v = int(ins["Q"].dim[3]), int(ins["V"].dim[3])
+    backward = node.op == BWD
+    if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT and p["diagonal_band_right_bound"] is not None \
+            and cc < BLACKWELL:
+        return "a bottom-right causal mask in FP8 attention needs SM >= 100"
+    outputs = ("dQ", "dK", "dV") if backward else ("O",)
+    wide = [port for port in outputs if node.outputs[port].data_type not in FP8_TYPES]
+    if wide and (cc < BLACKWELL or version < HALF_OUTPUT_MIN_VERSION):
+        return f"HALF / BFLOAT16 {', '.join(wide)} need SM >= 100 and cuDNN >= 9.13 (FP8 outputs run everywhere)"
+    if cc >= BLACKWELL:
+        return _blackwell_head_dims(d_qk, d_v, version)
+    if backward and (d_qk, d_v) != (128, 128):
+        return f"the FP8 attention backward on SM9x needs d_qk == d_v == 128, got {d_qk}, {d_v}"
+    if backward and any(t.ragged_offset is not None for t in (ins["Q"], ins["K"], ins["V"], ins["O"], ins["DO"])):
+        return "the FP8 attention backward takes no ragged (THD) tensors on SM9x"
+    return None
+
+
 # ---- the composite decompositions ---------------------------------------------------------------------------------
 def matmul_fp8(rw: Any, a: Tensor, b: Tensor, descales: tuple[Tensor, Tensor], scale: Tensor, out: Tensor,
                amax: Tensor, overrides: dict[str, Tensor | None], name: str) -> None:
@@ -325,7 +359,7 @@ SDPA_FP8 = OpSpec(
        Param("fn", None, key="score_mod", convert=fwd._callable),
        Param("generate_stats", None, convert=fwd._optional_bool)),
     order=SDPA_FP8_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack_forward,
-    finish=_finish_forward, expand=expand_forward,
+    finish=_finish_forward, expand=expand_forward, min_compute_capability=HOPPER, device_rules=device_rules,
     doc="sdpa_fp8(q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, is_inference=None, ...) "
         "-> [O, Stats, Amax_S, Amax_O] (Stats None unless generate_stats). " + (__doc__ or ""),
 )
@@ -355,7 +389,7 @@ SDPA_FP8_BACKWARD = OpSpec(
         Param("dropout", None, convert=fwd._nothing)),
     order=SDPA_FP8_BACKWARD_ORDER, varargs=True, out_dims=True, returns_list=True,
     unpack=_unpack_backward, finish=_finish_backward,
-    expand=expand_backward,
+    expand=expand_backward, min_compute_capability=HOPPER, device_rules=device_rules,
     doc="sdpa_fp8_backward(q, k, v, o, dO, stats, descale_q, ..., scale_dP, attn_scale=None, ...) -> [dQ, dK, dV, "
         "Amax_dQ, Amax_dK, Amax_dV, Amax_dP]. " + (__doc__ or ""),
 )
