@@ -260,7 +260,12 @@ def test_fp8_attention_errata():
 # ---- the decompositions against the definition, and the definition against numpy -----------------------------
 SHAPES = [(1, 1, 1, 16, 16, 16, 16), (2, 4, 2, 12, 20, 16, 32), (1, 2, 1, 9, 33, 32, 16)]
 OPTIONS = [dict(), dict(causal=True), dict(seq=True), dict(seq=True, causal=True), dict(dropout=True),
-           dict(window=3, causal=True), dict(sink=True)]
+           dict(window=3, causal=True), dict(sink=True), dict(alibi=True, causal=True), dict(fn=True),
+           dict(bottom_right=True)]
+
+
+def softcap(graph, score):
+    return graph.mul(graph.tanh(graph.div(score, 4.0)), 4.0)
 FWD_VALUES = dict(descale_q=0.5, descale_k=0.75, descale_v=1.25, descale_s=1 / 448, scale_s=448.0, scale_o=2.0)
 BWD_VALUES = dict(descale_q=0.5, descale_k=0.75, descale_v=1.25, descale_o=1.0, descale_dO=0.5, descale_s=1 / 448,
                   descale_dP=1 / 64, scale_s=448.0, scale_dQ=2.0, scale_dK=0.5, scale_dV=1.0, scale_dP=64.0)
@@ -297,6 +302,12 @@ def _options(g, opt, data, feeds, b, backward=False):
             kw["dropout"] = (m_t, sc_t, inv_t)
     if opt.get("causal"):
         kw["use_causal_mask"] = True
+    if opt.get("bottom_right"):
+        kw["use_causal_mask_bottom_right"] = True
+    if opt.get("alibi"):
+        kw["use_alibi_mask"] = True
+    if opt.get("fn"):
+        kw["fn"] = softcap
     if opt.get("window"):
         kw["sliding_window"] = opt["window"]
     if opt.get("sink"):
@@ -373,8 +384,8 @@ def _seed(*key):
 @pytest.mark.parametrize("opt", OPTIONS, ids=lambda o: "-".join(sorted(o)) or "plain")
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_forward_decomposition_is_the_definition_without_rounding(shape, opt, monkeypatch):
-    if opt.get("window") and shape[3] > shape[4]:
-        pytest.skip("a sliding window needs s_q <= s_kv")
+    if (opt.get("window") or opt.get("bottom_right")) and shape[3] > shape[4]:
+        pytest.skip("a sliding window / bottom-right causal mask needs s_q <= s_kv")
     data = draw(shape, _seed(shape, opt))
     program = _execute(*_forward_case(shape, opt, data), ReferenceEngine(program=True))
     _unrounded(monkeypatch)
@@ -553,3 +564,38 @@ def _validated_forward(d):
     g.sdpa_fp8(q, k, v, *scales(g, FWD_SCALES), generate_stats=False)[0].set_output(True).set_data_type(E4)
     g.validate_ir()
     return g
+
+
+def test_score_max_and_sum_exp_and_an_e5m2_do():
+    data = draw((2, 4, 2, 12, 20, 16, 16), seed=2)
+
+    def build():
+        g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        q, k, v = qkv(g, 2, 4, 2, 12, 20, 16)
+        mx, se = g.tensor([2, 4, 12, 1], name="max"), g.tensor([2, 4, 12, 1], name="sum_exp")
+        sc = scales(g, FWD_SCALES)
+        o, none, _, _ = g.sdpa_fp8(q, k, v, *sc, generate_stats=False, score_max=mx, score_sum_exp=se)
+        assert none is None
+        o.set_output(True).set_data_type(E4)
+        g.validate()
+        assert mx.data_type is se.data_type is F
+        feeds = {q: data["q"], k: data["k"], v: data["v"], **{t: np.full((1, 1, 1, 1), FWD_VALUES[t.name]) for t in sc}}
+        return g, feeds, [o, mx, se]
+
+    results = [_execute(*build(), ReferenceEngine(program=program)) for program in (False, True)]
+    s = np.einsum("bhqd,bhkd->bhqk", data["q"], np.repeat(data["k"], 2, axis=1)) * 0.5 * 0.75
+    np.testing.assert_allclose(results[0][1], s.max(-1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(results[0][2], np.exp(s - s.max(-1, keepdims=True)).sum(-1, keepdims=True),
+                               rtol=1e-12)
+    for got, want in zip(results[1][1:], results[0][1:]):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    # an E5M2 dO (as training usually stores gradients): dP is quantized into E5M2
+    g2 = graph()
+    q, k, v = qkv(g2, b=2, h_q=4, h_k=4, s_q=64, s_kv=64, d=128)
+    o_t, d_o = g2.tensor([2, 4, 64, 128], data_type=E4), g2.tensor([2, 4, 64, 128], data_type=E5)
+    grads = g2.sdpa_fp8_backward(q, k, v, o_t, d_o, g2.tensor([2, 4, 64, 1], data_type=F), *scales(g2, BWD_SCALES))
+    for t in grads[:3]:
+        t.set_output(True).set_data_type(E5)
+    g2.validate()
+    matmuls = [n for n in prepare(g2, PassOptions(available=running)).nodes if n.op == "matmul"]
+    assert matmuls[3].inputs["A"].data_type is E5 and matmuls[1].inputs["A"].data_type is E4  # dP8 in dO's, S8 Q's
