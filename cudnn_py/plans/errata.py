@@ -241,7 +241,8 @@ def _composite_attention(program: Any, kinds: tuple[str, ...] = ("sdpa",)) -> li
 
 
 def _composite_sliding_window(program: Any) -> str | None:
-    for n in _composite_attention(program):
+    # the FP8 forward is the same composite (its masks, softmax): refused alike, though not seen on the GPU yet
+    for n in _composite_attention(program, ("sdpa", "sdpa_fp8")):
         if n.params.get("diagonal_band_left_bound") is not None:
             return (f"sdpa node {n.name!r} (composite) has a sliding window / left band bound "
                     f"{n.params['diagonal_band_left_bound']}")
@@ -249,16 +250,16 @@ def _composite_sliding_window(program: Any) -> str | None:
 
 
 def _backward_with_dropout(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward",)):
+    for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
         if n.params.get("dropout") is not None:
-            return f"sdpa_backward node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
+            return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
     return None
 
 
 def _backward_with_sink(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward",)):
+    for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
         if "SINK_TOKEN" in n.inputs:
-            return f"sdpa_backward node {n.name!r} has a sink token"
+            return f"{n.op} node {n.name!r} has a sink token"
     return None
 
 
