@@ -82,7 +82,7 @@ def test_option_conflicts_are_refused(kw, match):
         g.sdpa(q, k, v, generate_stats=True, **kw)
 
 
-@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table"])
+@pytest.mark.parametrize("arg", ["block_mask"])
 def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     g = half_graph()
     q, k, v = qkv(g)

@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registration)
     matmul,
     moe,
     norms,
+    paged_cache,
     pointwise,
     quantize,
     reduction,
