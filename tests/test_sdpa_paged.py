@@ -369,3 +369,71 @@ def test_ragged_backward_decomposition_and_definition_agree_with_the_dense_padde
             for n in range(b):
                 np.testing.assert_allclose(got[n, :, : ln[n]], want[n, :, : ln[n]], rtol=1e-9, atol=1e-10,
                                            err_msg=f"program={program}")
+
+
+# ---- max_total_seq_len_q / _kv (the backward's ragged workspace) ------------------------------------------------
+def ragged_backward_graph(g, b=2, h=2, h_k=None, s_q=40, s_kv=72, d=64, ragged_stats=True, **kw):
+    h_k = h_k or h
+
+    def tensor(heads, s, name, offset):
+        return g.tensor([b, heads, s, d], [s * heads * d, d, heads * d, 1], name=name, ragged_offset=offset)
+
+    off_q, off_kv = (g.tensor([b + 1, 1, 1, 1], data_type=I32, name=n) for n in ("off_q", "off_kv"))
+    off_st = g.tensor([b + 1, 1, 1, 1], data_type=I32, name="off_stats")
+    q, o, d_o = (tensor(h, s_q, n, off_q) for n in ("q", "o", "do"))
+    k, v = (tensor(h_k, s_kv, n, off_kv) for n in ("k", "v"))
+    stats = g.tensor([b, h, s_q, 1], [s_q * h, 1, h, 1], data_type=F, name="stats",
+                     ragged_offset=off_st if ragged_stats else None)
+    lens = [g.tensor([b, 1, 1, 1], data_type=I32) for _ in range(2)]
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, d_o, stats, attn_scale=0.125, use_padding_mask=True,
+                                 seq_len_q=lens[0], seq_len_kv=lens[1], use_causal_mask=True, **kw)
+    for grad, off in ((dq, off_q), (dk, off_kv), (dv, off_kv)):
+        grad.set_output(True).set_ragged_offset(off)
+    return SimpleTensors(stats=stats, dq=dq, off_q=off_q, off_st=off_st)
+
+
+def test_max_total_seq_len_q_lays_softmax_sum_and_the_dq_accumulator_out_packed_deviceless():
+    g = half_graph()
+    t = ragged_backward_graph(g, max_total_seq_len_q=50, max_total_seq_len_kv=100)
+    g.validate()  # finalized without a device on cuDNN 9.28
+    p = prepare(g, PassOptions(available=running))
+    by_name = {x.name.split("::")[-1]: x for x in p.tensors.values() if x.uid in p.scratch}
+    softmax_sum, accum = by_name["softmax_sum"], by_name["dQ_accum"]
+    assert softmax_sum.stride == t.stats.stride and softmax_sum.ragged_offset.uid == t.off_st.uid
+    assert p.scratch[softmax_sum.uid] == 50 * 2 * 4  # max_total rows of Stats' row stride, FLOAT
+    assert accum.stride == t.dq.stride and accum.ragged_offset.uid == t.off_q.uid
+    assert p.scratch[accum.uid] == 50 * 2 * 64 * 4
+    plain = half_graph()
+    ragged_backward_graph(plain)
+    plain.validate_ir()
+    q_plain = prepare(plain, PassOptions(available=running))
+    sizes = {x.name.split("::")[-1]: q_plain.scratch[x.uid] for x in q_plain.tensors.values() if x.uid in q_plain.scratch}
+    assert sizes == {"softmax_sum": 2 * 2 * 40 * 4, "dQ_accum": 2 * 2 * 40 * 64 * 4}  # dense without the bound
+    on_95 = prepare(g, PassOptions(available=lambda f, at_least=0: versions.since(f) <= 90500 and at_least <= 90500))
+    assert all(x.ragged_offset is None for x in on_95.tensors.values() if x.uid in on_95.scratch)  # dropped < 9.6
+
+
+@pytest.mark.parametrize("case, exc, match", [
+    ("not_ragged", ValueError, r"max_total_seq_len_q is only read with ragged q tensors"),
+    ("too_many", ValueError, r"max_total_seq_len_q = 81 exceeds b · s_q = 80"),
+    ("gqa", NotImplementedOptionError, r"max_total_seq_len_kv with GQA / MQA \(1 kv heads for 2\)"),
+    ("not_positive", ValueError, r">= 1"),
+])
+def test_max_total_seq_len_rules(case, exc, match):
+    g = half_graph()
+    with pytest.raises(exc, match=match):
+        if case == "not_ragged":
+            b, h, s, d = 1, 2, 8, 16
+            q, k, v, o, d_o = (g.tensor([b, h, s, d]) for _ in range(5))
+            stats = g.tensor([b, h, s, 1], data_type=F)
+            grads = g.sdpa_backward(q, k, v, o, d_o, stats, max_total_seq_len_q=4)
+        elif case == "too_many":
+            ragged_backward_graph(g, max_total_seq_len_q=81)
+        elif case == "gqa":
+            ragged_backward_graph(g, h_k=1, max_total_seq_len_kv=100)
+        else:
+            ragged_backward_graph(g, max_total_seq_len_q=0)
+        if case == "not_ragged":
+            for grad in grads:
+                grad.set_output(True)
+        g.validate_ir()
