@@ -437,3 +437,18 @@ def test_max_total_seq_len_rules(case, exc, match):
             for grad in grads:
                 grad.set_output(True)
         g.validate_ir()
+
+
+def test_a_packed_operand_is_not_held_to_the_padded_shape_of_its_ragged_tensor():
+    from cudnn_py.interop import OperandInfo
+    from cudnn_py.plans.execute import _check_operand
+
+    g = half_graph()
+    off = g.tensor([3, 1, 1, 1], data_type=I32, name="off")
+    thd = g.tensor([2, 4, 16, 8], [16 * 4 * 8, 8, 4 * 8, 1], name="q", ragged_offset=off)
+    dense = g.tensor([2, 4, 16, 8], [16 * 4 * 8, 8, 4 * 8, 1], name="q_dense")
+    packed_buffer = OperandInfo(ptr=256, shape=(20, 4, 8), strides=(32, 8, 1), dtype=(2, 16), device_type=2,
+                                device_id=0)
+    _check_operand(thd, packed_buffer)  # 20 packed rows of a (2, 4, 16, 8) ragged tensor
+    with pytest.raises(ValueError, match="expected shape"):
+        _check_operand(dense, packed_buffer)
