@@ -14,6 +14,10 @@ Two implementations, as in the frontend (``attention_implementation``):
 AUTO picks UNIFIED where its support rules (§14.3) hold on the running cuDNN and COMPOSITE otherwise, when the
 graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). The options cudnn_py
 cannot honour yet raise ``NotImplementedOptionError`` when ``sdpa`` is called.
+
+Paged K / V: K and V are page containers (num_blocks, h, block_size, d) read through INT32 page tables
+(b, 1, ceil(s_kv / block_size), 1) up to seq_len_kv; the composite loads them with ``paged_cache_load`` nodes, the
+unified op takes the tables. Ragged (THD) tensors are described by their ragged offsets alone (§14.5).
 """
 from __future__ import annotations
 
