@@ -82,7 +82,7 @@ def test_option_conflicts_are_refused(kw, match):
         g.sdpa(q, k, v, generate_stats=True, **kw)
 
 
-@pytest.mark.parametrize("arg", ["block_mask", "paged_attention_k_table"])
+@pytest.mark.parametrize("arg", ["block_mask"])
 def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     g = half_graph()
     q, k, v = qkv(g)
@@ -529,8 +529,13 @@ def test_backward_surface_and_what_reaches_cudnn():
     assert methods.count("reduction") == 1 and methods.count("grouped_reduction") == 2  # D; dK, dV head sums
     with pytest.raises(ValueError, match="score_mod needs score_mod_bprop"):
         g.sdpa_backward(q, k, v, o, d_o, stats, score_mod=lambda graph, s: s)
-    with pytest.raises(NotImplementedOptionError, match="max_total_seq_len_q"):
-        g.sdpa_backward(q, k, v, o, d_o, stats, max_total_seq_len_q=64)
+    gm = half_graph()  # max_total_seq_len_q is read with ragged tensors only (tests/test_sdpa_paged.py)
+    qm, km, vm = qkv(gm, b=1, h_q=4, h_k=2, s_q=64, s_kv=128, d=64)
+    om, dom = gm.tensor([1, 4, 64, 64], name="o"), gm.tensor([1, 4, 64, 64], name="dO")
+    for t in gm.sdpa_backward(qm, km, vm, om, dom, gm.tensor([1, 4, 64, 1], data_type=F), max_total_seq_len_q=64):
+        t.set_output(True)
+    with pytest.raises(ValueError, match="max_total_seq_len_q is only read with ragged q tensors"):
+        gm.validate_ir()
     with pytest.raises(TypeError, match=r"\(mask, scale, scale_inv\)"):
         g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(g.tensor([1, 4, 64, 128]), g.tensor([1, 1, 1, 1])))
     g2 = half_graph()

@@ -59,12 +59,13 @@ class Program:
         self.tensors[uid] = t
         return t
 
-    def add_scratch(self, t: Tensor) -> Tensor:
-        """A new non-virtual intermediate that lives in the workspace (dims, strides and type set)."""
+    def add_scratch(self, t: Tensor, elements: int | None = None) -> Tensor:
+        """A new non-virtual intermediate that lives in the workspace (dims, strides and type set), of
+        ``elements`` elements (default: the span of its dims and strides; a ragged one says how many it packs)."""
         from ..enums import dtype_info
 
         self.add_tensor(t)
-        span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+        span = elements if elements is not None else 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
         self.scratch[t.uid] = -(-span * dtype_info(t.data_type).bits // 8)
         return t
 

@@ -1,12 +1,13 @@
 """The unified attention forward (``node_lowering.md`` §14.8): one OPERATION_SDPA_FWD over the untransposed Q, K,
 V and O, with the statistics, the scale, the sequence lengths (the backend applies the padding mask whenever
-both are given) and dropout attached. The composite form needs no lowering: the decompose pass expanded it."""
+both are given), the page tables of a paged K / V and dropout attached. The composite form needs no lowering:
+the decompose pass expanded it."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..backend import Descriptor, versions
-from ..ir.ops.attention import DROPOUT_MIN_VERSION, SEQ_LEN_MIN_VERSION
+from ..ir.ops.attention import DROPOUT_MIN_VERSION, PAGED_UNIFIED_MIN_VERSION, SEQ_LEN_MIN_VERSION
 from .registry import lowers
 
 _PREFIX = "CUDNN_ATTR_OPERATION_SDPA_FWD_"
@@ -28,6 +29,11 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
         versions.require(_PREFIX + "SEQ_LEN_QDESC", what=f"{where}: padding mask", at_least=SEQ_LEN_MIN_VERSION)
         op.set(_PREFIX + "SEQ_LEN_QDESC", tensors(ins["SEQ_LEN_Q"]))
         op.set(_PREFIX + "SEQ_LEN_KVDESC", tensors(ins["SEQ_LEN_KV"]))
+    for port in ("K", "V"):  # a paged K / V: its descriptor above is the page container (num_blocks, h, bs, d)
+        if f"PAGE_TABLE_{port}" in ins:
+            attribute = f"{_PREFIX}PAGE_TABLE_{port}DESC"
+            versions.require(attribute, what=f"{where}: paged attention", at_least=PAGED_UNIFIED_MIN_VERSION)
+            op.set(attribute, tensors(ins[f"PAGE_TABLE_{port}"]))
     dropout = p["dropout"]
     if dropout is not None and dropout != 0.0:
         versions.require(_PREFIX + "DROPOUT_PROBABILITY", what=f"{where}: dropout", at_least=DROPOUT_MIN_VERSION)

@@ -39,6 +39,7 @@ import functools
 import logging
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from threading import get_ident
 from typing import Any
 
@@ -563,6 +564,10 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         raise ValueError(f"{where}: null data pointer")
     if info.device_type == KDL_CPU:
         raise ValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
+    if getattr(t, "ragged_offset", None) is not None:
+        # a ragged (packed) operand: batch b starts at its offset on the device and the buffer holds the packed
+        # rows, not the padded dims, so neither its shape nor its size is the tensor's
+        info = replace(info, nbytes=None, shape=None, strides=None)
     if info.nbytes is not None:  # untyped memory: large enough for the tensor's span
         span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
         needed = -(-span * dtype_info(t.data_type).bits // 8)

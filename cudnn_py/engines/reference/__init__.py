@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (they register their kinds)
     matmul,
     moe,
     norms,
+    paged_cache,
     pointwise,
     quantize,
     rope,

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from ...enums import diagonal_alignment
+from ...ir.ops.attention import kv_length
+from .paged_cache import gather_pages
 from .pointwise import _pointwise
 from .registry import Read, WithExtra, reference, scalar
 
@@ -15,9 +17,15 @@ def _sdpa_check(node: Any) -> str | None:
     p = node.params
     if p["dropout"] is not None and p["dropout"] != "mask" and p["dropout"] != 0.0:
         return "sdpa with dropout=(probability, seed, offset): cuDNN's Philox bits cannot be reproduced here"
-    if any(t.ragged_offset is not None for t in list(node.inputs.values()) + list(node.outputs.values())):
-        return "sdpa over ragged (THD) tensors"
-    return None
+    return None  # ragged (THD) tensors: the engine reads and writes them packed, through their offsets
+
+
+def _kv(node: Any, read: Read, port: str) -> np.ndarray:
+    """K or V as (b, h, s_kv, d): the tensor itself, or its pages gathered through the page table."""
+    ins = node.inputs
+    if f"PAGE_TABLE_{port}" not in ins:
+        return read(ins[port])
+    return gather_pages(read(ins[port]), read(ins[f"PAGE_TABLE_{port}"]), read(ins["SEQ_LEN_KV"]), kv_length(node))
 
 
 def alibi_slopes(heads: int) -> np.ndarray:
@@ -34,7 +42,7 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     repeated for GQA. Masked scores are -inf; a fully masked row (padding) has P = 0. ``descale``: FP8's
     descale_q · descale_k, applied with the scale (not part of the returned scale)."""
     p, ins = node.params, node.inputs
-    q, k, v = read(ins["Q"]), read(ins["K"]), read(ins["V"])
+    q, k, v = read(ins["Q"]), _kv(node, read, "K"), _kv(node, read, "V")
     h_q = q.shape[1]
     k = np.repeat(k, h_q // k.shape[1], axis=1)
     v = np.repeat(v, h_q // v.shape[1], axis=1)

@@ -9,6 +9,7 @@ import numpy as np
 from ...errors import cudnnGraphNotSupportedError
 from ..base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import REFERENCE_ENGINE_ID
+from . import ragged
 from .registry import REFERENCES
 
 
@@ -52,13 +53,18 @@ class ReferencePlan(CompiledPlan):
 
         def read(t: Any) -> np.ndarray:
             if t.uid not in values:
-                if t.uid in buffers:
+                if t.uid in buffers and t.ragged_offset is not None:
+                    values[t.uid] = ragged.gather(_host(buffers[t.uid]), t, _offsets(t))
+                elif t.uid in buffers:
                     values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, self._user_tensor(t.uid))
                 elif t.pass_by_value is not None:
                     values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
                 else:
                     raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
             return values[t.uid]
+
+        def _offsets(t: Any) -> np.ndarray:
+            return read(t.ragged_offset).reshape(-1) * int(t.ragged_offset_multiplier)
 
         with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
             for node in self._nodes:
@@ -70,7 +76,10 @@ class ReferencePlan(CompiledPlan):
         for t in self._outputs:
             if t.uid not in buffers:
                 raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
-            _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
+            if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
+                _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, _offsets(t))
+            else:
+                _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
 
 
 # ---- host adapter: the only place that knows about frameworks -------------------------------------------------------
@@ -133,6 +142,22 @@ def _strided(flat: np.ndarray, t: Any) -> np.ndarray:
         raise ValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
                          f"(dims {list(dims)}, stride {list(strides)})")
     return np.lib.stride_tricks.as_strided(flat, dims, tuple(s * flat.itemsize for s in strides))
+
+
+def _write_ragged(dst: Any, result: np.ndarray, t: Any, offsets: np.ndarray) -> None:
+    """Scatter a ragged tensor's rows into its packed buffer; the elements of no batch keep their contents."""
+    flat = np.array(_host(dst), dtype=np.float64).reshape(-1)
+    ragged.scatter(flat, result, t, offsets)
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst.reshape(-1) if dst.flags.c_contiguous else dst, flat.reshape(dst.shape), casting="unsafe")
+        return
+    if _framework(dst) == "torch":
+        torch = sys.modules["torch"]
+        src = torch.from_numpy(flat.reshape(tuple(dst.shape))).to(device=dst.device, dtype=dst.dtype)
+        dst.copy_(src)
+        return
+    raise TypeError(f"the reference engine writes ragged tensors into arrays or torch tensors, not "
+                    f"{type(dst).__name__}")
 
 
 def _write(dst: Any, result: np.ndarray, t: Any) -> None:

@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (registration)
     matmul,
     moe,
     norms,
+    paged_cache,
     pointwise,
     quantize,
     reduction,

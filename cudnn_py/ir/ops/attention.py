@@ -14,6 +14,10 @@ Two implementations, as in the frontend (``attention_implementation``):
 AUTO picks UNIFIED where its support rules (§14.3) hold on the running cuDNN and COMPOSITE otherwise, when the
 graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). The options cudnn_py
 cannot honour yet raise ``NotImplementedOptionError`` when ``sdpa`` is called.
+
+Paged K / V: K and V are page containers (num_blocks, h, block_size, d) read through INT32 page tables
+(b, 1, ceil(s_kv / block_size), 1) up to seq_len_kv; the composite loads them with ``paged_cache_load`` nodes, the
+unified op takes the tables. Ragged (THD) tensors are described by their ragged offsets alone (§14.5).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import score_mod
 from .common import InferenceContext, fill_data_types, require_dims
+from .paged_cache import check_page_table
 
 OP = "sdpa"
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR"
@@ -38,11 +43,13 @@ UNIFIED_MIN_VERSION = 91301  # the frontend's gate (the descriptor exists since 
 SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
 
-# classic arguments cudnn_py does not implement yet: refused when sdpa() is called, never stored and ignored
-_NOT_YET = {
-    "block_mask": "block masks", "paged_attention_k_table": "paged attention",
-    "paged_attention_v_table": "paged attention", "paged_attention_max_seq_len_kv": "paged attention",
-}
+PAGED_UNIFIED_MIN_VERSION = 91500  # unified: page tables (with the sequence lengths)
+
+# classic arguments cudnn_py does not implement: refused when sdpa() is called, never stored and ignored. The
+# block mask: cuDNN's header gives its type (INT8) and shape (one entry per 128 x 128 tile of the scores) but not
+# which values keep a tile and which mask it, and the references say no more, so there is nothing to build or to
+# check a result against.
+_NOT_YET = {"block_mask": "block masks: their value semantics are undocumented"}
 
 
 def _unpack(values: dict[str, Any]) -> None:
@@ -156,11 +163,37 @@ def _nothing(v: Any) -> Any:
     return v  # refused or moved to a port by _unpack before conversion
 
 
+def _positive(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"needs an int, got {v!r}")
+    if v < 1:
+        raise ValueError(f"must be >= 1, got {v}")
+    return v
+
+
 # ---- inference and validation -----------------------------------------------------------------------------------
 def dims_of(node: Node) -> dict[str, int]:
     q, k, v = (node.inputs[p] for p in ("Q", "K", "V"))
     return {"b": int(q.dim[0]), "h_q": int(q.dim[1]), "s_q": int(q.dim[2]), "d_qk": int(q.dim[3]),
-            "h_k": int(k.dim[1]), "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": int(v.dim[3])}
+            "h_k": int(k.dim[1]), "s_kv": kv_length(node), "h_v": int(v.dim[1]), "d_v": int(v.dim[3])}
+
+
+def kv_length(node: Node) -> int:
+    """s_kv as the frontend infers it (``SDPANodeBase::infer_s_kv``, §14.5): paged_attention_max_seq_len_kv if
+    given; else the sequence dim of an unpaged K or V; else the smaller span of the two page tables."""
+    ins, limit = node.inputs, node.params.get("paged_attention_max_seq_len_kv")
+    if limit is not None:
+        return int(limit)
+    for port in ("K", "V"):
+        if f"PAGE_TABLE_{port}" not in ins:
+            return int(ins[port].dim[2])
+    return min(int(ins[f"PAGE_TABLE_{port}"].dim[2]) * int(ins[port].dim[2]) for port in ("K", "V"))
+
+
+def paged(node: Node) -> bool:
+    return "PAGE_TABLE_K" in node.inputs or "PAGE_TABLE_V" in node.inputs
 
 
 def op_name(node: Node) -> str:
@@ -184,14 +217,21 @@ def infer(node: Node, ctx: InferenceContext) -> None:
             raise _fail(node, t, f"needs 4 dims (b, h, s, d), got {list(t.dim)}")
         if int(t.stride[3]) != 1:
             raise _fail(node, t, f"the head dim must be innermost (stride[3] == 1), got strides {list(t.stride)}")
+    for port in ("PAGE_TABLE_K", "PAGE_TABLE_V"):
+        if port in node.inputs:
+            require_dims(OP, node, node.inputs[port])
     d = dims_of(node)
     if int(k.dim[3]) != d["d_qk"]:
         raise _fail(node, k, f"head dim {k.dim[3]} differs from q's {d['d_qk']} (q and k need one head dim)")
-    if int(v.dim[2]) != d["s_kv"]:
-        raise _fail(node, v, f"sequence length {v.dim[2]} differs from k's {d['s_kv']}")
-    for t in (k, v):
+    _check_paging(node, d)
+    for port, t in (("K", k), ("V", v)):
+        if f"PAGE_TABLE_{port}" in node.inputs:
+            continue  # a page container: (num_blocks, h, block_size, d), checked by _check_paging
+        if int(t.dim[2]) != d["s_kv"]:
+            raise _fail(node, t, f"sequence length {t.dim[2]} differs from s_kv {d['s_kv']}")
         if int(t.dim[0]) != d["b"]:
             raise _fail(node, t, f"batch {t.dim[0]} differs from q's {d['b']}")
+    for t in (k, v):
         if d["h_q"] % int(t.dim[1]):
             raise _fail(node, t, f"{t.dim[1]} heads do not divide q's {d['h_q']} heads (GQA / MQA needs a "
                         "divisor)")
@@ -204,6 +244,26 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     stats = node.outputs.get("Stats")
     if stats is not None and int(stats.stride[-1]) != 1 and int(stats.dim[-1]) != 1:
         raise _fail(node, stats, f"strides {list(stats.stride)} are not the statistics' layout")
+
+
+def _check_paging(node: Node, d: Mapping[str, int]) -> None:
+    """Paged K / V caches (§14.4, §11): INT32 page tables of one entry per block of each sequence, the sequence
+    lengths of the padding mask (the load reads seq_len_kv), max_seq_len_kv only with paging."""
+    ins, p = node.inputs, node.params
+    tables = [port for port in ("K", "V") if f"PAGE_TABLE_{port}" in ins]
+    if p["paged_attention_max_seq_len_kv"] is not None and not tables:
+        raise ValueError(f"sdpa node {node.name!r}: paged_attention_max_seq_len_kv is only read with a page table "
+                         "(paged_attention_k_table / paged_attention_v_table)")
+    if not tables:
+        return
+    if not p["use_padding_mask"]:
+        raise ValueError(f"sdpa node {node.name!r}: paged attention needs use_padding_mask with seq_len_q and "
+                         "seq_len_kv (the pages are read up to seq_len_kv)")
+    for port in tables:
+        container = ins[port]
+        if container.ragged_offset is not None:
+            raise _fail(node, container, "a page container cannot be ragged")
+        check_page_table(OP, node, ins[f"PAGE_TABLE_{port}"], d["b"], d["s_kv"], int(container.dim[2]))
 
 
 def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
@@ -241,8 +301,8 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
                         f"{list(t.dim)}")
         if t.data_type not in (data_type.INT32, data_type.NOT_SET):
             raise _fail(node, t, f"a sequence-length tensor must be INT32, got {t.data_type.name}")
-    o = node.outputs.get("O", ins.get("O"))  # the forward's output, the backward's input
-    ragged = [t for t in (ins["Q"], ins["K"], ins["V"], o) if t is not None and t.ragged_offset is not None]
+    # q, k, v, o, and the backward's dO, dQ, dK, dV (a page container's offset is refused by _check_paging)
+    ragged = [t for t in list(ins.values()) + list(node.outputs.values()) if t.ragged_offset is not None]
     for t in ragged:
         off = t.ragged_offset
         assert off is not None
@@ -331,6 +391,8 @@ def unified_refusal(node: Node, available: Any) -> str | None:
         return f"the unified op takes HALF / BFLOAT16 q, k, v (q is {ins['Q'].data_type.name})"
     if p["use_padding_mask"] and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC", SEQ_LEN_MIN_VERSION):
         return "the unified op's padding mask (seq_len_q / seq_len_kv) needs cuDNN >= 9.15.0"
+    if paged(node) and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC", PAGED_UNIFIED_MIN_VERSION):
+        return "the unified op's paged attention needs cuDNN >= 9.15.0"
     if p["dropout"] == "mask":
         return "the unified op takes no custom dropout mask"
     if p["dropout"] is not None:
@@ -352,8 +414,6 @@ def unified_refusal(node: Node, available: Any) -> str | None:
     if "Max" in node.outputs:
         return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
-    if any(t.ragged_offset is not None for t in (ins["Q"], ins["K"], ins["V"], node.outputs["O"])):
-        return "ragged tensors are not lowered to the unified op by cudnn_py yet"
     return None
 
 
@@ -403,7 +463,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
     f32 = data_type.FLOAT
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    transpose_in_place(rw, node, k)
+    if "PAGE_TABLE_K" in ins:  # the cache gathered as a Kᵀ view of BHSD (§14.6 step 1)
+        h_k, d_qk = d["h_k"], d["d_qk"]
+        k = virtual(rw, "k_cache", [b, h_k, d_qk, s_kv], [d_qk * s_kv * h_k, d_qk * s_kv, 1, d_qk], k.data_type)
+        rw.paged_cache_load(ins["K"], seq_kv, ins["PAGE_TABLE_K"], out=k)
+    else:
+        transpose_in_place(rw, node, k)
     scores = [b, h, s_q, s_kv]
     s = virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
@@ -413,6 +478,10 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
     probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if with_dropout else q.data_type)
     probs = _dropout(rw, node, probs, scores, q.data_type)
+    if "PAGE_TABLE_V" in ins:  # the cache gathered as BHSD (§14.6 step 15)
+        h_v, d_v = d["h_v"], d["d_v"]
+        v = virtual(rw, "v_cache", [b, h_v, s_kv, d_v], [d_v * s_kv * h_v, d_v * s_kv, d_v, 1], v.data_type)
+        rw.paged_cache_load(ins["V"], seq_kv, ins["PAGE_TABLE_V"], out=v)
     matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
     return True
 
@@ -583,7 +652,7 @@ SDPA = OpSpec(
             Param("diagonal_band_left_bound", None, convert=_bound),
             Param("diagonal_band_right_bound", None, convert=_bound),
             Param("dropout", None, convert=_nothing),
-            Param("paged_attention_max_seq_len_kv", None, convert=_nothing),
+            Param("paged_attention_max_seq_len_kv", None, convert=_positive),
             Param("score_mod", None, convert=_callable),
             Param("generate_stats", None, convert=_optional_bool),
             Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation)),

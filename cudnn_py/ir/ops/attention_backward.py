@@ -27,13 +27,10 @@ from .common import InferenceContext, fill_data_types, require_dims
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
 
-_NOT_YET = {"max_total_seq_len_q": "ragged workspace sizing", "max_total_seq_len_kv": "ragged workspace sizing"}
+MAX_TOTAL_MIN_VERSION = 90600  # below it the frontend drops max_total_seq_len_* (§15.2)
 
 
 def _unpack(values: dict[str, Any]) -> None:
-    for arg, what in _NOT_YET.items():
-        if values.get(arg) is not None:
-            raise NotImplementedOptionError(f"sdpa_backward(): {arg}= ({what}) is not implemented yet in cudnn_py")
     unpack_scale_and_dropout(values, OP)
 
 
@@ -109,6 +106,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
             raise _error(node, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
     fwd._check_optional_inputs(node, {"b": b, "h_q": h_q, "s_q": s_q, "d_qk": d_qk, "h_k": int(k.dim[1]),
                                       "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": d_v})
+    _check_max_totals(node, b, h_q, int(k.dim[1]), s_q, int(k.dim[2]))
     if node.params["dropout"] == "mask" and layout.numel(ins["DROPOUT_SCALE_INV"].dim) != 1:
         raise _error(node, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
     for grad, like in (("dQ", q), ("dK", k), ("dV", v)):
@@ -138,6 +136,41 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     fill_data_types(node, ctx, q)
 
 
+def _check_max_totals(node: Node, b: int, h_q: int, h_k: int, s_q: int, s_kv: int) -> None:
+    """max_total_seq_len_q / _kv bound the packed rows of ragged tensors (§15.2): only with ragged tensors, at most
+    b · s; they size the workspace intermediates kept in the ragged layout."""
+    p, ins, outs = node.params, node.inputs, node.outputs
+    for arg, side, ports, s in (("max_total_seq_len_q", "q", ("Q", "O", "DO", "STATS", "dQ"), s_q),
+                                ("max_total_seq_len_kv", "kv", ("K", "V", "dK", "dV"), s_kv)):
+        total = p.get(arg)  # absent for sdpa_fp8_backward
+        if total is None:
+            continue
+        tensors = [ins.get(port, outs.get(port)) for port in ports]
+        if not any(t is not None and t.ragged_offset is not None for t in tensors):
+            raise ValueError(f"{OP} node {node.name!r}: {arg} is only read with ragged {side} tensors (a ragged "
+                             "offset on " + " / ".join(ports) + ")")
+        if total > b * s:
+            raise ValueError(f"{OP} node {node.name!r}: {arg} = {total} exceeds b · s_{side} = {b * s} (the rows "
+                             "a batch of padded sequences can hold)")
+    if p.get("max_total_seq_len_kv") is not None and h_k != h_q and outs["dK"].ragged_offset is not None:
+        raise NotImplementedOptionError(f"{OP} node {node.name!r}: max_total_seq_len_kv with GQA / MQA ({h_k} kv "
+                                        f"heads for {h_q}): the frontend's ragged full-head dK / dV workspace "
+                                        "layout is not built by cudnn_py")
+
+
+def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
+    """The packed row count to lay a workspace intermediate out like ragged ``t``, or None: the frontend uses
+    max_total_seq_len_* only from cuDNN 9.6 and with head dims that are multiples of 16 (§15.2)."""
+    total = node.params.get(arg)  # sdpa_fp8_backward, which shares this decomposition, has no such option
+    if total is None or t.ragged_offset is None:
+        return None
+    if not options.available("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", MAX_TOTAL_MIN_VERSION):
+        return None
+    if any(int(node.inputs[port].dim[3]) % 16 for port in ("Q", "O")):  # d_qk, d_v (V is transposed by now)
+        return None
+    return int(total)
+
+
 # ---- the composite decomposition (node_lowering.md §15.3) -------------------------------------------------------
 def expand(node: Node, rw: Any, options: Any) -> bool:
     ins, outs = node.inputs, node.outputs
@@ -161,7 +194,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
         total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
         rw.reduction(weighted, reduction_mode.ADD, compute_data_type=f32, out=total)
         rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
-    softmax_sum = _scratch(rw, "softmax_sum", rows, [h * s_q, s_q, 1, 1])  # real memory, as the frontend's
+    total_q = _ragged_total(node, "max_total_seq_len_q", stats, options)
+    if total_q is not None:  # Stats' packed layout: max_total_seq_len_q rows of Stats' row stride
+        softmax_sum = _scratch(rw, "softmax_sum", rows, [int(x) for x in stats.stride], stats.ragged_offset,
+                               total_q * int(stats.stride[2]))
+    else:
+        softmax_sum = _scratch(rw, "softmax_sum", rows, [h * s_q, s_q, 1, 1])  # real memory, as the frontend's
     rw.mul(red, scale_inv if scale_inv is not None else 1.0, compute_data_type=f32, out=softmax_sum)
     # P recomputed from the scores and the forward's statistics
     s = fwd.virtual(rw, "matmul_Q_KT", scores, layout.row_major_strides(scores), f32)
@@ -197,19 +235,27 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     if "dBias" in outs or node.params["use_deterministic_algorithm"]:
         fwd.matmul(rw, d_s, k_back, outs["dQ"], dq_overrides)  # the frontend's use_dp_workspace form
     else:  # a FLOAT accumulator in the workspace, then a cast into dQ (§15.3 step 20)
-        full = [b, h, s_q, d_qk]
-        accum = _scratch(rw, "dQ_accum", full, layout.row_major_strides(full))
+        full, d_q = [b, h, s_q, d_qk], outs["dQ"]
+        total_q = _ragged_total(node, "max_total_seq_len_q", d_q, options)
+        if total_q is not None:  # dQ's packed layout
+            accum = _scratch(rw, "dQ_accum", full, [int(x) for x in d_q.stride], d_q.ragged_offset,
+                             total_q * int(d_q.stride[2]))
+        else:
+            accum = _scratch(rw, "dQ_accum", full, layout.row_major_strides(full))
         fwd.matmul(rw, d_s, k_back, accum, dq_overrides)
         rw.identity(accum, compute_data_type=f32, out=outs["dQ"])
     return True
 
 
-def _scratch(rw: Any, name: str, dims: list[int], strides: list[int]) -> Tensor:
+def _scratch(rw: Any, name: str, dims: list[int], strides: list[int], ragged_offset: Tensor | None = None,
+             elements: int | None = None) -> Tensor:
     """A FLOAT intermediate in real memory (the workspace), as the frontend keeps it for the backend's fused
-    attention backward."""
+    attention backward; a ragged one holds ``elements`` (the packed rows), not its padded span."""
     t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
                data_type=data_type.FLOAT, is_virtual=False)
-    return rw.program.add_scratch(t)
+    if ragged_offset is not None:
+        t._raw_set("ragged_offset", ragged_offset)
+    return rw.program.add_scratch(t, elements)
 
 
 def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any, Any]:
@@ -288,8 +334,8 @@ SDPA_BACKWARD = OpSpec(
              Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
     infer=infer,
     params=(Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
-            Param("max_total_seq_len_q", None, convert=fwd._nothing),
-            Param("max_total_seq_len_kv", None, convert=fwd._nothing),
+            Param("max_total_seq_len_q", None, convert=fwd._positive),
+            Param("max_total_seq_len_kv", None, convert=fwd._positive),
             Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
             Param("sliding_window_length", None, convert=fwd._bound),
             Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=fwd._member(diagonal_alignment)),
