@@ -29,7 +29,6 @@ import argparse
 import json
 import random
 import sys
-from collections import Counter
 from typing import Any
 
 from fuzz import harness
@@ -209,20 +208,11 @@ def run_all(seed: int, n: int, workers: int, out_path: str, timeout: float) -> N
 
 
 def summary(seed: int, out_path: str) -> str:
-    recs = [json.loads(line) for line in open(out_path)]
-    by = Counter(r["outcome"] for r in recs)
-    lines = [f"conv fuzz, seed {seed}: {len(recs)} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))]
-    for direction in ("fprop", "dgrad", "wgrad"):
-        c = Counter(r["outcome"] for r in recs if r["direction"] == direction)
-        lines.append(f"  {direction}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    reasons = Counter(r.get("reason", "") for r in recs if r["outcome"] == "refused")
-    lines.append("  refusals by reason: " + "; ".join(f"{k} x{v}" for k, v in reasons.most_common(12)))
-    for r in recs:
-        if r["outcome"] in ("wrong", "died", "error"):
-            spec = make_case(seed, r["case"])
-            lines.append(f"  case {r['case']} ({spec['direction']} {spec['dtype']} {spec['layout']} groups "
-                         f"{spec['groups']}): {r['outcome']}: {r.get('reason')} {r.get('plan', '')}")
-    return "\n".join(lines)
+    def describe(r: dict) -> str:
+        spec = make_case(seed, r["case"])
+        return f"{spec['direction']} {spec['dtype']} {spec['layout']} groups {spec['groups']}"
+
+    return harness.summary("conv fuzz", seed, out_path, "direction", ("fprop", "dgrad", "wgrad"), describe)
 
 
 def deviceless(seed: int, n: int) -> int:

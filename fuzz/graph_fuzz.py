@@ -283,18 +283,8 @@ def run_all(seed: int, n: int, workers: int, out_path: str | None, timeout: floa
 
 
 def summary(seed: int, out_path: str) -> str:
-    recs = [json.loads(line) for line in open(out_path)]
-    by = Counter(r["outcome"] for r in recs)
-    lines = [f"graph fuzz, seed {seed}: {len(recs)} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))]
-    for kind in ("matmul", "pointwise", "reduction"):
-        c = Counter(r["outcome"] for r in recs if r["kind"] == kind)
-        lines.append(f"  {kind}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    reasons = Counter(r.get("reason", "") for r in recs if r["outcome"] == "refused")
-    lines.append("  refusals by reason: " + "; ".join(f"{k} x{v}" for k, v in reasons.most_common(12)))
-    for r in recs:
-        if r["outcome"] in ("wrong", "died", "error"):
-            lines.append(f"  case {r['case']} ({r['kind']}): {r['outcome']}: {r.get('reason')} {r.get('plan', '')}")
-    return "\n".join(lines)
+    return harness.summary("graph fuzz", seed, out_path, "kind", ("matmul", "pointwise", "reduction"),
+                           lambda r: r["kind"])
 
 
 def main(argv: list[str] | None = None) -> int:

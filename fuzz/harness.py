@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 
 
@@ -80,3 +81,21 @@ def run_all(module: str, make_case: Callable[[int, int], dict], tag: str, seed: 
             for case in sorted(results):
                 f.write(json.dumps(results[case]) + "\n")
     return results
+
+
+def summary(title: str, seed: int, out_path: str, tag: str, categories: tuple[str, ...],
+            describe: Callable[[dict], str]) -> str:
+    """The outcome counts, per category (the ``tag`` field), the refusals by reason and every case that went wrong
+    (``describe(record)`` names it)."""
+    recs = [json.loads(line) for line in open(out_path)]
+    by = Counter(r["outcome"] for r in recs)
+    lines = [f"{title}, seed {seed}: {len(recs)} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))]
+    for category in categories:
+        c = Counter(r["outcome"] for r in recs if r[tag] == category)
+        lines.append(f"  {category}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    reasons = Counter(r.get("reason", "") for r in recs if r["outcome"] == "refused")
+    lines.append("  refusals by reason: " + "; ".join(f"{k} x{v}" for k, v in reasons.most_common(12)))
+    for r in recs:
+        if r["outcome"] in ("wrong", "died", "error"):
+            lines.append(f"  case {r['case']} ({describe(r)}): {r['outcome']}: {r.get('reason')} {r.get('plan', '')}")
+    return "\n".join(lines)

@@ -32,7 +32,7 @@ from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import score_mod
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, member, require_dims
 from .paged_cache import check_page_table
 
 OP = "sdpa"
@@ -139,14 +139,6 @@ def _bound(v: Any) -> int | None:
     if v < 0:
         raise ValueError(f"must be >= 0, got {v}")
     return v
-
-
-def _member(enum_cls: Any):
-    def convert(v: Any) -> Any:
-        if not isinstance(v, enum_cls):
-            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
-        return v
-    return convert
 
 
 def _callable(v: Any) -> Any:
@@ -648,14 +640,14 @@ SDPA = OpSpec(
             Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
             Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
             Param("sliding_window_length", None, convert=_bound),
-            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=_member(diagonal_alignment)),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("diagonal_band_left_bound", None, convert=_bound),
             Param("diagonal_band_right_bound", None, convert=_bound),
             Param("dropout", None, convert=_nothing),
             Param("paged_attention_max_seq_len_kv", None, convert=_positive),
             Param("score_mod", None, convert=_callable),
             Param("generate_stats", None, convert=_optional_bool),
-            Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation)),
+            Param("implementation", attention_implementation.AUTO, convert=member(attention_implementation)),
             Param("unfuse_fma", False, convert=bool)),
     order=SDPA_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack, finish=_finish,
     expand=expand, requires=(UNIFIED_DESCRIPTOR,), min_version=UNIFIED_MIN_VERSION,

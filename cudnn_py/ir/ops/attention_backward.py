@@ -22,7 +22,7 @@ from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import attention as fwd
 from . import score_mod
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, member, require_dims
 
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
@@ -338,7 +338,7 @@ SDPA_BACKWARD = OpSpec(
             Param("max_total_seq_len_kv", None, convert=fwd._positive),
             Param("use_causal_mask", False, convert=bool), Param("use_causal_mask_bottom_right", False, convert=bool),
             Param("sliding_window_length", None, convert=fwd._bound),
-            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=fwd._member(diagonal_alignment)),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("diagonal_band_left_bound", None, convert=fwd._bound),
             Param("diagonal_band_right_bound", None, convert=fwd._bound),
             Param("dropout", None, convert=fwd._nothing),

@@ -30,7 +30,7 @@ from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import attention as fwd
 from . import attention_backward as bwd
-from .common import InferenceContext, require_dims
+from .common import InferenceContext, member, require_dims
 
 FWD, BWD = "sdpa_fp8", "sdpa_fp8_backward"
 FP8_TYPES = (data_type.FP8_E4M3, data_type.FP8_E5M2)
@@ -323,7 +323,7 @@ _MASK_PARAMS = (
     Param("use_padding_mask", False, convert=bool), Param("use_causal_mask", False, convert=bool),
     Param("use_causal_mask_bottom_right", False, convert=bool))
 _BAND_PARAMS = (
-    Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=fwd._member(diagonal_alignment)),
+    Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
     Param("left_bound", None, key="diagonal_band_left_bound", convert=fwd._bound),
     Param("right_bound", None, key="diagonal_band_right_bound", convert=fwd._bound))
 _DROPOUT_PORTS = (

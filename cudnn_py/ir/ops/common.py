@@ -66,3 +66,12 @@ def as_float(default: float):
 
 def optional_float(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def member(enum_cls: Any):
+    """A Param converter that accepts members of ``enum_cls`` only."""
+    def convert(v: Any) -> Any:
+        if not isinstance(v, enum_cls):
+            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
+        return v
+    return convert

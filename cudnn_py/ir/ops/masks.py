@@ -23,7 +23,7 @@ from ...enums import attention_implementation, data_type, diagonal_alignment
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, member, require_dims
 
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
 # The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
@@ -54,14 +54,6 @@ def _bound(v: Any) -> int | None:
     if b < 0:
         raise ValueError(f"a bound must be >= 0, got {b}")
     return b
-
-
-def _member(enum_cls: Any):
-    def convert(v: Any) -> Any:
-        if not isinstance(v, enum_cls):
-            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
-        return v
-    return convert
 
 
 def _finish(params: dict[str, Any]) -> None:
@@ -159,9 +151,9 @@ DIAGONAL_BAND_MASK = OpSpec(
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
     params=(Param("left_bound", None, convert=_bound),
             Param("right_bound", None, convert=_bound),
-            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=_member(diagonal_alignment)),
+            Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("fill_value", -math.inf, convert=float),
-            Param("implementation", attention_implementation.AUTO, convert=_member(attention_implementation))),
+            Param("implementation", attention_implementation.AUTO, convert=member(attention_implementation))),
     order=("input", "left_bound", "right_bound", "diagonal_alignment", "fill_value", "implementation", "name",
            "compute_data_type"),
     finish=_finish, expand=expand,
