@@ -262,3 +262,17 @@ def test_an_engine_erratum_bars_its_engines_and_keeps_the_graph():
     sym = _wgrad([0, 0, 0])
     sym.validate()
     assert errata.engine_errata(sym.session.program, 91900) == []
+
+
+def test_validate_says_what_it_could_not_check():
+    """Deviceless validate() names the checks it leaves to later phases: engine support (a GPU), the engine-level
+    errata of this program, the operands; explain shows them."""
+    g = _wgrad([1, 0, 0])
+    g.validate()
+    deferred = g.session.deferred_checks
+    assert deferred[0].startswith("engine support (cuDNN heuristics and plan builds need a GPU)")
+    assert deferred[-1].startswith("the operands")
+    if versions.runtime_version() >= 91900:
+        assert any("erratum wgrad-post-padding-engines-1-20" in line for line in deferred)
+    text = g.explain()
+    assert "not checked by validate()" in text and "engine support" in text

@@ -45,6 +45,7 @@ def report(g: Any) -> dict:
     if session is None:
         return doc
     doc["phase"] = session.phase.name
+    doc["not_checked_by_validate"] = list(session.deferred_checks)
     if session.program is not None:
         doc["lowered_ir"] = session.program.to_dict()
     if session.program is not None:
@@ -138,6 +139,9 @@ def text(doc: dict) -> str:
         out.append(f"STOPPED: {doc['error']}")
     if "phase" in doc:
         out.append(f"phase: {doc['phase']}")
+    if doc.get("not_checked_by_validate"):
+        out.append("not checked by validate() (later phases run these):")
+        out += [f"  - {line}" for line in doc["not_checked_by_validate"]]
     out.append("\nIR as built:")
     out += [f"  {_node_line(n, doc['ir']['tensors'])}" for n in doc["ir"]["nodes"]]
     low = doc.get("lowered_ir")

@@ -99,6 +99,7 @@ class PlanningSession:
         self.plans: dict[int, ExecutionPlan] = {}
         self.failures: dict[int, str] = {}  # config index -> why its plan did not build
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
+        self.deferred_checks: list[str] = []  # what validate() could not check (set by validate)
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
         self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
@@ -130,9 +131,27 @@ class PlanningSession:
         assert self.program is not None and self.lowered is not None
         self._advance(Phase.VALIDATED)
         handle = self.options.handle
+        self.deferred_checks = self._checks_validate_cannot_run()
         _log.info("graph %r validated in %.2f ms: %d node(s) after the passes, %d backend operation(s), operation "
-                  "graph finalized %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
-                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle")
+                  "graph finalized %s; not checked yet: %s", self.graph.name, _ms_since(t0), len(self.program.nodes),
+                  len(self.lowered.operations), "with a handle" if handle is not None else "without a handle",
+                  "; ".join(self.deferred_checks))
+
+    def _checks_validate_cannot_run(self) -> list[str]:
+        """What validate() leaves to later phases because it needs a GPU or the operands: said, not implied."""
+        assert self.program is not None
+        out = ["engine support (cuDNN heuristics and plan builds need a GPU): build_operation_graph, "
+               "create_execution_plans, build_plans"]
+        for node in self.program.nodes:
+            spec = node.spec
+            if spec is not None and (spec.min_compute_capability or spec.min_cublaslt or spec.device_rules):
+                out.append(f"{spec.method} node {node.name!r}: its device rules (compute capability, cuBLASLt), "
+                           "when planning meets the GPU")
+        for e, _where in errata.engine_errata(self.program, versions.runtime_version()):
+            out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
+                       "are queried")
+        out.append("the operands (shape, strides, data type, device, alignment): at execute")
+        return out
 
     def _lower(self, available: Callable[..., bool]) -> None:
         self.program = prepare(self.graph, PassOptions(available=available))
