@@ -30,6 +30,8 @@ def _nvidia_driver_version() -> str:
 def _gpu_lines() -> list[str]:
     try:
         from cuda.bindings import driver
+
+        from .plans.device_gates import compute_capability
     except ImportError as e:
         return [f"GPU: unknown (cuda-bindings not installed: {e})"]
     try:
@@ -45,9 +47,7 @@ def _gpu_lines() -> list[str]:
     for i in range(n):
         _, dev = driver.cuDeviceGet(i)
         _, name = driver.cuDeviceGetName(256, dev)
-        A = driver.CUdevice_attribute
-        _, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        _, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        major, minor = divmod(compute_capability(i), 10)
         label = bytes(name).split(b"\x00", 1)[0].decode()
         lines.append(f"GPU {i}: {label} (compute capability {major}.{minor})")
     return lines or ["GPU: none (0 devices)"]
@@ -90,18 +90,13 @@ def _gpu_capabilities() -> list[tuple[int, int]]:
     try:
         from cuda.bindings import driver
 
+        from .plans.device_gates import compute_capability
+
         (err,) = driver.cuInit(0)
         if int(err) != 0:
             return []
         _, n = driver.cuDeviceGetCount()
-        A = driver.CUdevice_attribute
-        out = []
-        for i in range(n):
-            _, dev = driver.cuDeviceGet(i)
-            _, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-            _, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-            out.append((int(major), int(minor)))
-        return out
+        return [divmod(compute_capability(i), 10) for i in range(n)]
     except Exception:
         return []
 

@@ -13,6 +13,11 @@ def row_major_strides(dim: Sequence[int]) -> list[int]:
     return strides[::-1]
 
 
+def span(dim: Sequence[int], stride: Sequence[int]) -> int:
+    """The elements a strided tensor reaches, from its first to its last (1 + the largest offset)."""
+    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(dim, stride))
+
+
 def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> list[int]:
     """Dense strides where axis with the smallest order value is fastest (generate_stride)."""
     strides = [0] * len(dim)

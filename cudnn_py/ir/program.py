@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..enums import data_type, from_any_dtype
+from . import layout
 from .node import Node
 from .ops.common import InferenceContext, check_tensor
 from .spec import SPECS, OpSpec
@@ -65,7 +66,7 @@ class Program:
         from ..enums import dtype_info
 
         self.add_tensor(t)
-        span = elements if elements is not None else 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+        span = elements if elements is not None else layout.span(t.dim, t.stride)
         self.scratch[t.uid] = -(-span * dtype_info(t.data_type).bits // 8)
         return t
 

@@ -18,11 +18,23 @@ from typing import Any
 from ..backend.handle import current_device
 from ..backend.loader import mapped_libraries
 from ..backend.versions import runtime_version
-from ..errors import cudnnGraphNotSupportedError
+from ..errors import cudnnGraphNotSupportedError, version_string
+
+_CAPABILITIES: dict[int, int] = {}  # device -> its compute capability, once read
 
 
 def compute_capability(device: int) -> int:
-    """``major * 10 + minor`` of a CUDA device (90 for an H100 / H200, 100 for a B200); 0 if it cannot be read."""
+    """``major * 10 + minor`` of a CUDA device (90 for an H100 / H200, 100 for a B200); 0 if it cannot be read
+    (not remembered: a later call may succeed)."""
+    cc = _CAPABILITIES.get(int(device))
+    if cc is None:
+        cc = _read_compute_capability(int(device))
+        if cc:
+            _CAPABILITIES[int(device)] = cc
+    return cc
+
+
+def _read_compute_capability(device: int) -> int:
     try:
         from cuda.bindings import driver
     except ImportError:
@@ -65,10 +77,6 @@ def cublaslt_version() -> int:
     return 0
 
 
-def _version(v: int) -> str:
-    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-
-
 def check(nodes: Any, handle: Any) -> None:
     """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
     device: the current device, whose default handle planning uses)."""
@@ -79,15 +87,14 @@ def check(nodes: Any, handle: Any) -> None:
         if spec is None:
             continue
         what = f"{spec.method}() (node {node.name!r})"
+        cc = compute_capability(device) if spec.min_compute_capability or spec.device_rules is not None else 0
         if spec.min_compute_capability:
-            cc = compute_capability(device)
             if cc and cc < spec.min_compute_capability:  # unreadable (0): cuDNN's own support check decides
                 need = spec.min_compute_capability
                 raise cudnnGraphNotSupportedError(
                     f"{what} needs a GPU of compute capability {need // 10}.{need % 10} or newer (cuDNN has its "
                     f"engines only there); device {device} is {cc // 10}.{cc % 10}")
         if spec.device_rules is not None:
-            cc = compute_capability(device)
             why = spec.device_rules(node, cc, runtime_version()) if cc else None
             if why:
                 raise cudnnGraphNotSupportedError(
@@ -95,7 +102,7 @@ def check(nodes: Any, handle: Any) -> None:
         if spec.min_cublaslt:
             have = cublaslt_version()
             if have < spec.min_cublaslt:
-                found = f"the loaded one is {_version(have)}" if have else "none could be loaded"
+                found = f"the loaded one is {version_string(have)}" if have else "none could be loaded"
                 raise cudnnGraphNotSupportedError(
-                    f"{what} needs cuBLASLt {_version(spec.min_cublaslt)} or newer (its cuDNN engine calls it); "
+                    f"{what} needs cuBLASLt {version_string(spec.min_cublaslt)} or newer (its cuDNN engine calls it); "
                     f"{found}")

@@ -210,11 +210,13 @@ def _sliding_window_long_kv(program: Any) -> str | None:
     return None
 
 
-def _attention_sink(program: Any) -> str | None:
-    for n in _attention_nodes(program):
-        if "SINK_TOKEN" in n.inputs:
-            return f"sdpa node {n.name!r} has a sink token"
-    return None
+def _with_sink(*kinds: str) -> Callable[[Any], str | None]:
+    def match(program: Any) -> str | None:
+        for n in _attention_nodes(program, kinds):
+            if "SINK_TOKEN" in n.inputs:
+                return f"{n.op} node {n.name!r} has a sink token"
+        return None
+    return match
 
 
 def _backward_unaligned_kv(program: Any) -> str | None:
@@ -244,7 +246,7 @@ def _composite_sliding_window(program: Any) -> str | None:
     # the FP8 forward is the same composite (its masks, softmax): refused alike, though not seen on the GPU yet
     for n in _composite_attention(program, ("sdpa", "sdpa_fp8")):
         if n.params.get("diagonal_band_left_bound") is not None:
-            return (f"sdpa node {n.name!r} (composite) has a sliding window / left band bound "
+            return (f"{n.op} node {n.name!r} (composite) has a sliding window / left band bound "
                     f"{n.params['diagonal_band_left_bound']}")
     return None
 
@@ -253,13 +255,6 @@ def _backward_with_dropout(program: Any) -> str | None:
     for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
         if n.params.get("dropout") is not None:
             return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
-    return None
-
-
-def _backward_with_sink(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
-        if "SINK_TOKEN" in n.inputs:
-            return f"{n.op} node {n.name!r} has a sink token"
     return None
 
 
@@ -272,9 +267,12 @@ def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
     return None
 
 
+_GPU_SDPA = "found by cudnn_py's GPU tests on H200 / cuDNN 9.19.0, 2026-12-01 (tests/test_gpu_sdpa.py)"
+_CAUSE = ("cause not isolated: the decomposition agrees with the float64 definition on the CPU "
+          "(tests/test_sdpa.py, ReferenceEngine(program=True))")
 ERRATA: tuple[Erratum, ...] = (
     Erratum(
-        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_attention_sink,
+        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_with_sink("sdpa"),
         effect="cuDNN's attention engines take no sink token before 9.13.0",
         workaround="use cuDNN >= 9.13.0 for attention sinks",
         seen_on="every GPU (the official frontend's version gate)",
@@ -373,10 +371,6 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="H200 (sm90)",
         source="seen by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-01: abs over [64, 1, 1] with strides [1, 64, 64] "
                "(seed 7, case 1827 rewritten as an elementwise op), relative error 1.46"),
-)
-
-
-ERRATA += (
     Erratum(
         id="wgrad-post-padding-engines-1-20", first=91900, last=NO_UPPER, engines=(1, 20),
         match=_wgrad_with_more_post_than_pre_padding,
@@ -388,13 +382,6 @@ ERRATA += (
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
                "symmetric padding"),
-)
-
-
-_GPU_SDPA = "found by cudnn_py's GPU tests on H200 / cuDNN 9.19.0, 2026-12-01 (tests/test_gpu_sdpa.py)"
-_CAUSE = ("cause not isolated: the decomposition agrees with the float64 definition on the CPU "
-          "(tests/test_sdpa.py, ReferenceEngine(program=True))")
-ERRATA += (
     Erratum(
         id="sdpa-composite-sliding-window", first=91900, last=NO_UPPER, match=_composite_sliding_window,
         effect="the composite attention with a sliding window finds no engine (causal + window 33, s 150: 'The matmul "
@@ -410,7 +397,7 @@ ERRATA += (
         workaround="train without attention dropout, or compute the backward outside cuDNN",
         seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[dropout-mask]; {_CAUSE}"),
     Erratum(
-        id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_backward_with_sink,
+        id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_with_sink("sdpa_backward", "sdpa_fp8_backward"),
         effect="sdpa_backward with a sink token leaves dSink unwritten (NaN poison) with a causal mask",
         workaround="no sink token in the backward",
         seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[sink-causal]"),

@@ -66,6 +66,7 @@ from ..interop import (
     pointer_getter,
     signature_getter,
 )
+from ..ir import layout
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
@@ -569,7 +570,7 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         # rows, not the padded dims, so neither its shape nor its size is the tensor's
         info = replace(info, nbytes=None, shape=None, strides=None)
     if info.nbytes is not None:  # untyped memory: large enough for the tensor's span
-        span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+        span = layout.span(t.dim, t.stride)
         needed = -(-span * dtype_info(t.data_type).bits // 8)
         if info.nbytes < needed:
             raise ValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "

@@ -100,6 +100,7 @@ class PlanningSession:
         self.failures: dict[int, str] = {}  # config index -> why its plan did not build
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
         self.deferred_checks: list[str] = []  # what validate() could not check (set by validate)
+        self.engine_errata: list[tuple[errata.Erratum, str]] = []  # engine-level errata the program matches
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
         self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
@@ -142,20 +143,28 @@ class PlanningSession:
         assert self.program is not None
         out = ["engine support (cuDNN heuristics and plan builds need a GPU): build_operation_graph, "
                "create_execution_plans, build_plans"]
-        for node in self.program.nodes:
+        for node in self._gated_nodes():
             spec = node.spec
             if spec is not None and (spec.min_compute_capability or spec.min_cublaslt or spec.device_rules):
                 out.append(f"{spec.method} node {node.name!r}: its device rules (compute capability, cuBLASLt), "
                            "when planning meets the GPU")
-        for e, _where in errata.engine_errata(self.program, versions.runtime_version()):
+        for e, _where in self.engine_errata:
             out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
                        "are queried")
         out.append("the operands (shape, strides, data type, device, alignment): at execute")
         return out
 
+    def _gated_nodes(self) -> list[Any]:
+        """The nodes whose device gates planning checks: the program's, and the user's composites (a decomposed
+        node's rules, e.g. FP8 attention's head dims per architecture, hold for the whole decomposition)."""
+        assert self.program is not None
+        return self.program.nodes + [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
+
     def _lower(self, available: Callable[..., bool]) -> None:
         self.program = prepare(self.graph, PassOptions(available=available))
-        errata.check(self.program, versions.runtime_version())  # known cuDNN bugs: refused before lowering
+        version = versions.runtime_version()
+        errata.check(self.program, version)  # known cuDNN bugs: refused before lowering
+        self.engine_errata = errata.engine_errata(self.program, version)  # those barring engines, not the graph
         handle = self.options.handle
         with cuda_context.bound(context_of(handle) if handle is not None else None):
             self.lowered = lower_program(self.program, self._alignments(),
@@ -235,9 +244,7 @@ class PlanningSession:
         handle = self.planning_handle()
         if handle is not None:
             self._bind_device(handle)
-            assert self.program is not None
-            decomposed = [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
-            device_gates.check(self.program.nodes + decomposed, self.options.handle)  # None: the current device's
+            device_gates.check(self._gated_nodes(), self.options.handle)  # None: the current device's
             if self.lowered.handle is None:
                 t0 = time.perf_counter()
                 with self.on_device():
@@ -327,9 +334,8 @@ class PlanningSession:
 
     def _bar_erratic_engines(self) -> None:
         """Bar the configs of engines an engine-level erratum says are wrong on this program."""
-        assert self.program is not None
         version = versions.runtime_version()
-        for e, where in errata.engine_errata(self.program, version):
+        for e, where in self.engine_errata:
             why = errata.engine_reason(e, where, version)
             for i, c in enumerate(self.configs):
                 if i not in self.barred and c.engine_index in e.engines:

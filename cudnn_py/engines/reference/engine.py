@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import cudnnGraphNotSupportedError
+from ...ir import layout
 from ..base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import REFERENCE_ENGINE_ID
 from . import ragged
@@ -115,8 +116,7 @@ def _read_buffer(arr: np.ndarray, t: Any, user: Any) -> np.ndarray:
             sorted(int(d) for d in user.dim) != sorted(int(d) for d in t.dim):
         return _to_float64(arr, t)
     value = _to_float64(arr, user)
-    span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(user.dim, user.stride))
-    flat = np.zeros(span)
+    flat = np.zeros(layout.span(user.dim, user.stride))
     _strided(flat, user)[...] = value
     return _strided(flat, t).copy()
 
@@ -137,7 +137,7 @@ def _to_float64(arr: np.ndarray, t: Any) -> np.ndarray:
 
 def _strided(flat: np.ndarray, t: Any) -> np.ndarray:
     dims, strides = tuple(t.dim), tuple(t.stride)
-    span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+    span = layout.span(dims, strides)
     if span > flat.size:
         raise ValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
                          f"(dims {list(dims)}, stride {list(strides)})")

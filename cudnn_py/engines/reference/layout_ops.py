@@ -7,11 +7,8 @@ from typing import Any
 import numpy as np
 
 from ...enums import reshape_mode
+from ...ir import layout
 from .registry import Read, reference
-
-
-def _span(dims: Any, strides: Any) -> int:
-    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(dims, strides))
 
 
 def _offsets(dims: Any, strides: Any) -> np.ndarray:
@@ -37,7 +34,7 @@ def _reshape(node: Any, read: Read) -> np.ndarray:
     value = read(x)
     if node.params["reshape_mode"] is reshape_mode.LOGICAL:
         return value.reshape(tuple(y.dim))
-    memory = np.zeros(_span(x.dim, x.stride))
+    memory = np.zeros(layout.span(x.dim, x.stride))
     memory[_offsets(x.dim, x.stride)] = value.reshape(-1)
     return memory[_offsets(y.dim, y.stride)].reshape(tuple(y.dim))
 
