@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_uint, c_void_p
 from typing import Any
 
@@ -90,6 +89,7 @@ def error_for(status: int, function: str, *, kind: str | None = None, attribute:
     """The exception for a failed call, reading (and thereby clearing) the last error string now."""
     cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
     message = get_last_error_string()
-    if trace.active is not None:  # the backend's words for the failure, beside the failed call in the trace
-        trace.active.record("cudnnGetLastErrorString", None, time.perf_counter(), after=function, message=message)
+    call = trace.begin("cudnnGetLastErrorString", after=function, message=message)  # reads the tracer once
+    if call is not None:  # the backend's words for the failure, beside the failed call in the trace
+        call.end(None)
     return cls(status, function, kind=kind, attribute=attribute, last_error=message, detail=detail)

@@ -236,13 +236,6 @@ class Tracer:
             return
         self._write(line)
 
-    def record(self, fn: str, status: int | None, t0: float, **fields: Any) -> None:
-        """A call already made (begin and end at once; not written ahead). Kept for call sites not converted."""
-        call = self.begin(fn, **fields)
-        if call is not None:
-            call.t0 = t0
-            call.end(status)
-
     def _write(self, line: str) -> None:
         with self._lock:
             if not self.alive:
