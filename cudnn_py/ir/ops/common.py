@@ -68,10 +68,10 @@ def optional_float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def member(enum_cls: Any):
-    """A Param converter that accepts members of ``enum_cls`` only."""
+def member(enum_cls: Any, exclude: tuple = ()):
+    """A Param converter that accepts members of ``enum_cls`` only (and not those in ``exclude``, e.g. NOT_SET)."""
     def convert(v: Any) -> Any:
-        if not isinstance(v, enum_cls):
+        if not isinstance(v, enum_cls) or v in exclude:
             raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
         return v
     return convert

@@ -14,7 +14,7 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, member, require_dims
 
 
 def _int_list(v: Any) -> list[int]:
@@ -29,12 +29,6 @@ def _index(v: Any) -> int:
 
 def _optional_index(v: Any) -> int | None:
     return None if v is None else _index(v)
-
-
-def _reshape_mode(v: Any) -> Any:
-    if not isinstance(v, reshape_mode):
-        raise TypeError(f"needs a reshape_mode member, got {v!r}")
-    return v
 
 
 def _slices(v: Any) -> tuple[slice, ...]:
@@ -192,7 +186,7 @@ def infer_concatenate(node: Node, ctx: InferenceContext) -> None:
 
 RESHAPE = OpSpec(
     method="reshape", kind="reshape", inputs=(Port("X", "input"),), outputs=(Output("Y"),),
-    infer=infer_reshape, params=(Param("reshape_mode", reshape_mode.VIEW_ONLY, convert=_reshape_mode),),
+    infer=infer_reshape, params=(Param("reshape_mode", reshape_mode.VIEW_ONLY, convert=member(reshape_mode)),),
     # 1.32 binds reshape(input, reshape_mode); 1.23 bound reshape(input, name, reshape_mode)
     order=("input", "reshape_mode", "name"), legacy_order=("input", "name", "reshape_mode"),
     legacy_when=lambda values: isinstance(values.get("reshape_mode"), str), varargs=True, out_dims=True,

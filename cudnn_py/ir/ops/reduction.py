@@ -8,7 +8,7 @@ from ...errors import NotImplementedOptionError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, member, require_dims
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
@@ -35,10 +35,7 @@ def _grouped(node: Node, x: Any, y: Any) -> bool:
     return len(odd) == 1 and odd[0][1] % odd[0][0] == 0
 
 
-def _mode(v: Any) -> Any:
-    if not isinstance(v, reduction_mode) or v is reduction_mode.NOT_SET:
-        raise TypeError(f"needs a reduction_mode member, got {v!r}")
-    return v
+_MODE = member(reduction_mode, exclude=(reduction_mode.NOT_SET,))
 
 
 def _no_group_offset(v: Any) -> None:
@@ -49,7 +46,7 @@ def _no_group_offset(v: Any) -> None:
 REDUCTION = OpSpec(
     method="reduction", kind="reduction",
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
-    params=(Param("mode", convert=_mode),
+    params=(Param("mode", convert=_MODE),
             Param("is_deterministic", False, convert=bool, keyword_only=True),
             Param("group_offset", None, convert=_no_group_offset, keyword_only=True)),
     order=("input", "mode", "compute_data_type", "name"), varargs=True, out_dims=True,
@@ -62,7 +59,7 @@ REDUCTION = OpSpec(
 GROUPED_REDUCTION = OpSpec(
     method="grouped_reduction", kind="reduction", public=False,
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
-    params=(Param("mode", convert=_mode),), fixed={"grouped": True, "is_deterministic": False},
+    params=(Param("mode", convert=_MODE),), fixed={"grouped": True, "is_deterministic": False},
     order=("input", "mode", "compute_data_type", "name"),
     requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
     doc="grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).",
