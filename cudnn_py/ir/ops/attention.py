@@ -31,14 +31,12 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
-from . import score_mod
+from . import masks, score_mod
 from .common import InferenceContext, fill_data_types, member, require_dims
 from .paged_cache import check_page_table
 
 OP = "sdpa"
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR"
-BAND_MASK_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
-BAND_MASK_MIN_VERSION = 92100  # the frontend's unified band mask (§13)
 UNIFIED_MIN_VERSION = 91301  # the frontend's gate (the descriptor exists since 9.13.0)
 SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
@@ -149,10 +147,6 @@ def _callable(v: Any) -> Any:
 
 def _optional_bool(v: Any) -> bool | None:
     return None if v is None else bool(v)
-
-
-def _nothing(v: Any) -> Any:
-    return v  # refused or moved to a port by _unpack before conversion
 
 
 def _positive(v: Any) -> int | None:
@@ -515,7 +509,7 @@ def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
     bottom_right = p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT
     seq_q, seq_kv = node.inputs.get("SEQ_LEN_Q"), node.inputs.get("SEQ_LEN_KV")
     per_batch = bottom_right and seq_q is not None
-    if not per_batch and available(BAND_MASK_DESCRIPTOR, BAND_MASK_MIN_VERSION):
+    if not per_batch and available(masks.UNIFIED_DESCRIPTOR, masks.UNIFIED_MIN_VERSION):
         return rw.diagonal_band_mask(s, left_bound=left, right_bound=right, diagonal_alignment=p["diagonal_alignment"],
                                      fill_value=-math.inf, implementation=attention_implementation.UNIFIED)
     i32, f32, boolean = data_type.INT32, data_type.FLOAT, data_type.BOOLEAN
@@ -643,7 +637,7 @@ SDPA = OpSpec(
             Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("diagonal_band_left_bound", None, convert=_bound),
             Param("diagonal_band_right_bound", None, convert=_bound),
-            Param("dropout", None, convert=_nothing),
+            Param("dropout", None),
             Param("paged_attention_max_seq_len_kv", None, convert=_positive),
             Param("score_mod", None, convert=_callable),
             Param("generate_stats", None, convert=_optional_bool),

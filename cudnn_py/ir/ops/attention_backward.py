@@ -341,7 +341,7 @@ SDPA_BACKWARD = OpSpec(
             Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("diagonal_band_left_bound", None, convert=fwd._bound),
             Param("diagonal_band_right_bound", None, convert=fwd._bound),
-            Param("dropout", None, convert=fwd._nothing),
+            Param("dropout", None),
             # dQ is always written by its matmul directly: the frontend's deterministic form on SM9x
             Param("use_deterministic_algorithm", False, convert=bool),
             Param("score_mod", None, convert=fwd._callable),

@@ -315,10 +315,6 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     return True
 
 
-def _stats_wanted(params: Any) -> bool:
-    return bool(params["generate_stats"])
-
-
 _MASK_PARAMS = (
     Param("use_padding_mask", False, convert=bool), Param("use_causal_mask", False, convert=bool),
     Param("use_causal_mask_bottom_right", False, convert=bool))
@@ -347,15 +343,15 @@ SDPA_FP8 = OpSpec(
             Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
             Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
             Port("SINK_TOKEN", "sink_token", optional=True)) + _DROPOUT_PORTS,
-    outputs=(Output("O"), Output("Stats", _stats_wanted), Output("Amax_S"), Output("Amax_O"),
+    outputs=(Output("O"), Output("Stats", fwd._stats_wanted), Output("Amax_S"), Output("Amax_O"),
              Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
              Output("Max", given=("score_max",), adopt="score_max"),
              Output("Sum_exp", given=("score_sum_exp",), adopt="score_sum_exp")),
     infer=infer_forward,
     params=(Param("is_inference", None, convert=fwd._optional_bool), Param("use_alibi_mask", False, convert=bool))
     + _MASK_PARAMS + (Param("sliding_window", None, key="sliding_window_length", convert=fwd._bound),) + _BAND_PARAMS
-    + (Param("dropout", None, convert=fwd._nothing),
-       Param("paged_attention_max_seq_len_kv", None, convert=fwd._nothing),
+    + (Param("dropout", None),
+       Param("paged_attention_max_seq_len_kv", None),
        Param("fn", None, key="score_mod", convert=fwd._callable),
        Param("generate_stats", None, convert=fwd._optional_bool)),
     order=SDPA_FP8_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack_forward,
@@ -386,7 +382,7 @@ SDPA_FP8_BACKWARD = OpSpec(
     params=_MASK_PARAMS + _BAND_PARAMS + (
         # dQ is always written by its MatmulFP8 directly (no FLOAT accumulator): the deterministic form already
         Param("use_deterministic_algorithm", False, convert=bool),
-        Param("dropout", None, convert=fwd._nothing)),
+        Param("dropout", None)),
     order=SDPA_FP8_BACKWARD_ORDER, varargs=True, out_dims=True, returns_list=True,
     unpack=_unpack_backward, finish=_finish_backward,
     expand=expand_backward, min_compute_capability=HOPPER, device_rules=device_rules,
