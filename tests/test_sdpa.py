@@ -755,3 +755,14 @@ def test_attention_errata_seen_on_the_h200():
         backward(mask=True).validate()
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-sink"):
         backward(sink=True).validate()
+
+
+def test_o_takes_q_layout_where_batch_is_not_outermost():
+    """SBHD q / k / v (strides [h*d, d, b*h*d, 1]): O is inferred in Q's layout, not refused."""
+    b, h, s, d = 2, 4, 12, 16
+    g = half_graph()
+    q, k, v = (g.tensor([b, h, s, d], [h * d, d, b * h * d, 1], name=n) for n in ("q", "k", "v"))
+    o, _ = g.sdpa(q, k, v, generate_stats=False)
+    o.set_output(True)
+    g.validate_ir()
+    assert list(o.stride) == [h * d, d, b * h * d, 1]

@@ -337,8 +337,8 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
         o._infer_set("dim", o_dims)
     elif [int(x) for x in o.dim] != o_dims:
         raise _fail(node, o, f"dims {list(o.dim)} are not (b, h_q, s_q, d_v) = {o_dims}")
-    if not o.stride:  # Q's layout (BHSD or BSHD)
-        o._infer_set("stride", layout.strides_from_order(o_dims, _order_of(q.stride)))
+    if not o.stride:  # Q's layout (BHSD, BSHD, SBHD, ...)
+        o._infer_set("stride", layout.strides_from_order(o_dims, layout.order_preserving_format(q.stride, 4)))
     if int(o.stride[3]) != 1:
         raise _fail(node, o, f"the head dim must be innermost (stride[3] == 1), got strides {list(o.stride)}")
     dump = node.outputs.get("RNG_DUMP")
@@ -358,11 +358,6 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, t, f"dims {list(t.dim)} are not (b, h_q, s_q, 1) = {s_dims}")
         if not t.stride:
             t._infer_set("stride", [d["h_q"] * d["s_q"], d["s_q"], 1, 1])
-
-
-def _order_of(strides: Any) -> list[int]:
-    """Axes from innermost to outermost (ties keep the later axis inner), as strides_from_order takes them."""
-    return sorted(range(len(strides)), key=lambda i: (int(strides[i]), -i))
 
 
 # ---- implementation choice ----------------------------------------------------------------------------------------
