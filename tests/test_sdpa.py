@@ -766,3 +766,12 @@ def test_o_takes_q_layout_where_batch_is_not_outermost():
     o.set_output(True)
     g.validate_ir()
     assert list(o.stride) == [h * d, d, b * h * d, 1]
+
+
+def test_rng_dump_with_dropout_probability_zero_is_refused():
+    """p = 0 builds no RNG, so an rng_dump would never be written: refused rather than left unwritten."""
+    g = half_graph()
+    q, k, v = qkv(g)
+    seed, offset = (g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64) for _ in range(2))
+    with pytest.raises(ValueError, match="rng_dump needs a dropout probability above 0"):
+        g.sdpa(q, k, v, generate_stats=False, dropout=(0.0, seed, offset), rng_dump=g.tensor([2, 4, 12, 20]))

@@ -78,6 +78,10 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
             raise TypeError(f"{method}(): dropout probability must be a float, got {p!r}")
         if not 0.0 <= float(p) < 1.0:
             raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
+        if float(p) == 0.0 and values.get("rng_dump") is not None:
+            # probability 0 builds no RNG (as in the frontend), so nothing would write the dump: refused, not ignored
+            raise ValueError(f"{method}(): rng_dump needs a dropout probability above 0 (with 0 no RNG runs and "
+                             "the dump would stay unwritten)")
         values["dropout"] = float(p)
         values["dropout_seed"], values["dropout_offset"] = seed, offset
     else:
