@@ -192,11 +192,12 @@ def missing_sublibraries(path: str) -> list[str]:
     return [s for s in SUBLIBRARIES if not any(os.path.exists(os.path.join(d, s)) for d in dirs)]
 
 
-def _signal_name(rc: int) -> str:
+def signal_name(signum: int) -> str:
+    """``SIGSEGV`` for 11; the number where it names no signal (a child's return code is its negation)."""
     try:
-        return signal.Signals(-rc).name
+        return signal.Signals(signum).name
     except ValueError:
-        return f"signal {-rc}"
+        return f"signal {signum}"
 
 
 def _run_vet_child(mode: str, arg: str, meanwhile: Callable[[], object] | None = None) -> Verdict:
@@ -238,7 +239,7 @@ def _run_vet_child(mode: str, arg: str, meanwhile: Callable[[], object] | None =
     path = seen.get("path", arg if mode == "path" else "")
     stage = seen.get("stage", "start-up")
     if returncode < 0:
-        sig = _signal_name(returncode)
+        sig = signal_name(-returncode)
         hint = _HINTS.get((stage, sig))
         return Verdict(path, f"a trial load in a child process died of {sig} in {stage}" +
                        (f" ({hint})" if hint else ""), ms=ms)

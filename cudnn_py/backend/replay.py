@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -529,15 +528,8 @@ def replay(path: str, out: IO[str] = sys.stdout, *, isolate: bool = True) -> int
         return 3
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 def _crash_report(path: str, signum: int, index: int) -> str:
-    sig = _signal_name(signum)
+    sig = loader.signal_name(signum)
     try:
         trace = load(path)
     except (TraceError, OSError):
