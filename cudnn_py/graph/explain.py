@@ -36,9 +36,11 @@ def report(g: Any) -> dict:
         doc["error"] = f"validate: {type(e).__name__}: {e}"
     doc["ir"] = g.inspect()  # after validation: with the inferred dims and types
     session = g._session
+    known: list = []  # the errata of the loaded cuDNN
     try:
         version = versions.runtime_version()
-        errata = [{"id": x.id, "versions": x.versions, "effect": x.effect} for x in applicable(version)]
+        known = applicable(version)
+        errata = [{"id": x.id, "versions": x.versions, "effect": x.effect} for x in known]
         doc["cudnn"] = {"version": version, "version_string": version_string(version), "errata": errata}
     except Exception as e:
         doc["cudnn"] = {"error": str(e)}
@@ -48,10 +50,8 @@ def report(g: Any) -> dict:
     doc["not_checked_by_validate"] = list(session.deferred_checks)
     if session.program is not None:
         doc["lowered_ir"] = session.program.to_dict()
-    if session.program is not None:
         # read, not re-run: which errata of the loaded cuDNN this program matches (validate refuses the first)
         try:
-            known = applicable(versions.runtime_version())
             doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where} for x in known
                                               if (where := x.match(session.program)) is not None]
         except Exception as e:
