@@ -130,14 +130,8 @@ def build_graph(cudnn: Any, spec: dict, io: str | None = None, backends: list | 
 
 # ---- running one case ---------------------------------------------------------------------------------------------
 def reason(e: Exception) -> str:
-    """A short, countable refusal reason."""
-    text = str(e)
-    for key in ("erratum ", "No valid engine configs", "No execution plans support", "needs cuDNN", "NOT_SUPPORTED",
-                "filtered out", "do not match", "do not divide"):
-        if key in text:
-            start = text.index(key)
-            return text[start:start + 60].split(":")[0] if key != "erratum " else text[start:].split(" ")[1]
-    return f"{type(e).__name__}: {text.splitlines()[0][:80] if text else ''}"
+    return harness.reason(e, ("No valid engine configs", "No execution plans support", "needs cuDNN", "NOT_SUPPORTED",
+                                 "filtered out", "do not match", "do not divide"))
 
 
 def run_case_deviceless(spec: dict) -> dict:

@@ -129,13 +129,8 @@ def run_case(spec: dict) -> dict:
 
 
 def _reason(e: Exception) -> str:
-    text = str(e)
-    for key in ("erratum ", "No valid engine configs", "No execution plans support", "needs cuDNN", "does not match",
-                "do not broadcast", "filtered out"):
-        if key in text:
-            start = text.index(key)
-            return text[start:start + 60].split(":")[0] if key != "erratum " else text[start:].split(" ")[1]
-    return f"{type(e).__name__}: {text.splitlines()[0][:80]}"
+    return harness.reason(e, ("No valid engine configs", "No execution plans support", "needs cuDNN", "does not match",
+                                 "do not broadcast", "filtered out"))
 
 
 def _layout(shape: list, kind: str) -> tuple:

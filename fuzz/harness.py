@@ -23,17 +23,16 @@ def worker(make_case: Callable[[int, int], dict], run_case: Callable[[dict], dic
         print(json.dumps({"start": case}), flush=True)
         spec = make_case(seed, case)
         t0 = time.perf_counter()
+        fatal = False
         try:
             result = run_case(spec)
         except Exception as e:
             text = str(e)
             fatal = "CUDA" in text or "EXECUTION_FAILED" in text or "illegal" in text.lower()
             result = {"outcome": "died" if fatal else "error", "reason": f"{type(e).__name__}: {text[:200]}"}
-            print(json.dumps({"case": case, tag: spec[tag], "ms": _ms(t0), **result}), flush=True)
-            if fatal:
-                os._exit(3)  # the CUDA context may be broken: the parent starts a fresh worker
-            continue
         print(json.dumps({"case": case, tag: spec[tag], "ms": _ms(t0), **result}), flush=True)
+        if fatal:
+            os._exit(3)  # the CUDA context may be broken: the parent starts a fresh worker
 
 
 def _ms(t0: float) -> float:
@@ -81,6 +80,17 @@ def run_all(module: str, make_case: Callable[[int, int], dict], tag: str, seed: 
             for case in sorted(results):
                 f.write(json.dumps(results[case]) + "\n")
     return results
+
+
+def reason(e: Exception, keys: tuple[str, ...]) -> str:
+    """A short, countable refusal reason: the erratum's id, else the first of ``keys`` the message contains (with
+    what follows it up to a colon), else the exception's type and first line."""
+    text = str(e)
+    for key in ("erratum ",) + keys:
+        if key in text:
+            start = text.index(key)
+            return text[start:start + 60].split(":")[0] if key != "erratum " else text[start:].split(" ")[1]
+    return f"{type(e).__name__}: {text.splitlines()[0][:80] if text else ''}"
 
 
 def summary(title: str, seed: int, out_path: str, tag: str, categories: tuple[str, ...],
