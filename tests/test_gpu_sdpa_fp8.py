@@ -12,8 +12,11 @@ Tolerances (relative Frobenius error against the float64 reference):
   relative, which flips the rounding of a negligible fraction of elements by one step. 0.08 leaves room for those
   flips and the float32 accumulation over s = 128.
 * Stats (FLOAT, from the descaled scores): ``STATS_TOL = 2e-3``, as for fp16 attention.
-* Amax_S and Amax_dP are maxima of float32 values before any rounding; Amax_O / dQ / dK / dV are maxima of matmuls
-  over the rounded S8 / dP8: ``AMAX_TOL = 0.02`` relative (a max element moved by a few rounding flips).
+* Amax_S and Amax_dP are maxima of float32 values before any rounding: ``AMAX_TOL = 0.02`` relative.
+  Amax_O / dQ / dK / dV are maxima of matmuls over the rounded S8 / dP8, and the kernel need not round the same
+  values the reference rounds (a flash kernel rounds exp(s - running max) and normalizes after the matmul), so
+  each weight of the max element may differ by up to one E4M3 step, 2^-4 relative:
+  ``AMAX_MATMUL_TOL = 0.0625`` (the H200 showed 0.025 on Amax_O, d 64).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ torch = pytest.importorskip("torch")
 F = cudnn.data_type.FLOAT
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
-FP8_TOL, STATS_TOL, AMAX_TOL = 0.08, 2e-3, 0.02
+FP8_TOL, STATS_TOL, AMAX_TOL, AMAX_MATMUL_TOL = 0.08, 2e-3, 0.02, 0.0625
 B, H, S = 2, 4, 128
 
 
@@ -150,7 +153,7 @@ def test_forward(d, causal):
     assert rel_err(o.float(), o_ref) < FP8_TOL
     assert rel_err(stats, stats_ref) < STATS_TOL
     assert rel_err(amax_s, amax_s_ref.reshape(1, 1, 1, 1)) < AMAX_TOL
-    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_TOL
+    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_MATMUL_TOL
 
 
 def test_forward_gqa_causal():
@@ -158,7 +161,7 @@ def test_forward_gqa_causal():
     o_ref, stats_ref, _, amax_o_ref = reference_forward(q, k, v, sc, attn_scale, True)
     assert rel_err(o.float(), o_ref) < FP8_TOL
     assert rel_err(stats, stats_ref) < STATS_TOL
-    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_TOL
+    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_MATMUL_TOL
 
 
 BWD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP", "scale_s",
@@ -209,7 +212,8 @@ def check_backward(got, want):
         assert err < FP8_TOL, f"{name}: relative error {err:.3g}"
     for name, out, ref in zip(("Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"), amax, amax_ref):
         err = rel_err(out, ref.reshape(1, 1, 1, 1))
-        assert err < AMAX_TOL, f"{name}: relative error {err:.3g}"
+        tol = AMAX_TOL if name == "Amax_dP" else AMAX_MATMUL_TOL
+        assert err < tol, f"{name}: relative error {err:.3g}"
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])

@@ -76,14 +76,14 @@ def run_paged(dtype, impl, b, h_q, h_k, s_q, block, pages, d, bottom_right=False
                       seq_len_kv=SKV, paged_attention_k_table=TK, paged_attention_v_table=TV,
                       paged_attention_max_seq_len_kv=s_kv, implementation=impl, **kw)
     O.set_output(True)
-    feeds = {Q: q, KP: k_pages, VP: v_pages, TK: k_table, TV: v_table, SQ: lq, SKV: lkv}
-    o = poisoned(O, tdtype)
-    feeds[O] = o
-    st = None
     if stats:
         STATS.set_output(True).set_data_type(F)
+    g.validate()  # output dims are inferred here: poison after it
+    feeds = {Q: q, KP: k_pages, VP: v_pages, TK: k_table, TV: v_table, SQ: lq, SKV: lkv}
+    o = feeds[O] = poisoned(O, tdtype)
+    st = None
+    if stats:
         st = feeds[STATS] = poisoned(STATS, torch.float32)
-    g.validate()
     g.build(HEUR)
     g.execute(feeds, None)
     torch.cuda.synchronize()
@@ -185,8 +185,8 @@ def test_ragged_causal_forward(dtype, impl):
     STATS.set_output(True).set_data_type(F)
     total = int(lq.sum())
     o = torch.full((total, h_q, d), float("nan"), device="cuda", dtype=tdtype)
-    st = poisoned(STATS, torch.float32)
     g.validate()
+    st = poisoned(STATS, torch.float32)
     g.build(HEUR)
     g.execute({Q: packed(q, lq), K: packed(k, lkv), V: packed(v, lkv), OFF_Q: off_q, OFF_KV: off_kv, SQ: lq,
                SKV: lkv, O: o, STATS: st}, None)
