@@ -130,13 +130,14 @@ def test_block_scale_dequantize_matmul_mxfp8():
 
 
 # ---- MoE ----------------------------------------------------------------------------------------------------------
-def _moe(mode, tok, w, off, idx=None):
+def _moe(mode, tok, w, off, idx=None, ks=None, top_k=0):
     g = cudnn.pygraph(io_data_type=D.HALF, intermediate_data_type=D.FLOAT, compute_data_type=D.FLOAT)
     T, W = g.tensor_like(tok), g.tensor_like(w)
     O = g.tensor_like(off)
     I = g.tensor_like(idx) if idx is not None else None
-    out = g.moe_grouped_matmul(T, W, O, I, mode=mode, name="moe").set_output(True)
-    return g, (T, W, O, I, out)
+    KS = g.tensor_like(ks) if ks is not None else None
+    out = g.moe_grouped_matmul(T, W, O, I, KS, mode=mode, top_k=top_k, name="moe").set_output(True)
+    return g, (T, W, O, I, KS, out)
 
 
 def _try_build(g) -> str | None:
@@ -149,27 +150,36 @@ def _try_build(g) -> str | None:
     return None
 
 
-def _moe_reference(mode, tok, w, off, idx):
+def _moe_reference(mode, tok, w, off, idx, ks=None, top_k=0):
     rg = cudnn.pygraph(io_data_type=D.DOUBLE, backends=[ReferenceEngine()])
     T, W = rg.tensor(list(tok.shape), name="tok"), rg.tensor(list(w.shape), name="w")
     O = rg.tensor(list(off.shape), data_type=D.INT32, name="off")
     I = rg.tensor(list(idx.shape), data_type=D.INT32, name="idx") if idx is not None else None
-    out = rg.moe_grouped_matmul(T, W, O, I, mode=mode).set_output(True)
+    KS = rg.tensor(list(ks.shape), data_type=D.INT32, name="ks") if ks is not None else None
+    out = rg.moe_grouped_matmul(T, W, O, I, KS, mode=mode, top_k=top_k).set_output(True)
     rg.validate_ir()
     buf = np.full(tuple(out.get_dim()), np.nan)
-    rg.execute({T: host(tok), W: host(w), O: host(off), **({I: host(idx)} if I is not None else {}), out: buf})
+    feeds = {T: host(tok), W: host(w), O: host(off), out: buf}
+    feeds.update({X: host(x) for X, x in ((I, idx), (KS, ks)) if X is not None})
+    rg.execute(feeds)
     return buf
 
 
-@pytest.mark.parametrize("mode", [MODE.NONE, MODE.GATHER])
+@pytest.mark.parametrize("mode", [MODE.NONE, MODE.GATHER, MODE.SCATTER])
 def test_moe_grouped_matmul_forward(mode):
     t, k, n, e, top_k = 256, 128, 64, 4, 2
     tok = torch.randn(1, t, k, device="cuda", dtype=torch.half)
     w = torch.randn(e, k, n, device="cuda", dtype=torch.half) / k ** 0.5
     rows = t * top_k if mode is MODE.GATHER else t
     off = torch.tensor([0, 32, 32 + 96, rows - 64], device="cuda", dtype=torch.int32).reshape(e, 1, 1)
-    idx = torch.randint(0, t, (1, rows, 1), device="cuda", dtype=torch.int32) if mode is MODE.GATHER else None
-    g, (T, W, O, I, out) = _moe(mode, tok, w, off, idx)
+    idx = ks = None
+    if mode is MODE.GATHER:
+        idx = torch.randint(0, t, (1, rows, 1), device="cuda", dtype=torch.int32)
+    if mode is MODE.SCATTER:  # row r goes to slot dest[r] = token * top_k + choice: every slot once
+        dest = torch.randperm(t, device="cuda")
+        idx, ks = (x.to(torch.int32).reshape(1, t, 1) for x in (dest // top_k, dest % top_k))
+    scatter_k = top_k if mode is MODE.SCATTER else 0
+    g, (T, W, O, I, KS, out) = _moe(mode, tok, w, off, idx, ks, scatter_k)
     g.validate()
     refusal = _try_build(g)
     if refusal is not None:
@@ -177,12 +187,14 @@ def test_moe_grouped_matmul_forward(mode):
                 f"{refusal[:400]}")
         return
     y = poisoned(out, torch.half)
-    g.execute({T: tok, W: w, O: off, **({I: idx} if I is not None else {}), out: y}, None)
+    feeds = {T: tok, W: w, O: off, out: y}
+    feeds.update({X: x for X, x in ((I, idx), (KS, ks)) if X is not None})
+    g.execute(feeds, None)
     torch.cuda.synchronize()
-    ref = _moe_reference(mode, tok, w, off, idx)
+    ref = _moe_reference(mode, tok, w, off, idx, ks, scatter_k)
     err = rel_err(host(y), ref)
     note = ""
-    if err >= 5e-3 and idx is not None:  # say which reading of token_index the GPU followed, if another one
+    if err >= 5e-3 and mode is MODE.GATHER:  # say which reading of token_index the GPU followed, if another one
         for label, src in (("token[idx // top_k]", idx // top_k), ("token[idx % T]", idx % t)):
             alt = _moe_reference(mode, tok, w, off, src)
             note += f"; as {label}: rel err {rel_err(host(y), alt):.2e}"

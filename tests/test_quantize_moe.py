@@ -313,7 +313,7 @@ def _moe_graph(mode=MODE.NONE, t=256, k=64, n=32, e=4, m=None, top_k=0, with_ks=
     tok, w = g.tensor([1, t, k], name="tok"), g.tensor([e, k, n], name="w")
     off = g.tensor([e, 1, 1], data_type=D.INT32, name="off")
     idx = g.tensor([1, m or t, 1], data_type=D.INT32, name="idx") if mode is not MODE.NONE else None
-    ks = g.tensor([1, t, 1], data_type=F, name="ks") if (with_ks if with_ks is not None else mode is MODE.SCATTER) \
+    ks = g.tensor([1, t, 1], data_type=D.INT32, name="ks") if (with_ks if with_ks is not None else mode is MODE.SCATTER) \
         else None
     out = g.moe_grouped_matmul(tok, w, off, idx, ks, mode, top_k=top_k, name="moe")
     out.set_output(True)
@@ -341,10 +341,19 @@ def test_moe_signature_and_defaults():
     (lambda: _moe_graph(MODE.SCATTER, top_k=0), "SCATTER mode needs token_ks and top_k > 0"),
     (lambda: _moe_graph(MODE.NONE, with_ks=True), "token_ks and top_k are only used in SCATTER mode"),
     (lambda: _moe_graph(MODE.GATHER, top_k=2), "token_ks and top_k are only used in SCATTER mode"),
+    (lambda: _moe_graph(MODE.SCATTER, t=255, top_k=2), r"the 255 token rows must be a multiple of top_k = 2"),
 ])
 def test_moe_refuses_what_a_mode_would_not_lower(build, match):
     g, _ = build()
     with pytest.raises(ValueError, match="moe_grouped_matmul node 'moe'.*" + match):
+        g.validate_ir()
+
+
+@pytest.mark.parametrize("which", ["off", "idx", "ks"])
+def test_moe_index_inputs_must_be_int32(which):
+    g, _ = _moe_graph(MODE.SCATTER, top_k=2)
+    {t.name: t for t in g.tensors.values()}[which].set_data_type(F)
+    with pytest.raises(ValueError, match=rf"moe_grouped_matmul node 'moe'.*'{which}'.*must be INT32, got FLOAT"):
         g.validate_ir()
 
 
@@ -470,7 +479,7 @@ def test_moe_bwd_reference_sums_outer_products():
     np.testing.assert_allclose(buf, want, rtol=1e-13, atol=1e-13)
 
 
-def test_moe_reference_refuses_bad_offsets_and_scatter():
+def test_moe_reference_refuses_bad_offsets():
     g = cudnn.pygraph(io_data_type=DBL, backends=[ReferenceEngine()])
     T, W = g.tensor([1, 8, 4], name="tok"), g.tensor([2, 4, 3], name="w")
     O = g.tensor([2, 1, 1], data_type=D.INT32, name="off")
@@ -479,10 +488,45 @@ def test_moe_reference_refuses_bad_offsets_and_scatter():
     bufs = {T: np.ones((1, 8, 4)), W: np.ones((2, 4, 3)), out: np.zeros((1, 8, 3))}
     with pytest.raises(ValueError, match=r"moe_grouped_matmul node 'moe': first_token_offset \[0, 9\].*at most the 8 rows"):
         g.execute({**bufs, O: np.array([0, 9]).reshape(2, 1, 1)})
-    g, _ = _moe_graph(MODE.SCATTER, top_k=2)
+
+
+def _scatter_reference_graph(t, k, n, e, top_k):
+    g = cudnn.pygraph(io_data_type=DBL, backends=[ReferenceEngine()])
+    T, W = g.tensor([1, t, k], name="tok"), g.tensor([e, k, n], name="w")
+    O, I, KS = (g.tensor([*dims, 1], data_type=D.INT32, name=nm) for dims, nm in
+                (([e, 1], "off"), ([1, t], "idx"), ([1, t], "ks")))
+    out = g.moe_grouped_matmul(T, W, O, I, KS, MODE.SCATTER, top_k=top_k, name="moe").set_output(True)
     g.validate_ir()
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="reference engine: .*SCATTER mode"):
-        ReferenceEngine().check_support(g)
+    return g, (T, W, O, I, KS, out)
+
+
+def test_moe_reference_scatter_places_rows_by_token_and_slot():
+    t, k, n, e, top_k = 24, 8, 5, 4, 3
+    tok, w, off = RNG.standard_normal((1, t, k)), RNG.standard_normal((e, k, n)), _offsets(e, t)
+    dest = RNG.permutation(t)  # row r (sorted by expert) belongs to token dest // top_k, choice dest % top_k
+    idx, ks = (x.astype(np.int32).reshape(1, t, 1) for x in (dest // top_k, dest % top_k))
+    g, (T, W, O, I, KS, out) = _scatter_reference_graph(t, k, n, e, top_k)
+    buf = np.full((1, t, n), np.nan)
+    g.execute({T: tok, W: w, O: off, I: idx, KS: ks, out: buf})
+    starts = list(off.reshape(-1)) + [t]
+    want = np.full((t, n), np.nan)
+    for r in range(t):
+        expert = max(j for j in range(e) if starts[j] <= r)
+        want[idx[0, r, 0] * top_k + ks[0, r, 0]] = tok[0, r] @ w[expert]
+    np.testing.assert_allclose(buf[0], want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("idx, ks, match", [
+    ([0, 0, 1, 1], [0, 0, 0, 1], "must reach each of the 4 output rows once"),  # two rows in slot 0
+    ([0, 2, 1, 1], [0, 1, 0, 1], r"token_index values must be integers in \[0, 2\)"),
+    ([0, 0, 1, 1], [0, 2, 0, 1], r"token_ks values must be integers in \[0, 2\)"),
+])
+def test_moe_reference_scatter_refuses_unspecified_slots(idx, ks, match):
+    g, (T, W, O, I, KS, out) = _scatter_reference_graph(4, 3, 2, 2, 2)
+    feeds = {T: np.ones((1, 4, 3)), W: np.ones((2, 3, 2)), O: np.array([0, 2]).reshape(2, 1, 1),
+             I: np.array(idx).reshape(1, 4, 1), KS: np.array(ks).reshape(1, 4, 1), out: np.zeros((1, 4, 2))}
+    with pytest.raises(ValueError, match="moe_grouped_matmul node 'moe': .*" + match):
+        g.execute(feeds)
 
 
 # ---- device gates -------------------------------------------------------------------------------------------------

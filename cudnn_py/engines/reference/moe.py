@@ -1,6 +1,9 @@
 """MoE grouped matmul: per-expert matmuls over the row ranges first_token_offset gives (expert e owns rows
-offset[e] .. offset[e+1], the last expert up to the end), with token_index gathering the rows in GATHER mode.
-SCATTER (routing weights, top_k) is not modelled: its combination rule is not pinned down against a GPU yet."""
+offset[e] .. offset[e+1], the last expert up to the end), with token_index gathering the rows in GATHER mode
+and token_index * top_k + token_ks placing them in SCATTER mode (``ir/ops/moe.py`` gives the source).
+
+Where the GPU leaves something unspecified (an index out of range, two rows scattered to one slot, a slot no row
+reaches) the oracle refuses the values instead of inventing an answer."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,25 +24,40 @@ def expert_ranges(node: Any, read: Read, rows: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [rows]))
 
 
-def _why_not_forward(node: Any) -> str | None:
-    if node.params["mode"] is moe_grouped_matmul_mode.SCATTER:
-        return "moe_grouped_matmul in SCATTER mode"
-    return None
+def _indices(node: Any, read: Read, port: str, bound: int) -> np.ndarray:
+    """An INT32 per-row input as integers, each in [0, bound)."""
+    values = read(node.inputs[port]).reshape(-1)
+    ints = values.astype(np.int64)
+    if (ints != values).any() or (ints < 0).any() or (ints >= bound).any():
+        raise ValueError(f"moe_grouped_matmul node {node.name!r}: {port.lower()} values must be integers in "
+                         f"[0, {bound})")
+    return ints
 
 
-@reference("moe_grouped_matmul", _why_not_forward)
+def _scatter_slots(node: Any, read: Read, rows: int) -> np.ndarray:
+    top_k = int(node.params["top_k"])
+    slots = _indices(node, read, "TOKEN_INDEX", rows // top_k) * top_k + _indices(node, read, "TOKEN_KS", top_k)
+    if len(np.unique(slots)) != rows:
+        raise ValueError(f"moe_grouped_matmul node {node.name!r}: SCATTER slots token_index * top_k + token_ks "
+                         f"must reach each of the {rows} output rows once (the GPU leaves a collision or an "
+                         "unreached slot unspecified)")
+    return slots
+
+
+@reference("moe_grouped_matmul")
 def _forward(node: Any, read: Read) -> np.ndarray:
     token, weight = read(node.inputs["TOKEN"])[0], read(node.inputs["WEIGHT"])
-    rows = list(range(token.shape[0]))
-    if node.params["mode"] is moe_grouped_matmul_mode.GATHER:
-        index = read(node.inputs["TOKEN_INDEX"]).reshape(-1)
-        rows = [int(i) for i in index]
-        if any(not 0 <= r < token.shape[0] or float(i) != r for i, r in zip(index, rows)):
-            raise ValueError(f"moe_grouped_matmul node {node.name!r}: token_index values must be row indices in "
-                             f"[0, {token.shape[0]})")
-    out = np.zeros((len(rows), weight.shape[2]))
+    mode = node.params["mode"]
+    rows = np.arange(token.shape[0])
+    if mode is moe_grouped_matmul_mode.GATHER:
+        rows = _indices(node, read, "TOKEN_INDEX", token.shape[0])
+    products = np.zeros((len(rows), weight.shape[2]))
     for e, (start, end) in enumerate(expert_ranges(node, read, len(rows))):
-        out[start:end] = token[rows[start:end]] @ weight[e]
+        products[start:end] = token[rows[start:end]] @ weight[e]
+    if mode is not moe_grouped_matmul_mode.SCATTER:
+        return products[None]
+    out = np.empty_like(products)
+    out[_scatter_slots(node, read, len(rows))] = products
     return out[None]
 
 

@@ -5,7 +5,11 @@ owns the rows from its offset up to the next expert's, the last expert up to the
 
 * forward, mode NONE: Output[r] = token[r] @ weight[e(r)];
   GATHER: Output[r] = token[token_index[r]] @ weight[e(r)], the expert ranges over the output rows
-  (Output has token_index.dim[1] rows); SCATTER additionally takes token_ks (per-row routing weights) and top_k.
+  (Output has token_index.dim[1] rows); SCATTER: Output[token_index[r] * top_k + token_ks[r]] = token[r] @
+  weight[e(r)], writing each expert-sorted row back to its (token, k-th choice) slot; Output has the token rows.
+  (The official frontend 1.32's own MoE kernel maps rows so: ``moe_scatter_row`` in its
+  ``cudnn/gemm/frost/tile_helpers.py``; token_ks are INT32 slot numbers, not routing weights.)
+* first_token_offset, token_index and token_ks are INT32 (the backend reads them as such).
 * backward: DWeight[e] = token[rows of e]ᵀ @ doutput[rows of e], DWeight [E, K, N] column-major per expert.
 
 Both default their compute type to FLOAT (the classic signature's default, not the graph's). Arguments a mode
@@ -104,6 +108,13 @@ def infer_forward(node: Node, ctx: InferenceContext) -> None:
                           f"{token.dim[2]} (token {list(token.dim)}; weight must be [E, K, N])")
     _check_offsets(op, node, node.inputs["FIRST_TOKEN_OFFSET"], int(weight.dim[0]))
     t_rows = int(token.dim[1])
+    for what, t in (("first_token_offset", node.inputs["FIRST_TOKEN_OFFSET"]), ("token_index", index),
+                    ("token_ks", ks)):
+        if t is not None and t.data_type is not data_type.INT32:
+            raise shape_error(op, node.name, t, f"{what} must be INT32, got {t.data_type.name}")
+    if mode is _MODE.SCATTER and t_rows % p["top_k"]:
+        raise shape_error(op, node.name, token, f"SCATTER writes row r to slot token_index * top_k + token_ks: the "
+                          f"{t_rows} token rows must be a multiple of top_k = {p['top_k']}")
     if index is not None:
         # GATHER reads token_index per output row; SCATTER per token row
         m = _check_per_row(op, node, index, None if mode is _MODE.GATHER else t_rows, "token_index")
