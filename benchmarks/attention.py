@@ -203,7 +203,7 @@ def _case(results, ctx, key, case, backward):
         order = list(ctx.LIBS.items()) if r % 2 == 0 else list(reversed(list(ctx.LIBS.items())))
         for name, lib in order:
             builds[name].append(ctx.build(lib, make(lib, ctx.HANDLES[name], case, layouts)[0], key))
-    runs, bufs = {}, {}
+    runs, bufs, floor = {}, {}, {}
     for name, lib in ctx.LIBS.items():
         h = ctx.HANDLES[name]
         g, names = make(lib, h, case, layouts)
@@ -217,12 +217,19 @@ def _case(results, ctx, key, case, backward):
         row[f"{name}_build_ms"] = statistics.median(builds[name])
         row[f"{name}_build_ms_all"] = builds[name]
         runs[name]()
+        if name == "cudnn_py":  # the floor: cudnnBackendExecute through ctypes with cudnn_py's plan and variant pack
+            ex = g.session.executor
+            raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
+            floor["raw_ctypes"] = lambda raw=raw, args=args: raw(*args)
     torch.cuda.synchronize()
     for name in ctx.LIBS:
         row[f"{name}_rel_err"] = max(_rel_err(bufs[name][n], refs[n]) for n in outs)
-    host = _host_us(ctx, {name: runs[name] for name in ctx.LIBS})
+    host = _host_us(ctx, {**{name: runs[name] for name in ctx.LIBS}, **floor})
     for name in ctx.LIBS:
         row[f"{name}_host_us"] = host[name]
+        row[f"{name}_above_floor_us"] = host[name] - host["raw_ctypes"]
+    row["raw_ctypes_host_us"] = host["raw_ctypes"]
+    row["above_floor_ratio_vs_official"] = row["cudnn_py_above_floor_us"] / row["official_above_floor_us"]
     torch_runs, refused = _torch_runs(t, case, backward)
     row["torch_refused"] = refused
     for k, ms in ctx.bench_interleaved({**runs, **torch_runs}, rounds=8, reps=5, warm=3).items():
@@ -273,6 +280,9 @@ def markdown_rows(results):
                      f"{r['cudnn_py_tflops']:.0f} | {backends} | throughput {r['throughput_ratio_vs_official']:.3f}x |")
         lines.append(f"| {k} | host µs per execute | {r['official_host_us']:.1f} | {r['cudnn_py_host_us']:.1f} | | "
                      f"{r['host_ratio_vs_official']:.2f}x |")
+        lines.append(f"| {k} | host µs above the floor (raw ctypes cudnnBackendExecute, same plan + pack: "
+                     f"{r['raw_ctypes_host_us']:.1f}) | {r['official_above_floor_us']:.1f} | "
+                     f"{r['cudnn_py_above_floor_us']:.1f} | | {r['above_floor_ratio_vs_official']:.2f}x |")
         lines.append(f"| {k} | build ms (median of {BUILD_REPEATS}, alternating order) | {r['official_build_ms']:.1f} | "
                      f"{r['cudnn_py_build_ms']:.1f} | | {r['build_ratio_vs_official']:.2f}x |")
         lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
