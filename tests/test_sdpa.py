@@ -775,3 +775,7 @@ def test_rng_dump_with_dropout_probability_zero_is_refused():
     seed, offset = (g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64) for _ in range(2))
     with pytest.raises(ValueError, match="rng_dump needs a dropout probability above 0"):
         g.sdpa(q, k, v, generate_stats=False, dropout=(0.0, seed, offset), rng_dump=g.tensor([2, 4, 12, 20]))
+    o, d_o = g.tensor([2, 4, 12, 16], name="o"), g.tensor([2, 4, 12, 16], name="dO")
+    stats = g.tensor([2, 4, 12, 1], data_type=F, name="stats")
+    with pytest.raises(ValueError, match=r"sdpa_backward\(\): rng_dump needs a dropout probability above 0"):
+        g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(0.0, seed, offset), rng_dump=g.tensor([2, 4, 12, 20]))

@@ -73,20 +73,24 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
         raise TypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale)")
     if len(dropout) == 3:
-        p, seed, offset = dropout
-        if isinstance(p, bool) or not isinstance(p, (int, float)):
-            raise TypeError(f"{method}(): dropout probability must be a float, got {p!r}")
-        if not 0.0 <= float(p) < 1.0:
-            raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
-        if float(p) == 0.0 and values.get("rng_dump") is not None:
-            # probability 0 builds no RNG (as in the frontend), so nothing would write the dump: refused, not ignored
-            raise ValueError(f"{method}(): rng_dump needs a dropout probability above 0 (with 0 no RNG runs and "
-                             "the dump would stay unwritten)")
-        values["dropout"] = float(p)
-        values["dropout_seed"], values["dropout_offset"] = seed, offset
+        set_dropout_probability(values, method, *dropout)
     else:
         values["dropout"] = "mask"
         values["dropout_mask"], values["dropout_scale"] = dropout
+
+
+def set_dropout_probability(values: dict[str, Any], method: str, p: Any, seed: Any, offset: Any) -> None:
+    """The (probability, seed, offset) form of dropout, forward and backward alike."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"{method}(): dropout probability must be a float, got {p!r}")
+    if not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
+    if float(p) == 0.0 and values.get("rng_dump") is not None:
+        # probability 0 builds no RNG (as in the frontend), so nothing would write the dump: refused, not ignored
+        raise ValueError(f"{method}(): rng_dump needs a dropout probability above 0 (with 0 no RNG runs and "
+                         "the dump would stay unwritten)")
+    values["dropout"] = float(p)
+    values["dropout_seed"], values["dropout_offset"] = seed, offset
 
 
 def _finish(params: dict[str, Any]) -> None:

@@ -48,10 +48,7 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
         raise TypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale, scale_inv)")
     first = dropout[0]
     if isinstance(first, (int, float)) and not isinstance(first, bool):
-        if not 0.0 <= float(first) < 1.0:
-            raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {first}")
-        values["dropout"] = float(first)
-        values["dropout_seed"], values["dropout_offset"] = dropout[1], dropout[2]
+        fwd.set_dropout_probability(values, method, *dropout)
     else:
         values["dropout"] = "mask"
         values["dropout_mask"], values["dropout_scale"], values["dropout_scale_inv"] = dropout
