@@ -276,3 +276,20 @@ def test_validate_says_what_it_could_not_check():
         assert any("erratum wgrad-post-padding-engines-1-20" in line for line in deferred)
     text = g.explain()
     assert "not checked by validate()" in text and "engine support" in text
+
+
+def test_program_twins_carry_the_twin_of_their_ragged_offset():
+    """A user tensor first met by a pass (a score_mod's operand, say) gets a twin whose ragged offset is the
+    program's twin of the offset, never the user's tensor."""
+    from cudnn_py.ir.program import Program
+
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF)
+    off = g.tensor([3, 1, 1, 1], data_type=cudnn.data_type.INT32, name="off")
+    x = g.tensor([2, 4, 8, 16], name="x", ragged_offset=off)
+    g.add(x, x).set_output(True)
+    g.validate_ir()
+    program = Program.from_graph(g)
+    extra = g.tensor([2, 4, 8, 16], name="extra", ragged_offset=off)  # not in the program yet
+    twin = program.own(extra)
+    assert twin is not extra and twin.ragged_offset is program.tensors[off.uid] is not off
+    assert program.own(x).ragged_offset is program.tensors[off.uid]

@@ -37,19 +37,21 @@ class Program:
     @classmethod
     def from_graph(cls, graph: Any) -> Program:
         """Copy ``graph`` (already validated: dims, strides and types inferred)."""
-        twins: dict[int, Tensor] = {}
+        program = cls(graph, [], {}, graph.inference_context(), graph.fresh_uids())
+        own = program.own
+        program.nodes = [n.clone({p: own(t) for p, t in n.inputs.items()}, {p: own(t) for p, t in n.outputs.items()})
+                         for n in graph.nodes]
+        return program
 
-        def twin(t: Tensor) -> Tensor:
-            c = twins.get(t.uid)
-            if c is None:
-                c = twins[t.uid] = t.copy()
-                if t.ragged_offset is not None:
-                    c._raw_set("ragged_offset", twin(t.ragged_offset))
-            return c
-
-        nodes = [n.clone({p: twin(t) for p, t in n.inputs.items()}, {p: twin(t) for p, t in n.outputs.items()})
-                 for n in graph.nodes]
-        return cls(graph, nodes, twins, graph.inference_context(), graph.fresh_uids())
+    def own(self, t: Tensor) -> Tensor:
+        """The program's twin of a user tensor, made on first use (with the twin of its ragged offset): the
+        passes rewrite twins, never the user's tensors."""
+        twin = self.tensors.get(t.uid)
+        if twin is None:
+            twin = self.tensors[t.uid] = t.copy()
+            if t.ragged_offset is not None:
+                twin._raw_set("ragged_offset", self.own(t.ragged_offset))
+        return twin
 
     def new_uid(self) -> int:
         return next(self._uids)

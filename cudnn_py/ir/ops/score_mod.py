@@ -34,14 +34,8 @@ class ScoreGraph:
         return build
 
     def _own(self, value: Any) -> Any:
-        """A user-graph tensor becomes its program twin (the passes rewrite twins, never the user's tensors)."""
-        if not isinstance(value, Tensor):
-            return value
-        tensors = self._rw.program.tensors
-        twin = tensors.get(value.uid)
-        if twin is None:
-            twin = tensors[value.uid] = value.copy()
-        return twin
+        """A user-graph tensor becomes its program twin."""
+        return self._rw.program.own(value) if isinstance(value, Tensor) else value
 
 
 def apply(score_mod: Any, rw: Any, node_name: str, s: Tensor, method: str = "sdpa",
