@@ -136,6 +136,11 @@ def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False
         feeds.update({SEED: seed, OFF: offset, DUMP: dump})
         kw.update(dropout=(opts["drop_p"], SEED, OFF), rng_dump=DUMP)
         ref.update(drop_mask=dump, drop_scale=1 / (1 - opts["drop_p"]))
+    if opts.get("drop_zero"):  # probability 0: no RNG runs, yet the seed and offset are the caller's to pass
+        seed, offset = (torch.full((1, 1, 1, 1), v, dtype=torch.int64, device="cuda") for v in (99, 3))
+        SEED, OFF = g.tensor_like(seed), g.tensor_like(offset)
+        feeds.update({SEED: seed, OFF: offset})
+        kw["dropout"] = (0.0, SEED, OFF)
     O, STATS = g.sdpa(Q, K, V, generate_stats=True, attn_scale=scale, implementation=impl, **kw)
     O.set_output(True)
     STATS.set_output(True).set_data_type(F)
@@ -213,6 +218,12 @@ def test_dropout_with_rng_dump():
     assert torch.isfinite(mask).all() and ((mask == 0) | (mask == 1)).all()
     assert abs(mask.mean().item() - 0.8) < 0.02
     check("bf16", o, stats, inputs, ref)
+
+
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.AUTO])
+def test_dropout_probability_zero_drops_nothing(impl):
+    o, stats, inputs, ref = run_sdpa("fp16", impl, drop_zero=True, causal=True)
+    check("fp16", o, stats, inputs, ref)
 
 
 @pytest.mark.parametrize("case", ["plain", "padding"])

@@ -201,6 +201,22 @@ def test_variant_pack_binding_errors():
         ex.pointers({x: 16, w: 32, y: 48, "nope": 1})
 
 
+def test_inputs_no_operation_reads_are_accepted_and_skipped():
+    """A tensor of the graph that no operation reads (dropout's seed when the probability is 0) may be in the
+    pack: it is the caller's graph's tensor, so it is skipped rather than refused."""
+    g = graph(F)
+    x = g.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x")
+    spare = g.tensor(dim=[1, 1, 1], stride=[1, 1, 1], name="spare")
+    y = g.relu(x)
+    y.set_output(True)
+    g.validate()
+    ex = g.session.executor
+    for key in (spare, spare.get_uid(), "spare"):
+        assert ex.pointers({x: 16, y: 48, key: 64}) == [16, 48]
+    with pytest.raises(ValueError, match="not a non-virtual tensor"):  # another graph's tensor still is refused
+        ex.pointers({x: 16, y: 48, graph(F).tensor(dim=[1], stride=[1]): 64})
+
+
 def test_operand_checks():
     from cudnn_py.interop import operand_info
     from cudnn_py.plans.execute import _check_operand

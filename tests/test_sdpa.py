@@ -755,6 +755,25 @@ def test_attention_errata_seen_on_the_h200():
         backward(mask=True).validate()
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-sink"):
         backward(sink=True).validate()
+    g = half_graph()
+    seed = [g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name=n) for n in ("seed", "offset")]
+    q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
+    o, d_o = g.tensor([1, 2, 64, 64], name="o"), g.tensor([1, 2, 64, 64], name="dO")
+    for t in g.sdpa_backward(q, k, v, o, d_o, g.tensor([1, 2, 64, 1], data_type=F), dropout=(0.0, *seed)):
+        t.set_output(True)
+    g.validate()  # probability 0 drops nothing: the dropout erratum does not apply
+
+
+def test_dropout_probability_zero_is_no_dropout_for_the_unified_gates():
+    g = half_graph()
+    q, k, v = qkv(g, s_q=40, s_kv=72, d=64)
+    seed, offset = (g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name=n) for n in ("seed", "offset"))
+    o, st = g.sdpa(q, k, v, generate_stats=True, dropout=(0.0, seed, offset))
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()
+    on_919 = _program(g, lambda f, at_least=0: versions.since(f) <= 91900 and at_least <= 91900)
+    assert [n.op for n in on_919.nodes] == ["sdpa"]  # not sent to the composite for a dropout of nothing
 
 
 def test_o_takes_q_layout_where_batch_is_not_outermost():

@@ -253,7 +253,7 @@ def _composite_sliding_window(program: Any) -> str | None:
 
 def _backward_with_dropout(program: Any) -> str | None:
     for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
-        if n.params.get("dropout") is not None:
+        if n.params.get("dropout") not in (None, 0.0):  # probability 0 builds no RNG: nothing to go wrong
             return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
     return None
 

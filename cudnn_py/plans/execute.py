@@ -140,9 +140,12 @@ _NO_BINDING = (None, None, None, None, None)
 class Executor:
     """Variant-pack binding and execution for one lowered graph."""
 
-    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None):
+    def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None,
+                 unread: Any = ()):
         """``aliases``: view uid -> (source uid, byte offset). A view's pointer is its source's plus the offset (a
-        slice's output: the frontend's variant-pack replacement); the caller binds the source, never the view."""
+        slice's output: the frontend's variant-pack replacement); the caller binds the source, never the view.
+        ``unread``: input tensors of the user's graph that no operation reads (a dropout of probability 0 reads
+        no seed): accepted in a variant pack and skipped."""
         from ..lowering.tensors import host_scalar
 
         self._uids = sorted(uids)
@@ -168,6 +171,9 @@ class Executor:
                 self._slot_by_key[name] = slot
         self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
+        self._unread: set[Any] = set()
+        for t in unread:
+            self._unread.update((t, t.uid) if not t.name or t.name in names else (t, t.uid, t.name))
         slot_of = {uid: slot for slot, uid in enumerate(self._uids)}
         # (view slot, source slot, byte offset), sources before the views made from them
         self._aliases = tuple((slot_of[v], slot_of[src], off) for v, (src, off) in sorted(
@@ -223,6 +229,11 @@ class Executor:
                              "which aliases its input's memory): bind the source; the view's pointer is derived")
         if s is not None:
             return s
+        try:
+            if key in self._unread:
+                return -1  # a tensor of the graph that no operation reads: the caller skips it
+        except TypeError:
+            pass
         if isinstance(key, str) and key in self._ambiguous:
             raise ValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
         if hasattr(key, "uid"):  # a Tensor not registered by identity: another graph's, or a virtual one
@@ -248,8 +259,8 @@ class Executor:
                 if key is None:
                     continue
                 slot = self._slot(key)
-                if slot in fixed:
-                    continue  # the graph carries this scalar's value
+                if slot < 0 or slot in fixed:
+                    continue  # read by no operation, or a scalar whose value the graph carries
             cls = value.__class__
             if cls is int:
                 ptrs[slot] = value
@@ -297,7 +308,7 @@ class Executor:
             if key is None:
                 continue
             slot = self._slot(key)
-            if slot in self._fixed:
+            if slot < 0 or slot in self._fixed:
                 continue
             given.add(slot)
             p = self._check_one(slot, value, ptrs)

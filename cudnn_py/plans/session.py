@@ -218,7 +218,10 @@ class PlanningSession:
             # the view is a slot whether or not an operation reads it
             checked.setdefault(source, program.user_tensor(source) or program.tensors[source])
             checked.setdefault(view, program.user_tensor(view) or program.tensors[view])
-        executor = Executor(list(checked), checked, aliases)
+        produced = {t.uid for n in self.graph.nodes for t in n.outputs.values()}
+        unread = [t for t in self.graph.all_tensors()
+                  if not t.is_virtual and t.uid not in checked and t.uid not in produced]
+        executor = Executor(list(checked), checked, aliases, unread)
         executor.set_scratch(program.scratch)
         executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
         executor.bind(self.graph._data_bindings)

@@ -93,6 +93,11 @@ def set_dropout_probability(values: dict[str, Any], method: str, p: Any, seed: A
     values["dropout_seed"], values["dropout_offset"] = seed, offset
 
 
+def drops(params: dict[str, Any]) -> bool:
+    """Whether the node drops anything: a mask, or a probability above 0 (0 builds no RNG)."""
+    return params.get("dropout") not in (None, 0.0)
+
+
 def _finish(params: dict[str, Any]) -> None:
     finish_stats_choice(params, OP)
     finish_masks(params, OP)
@@ -312,7 +317,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
         if d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
             raise ValueError(f"{_where(node)}: a bottom-right causal mask needs s_q <= s_kv (got "
                              f"{d['s_q']} > {d['s_kv']})")
-        if bias is not None or p["use_alibi_mask"] or p["dropout"] is not None:
+        if bias is not None or p["use_alibi_mask"] or drops(p):
             raise ValueError(f"{_where(node)}: a bottom-right causal mask excludes bias, alibi and dropout "
                              "(cuDNN's rule, as the frontend checks it)")
     if p["diagonal_band_left_bound"] is not None and d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
@@ -384,7 +389,7 @@ def unified_refusal(node: Node, available: Any) -> str | None:
         return "the unified op's paged attention needs cuDNN >= 9.15.0"
     if p["dropout"] == "mask":
         return "the unified op takes no custom dropout mask"
-    if p["dropout"] is not None:
+    if drops(p):
         if not available("CUDNN_ATTR_OPERATION_SDPA_FWD_DROPOUT_PROBABILITY", DROPOUT_MIN_VERSION):
             return "the unified op's dropout needs cuDNN >= 9.22.0"
         if p["generate_stats"]:
@@ -464,8 +469,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     s = modify_scores(rw, node, s, h)
     s = band_mask(rw, node, s, options.available)
     # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
-    with_dropout = node.params["dropout"] is not None and node.params["dropout"] != 0.0
-    probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if with_dropout else q.data_type)
+    probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if drops(node.params) else q.data_type)
     probs = _dropout(rw, node, probs, scores, q.data_type)
     if "PAGE_TABLE_V" in ins:  # the cache gathered as BHSD (§14.6 step 15)
         h_v, d_v = d["h_v"], d["d_v"]
