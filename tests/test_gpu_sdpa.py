@@ -32,8 +32,16 @@ def poisoned(t, dtype):
     return torch.full((size,), float("nan"), device="cuda", dtype=dtype).as_strided(dims, strides)
 
 
+def alibi_slopes(heads):
+    """ALiBi's head slopes (Press et al.; the frontend's get_alibi_slope): n = 2^floor(log2 heads), 2^(-8 x / n)
+    for x = 1..n, then x = 0.5, 1.5, ... for the heads past n."""
+    n = 2 ** int(math.floor(math.log2(heads)))
+    xs = [x + 1.0 for x in range(n)] + [x + 0.5 for x in range(heads - n)]
+    return torch.tensor([2.0 ** (-8.0 * x / n) for x in xs], dtype=torch.float64, device="cuda")
+
+
 def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=False, window=None, seq_q=None,
-                        seq_kv=None, drop_mask=None, drop_scale=1.0, sink=None):
+                        seq_kv=None, drop_mask=None, drop_scale=1.0, sink=None, alibi=False):
     """float64 attention from the definition: O and Stats = max + ln Σ exp over the masked, scaled scores."""
     q, k, v = q.double(), k.double(), v.double()  # (a no-op on float64 leaves: autograd reaches them)
     h = q.shape[1]
@@ -45,6 +53,8 @@ def reference_attention(q, k, v, scale, bias=None, causal=False, bottom_right=Fa
     s_q, s_kv = s.shape[-2:]
     i = torch.arange(s_q, device=s.device).view(-1, 1)
     j = torch.arange(s_kv, device=s.device).view(1, -1)
+    if alibi:
+        s = s + alibi_slopes(h).view(1, -1, 1, 1) * (j - i)
     keep = torch.ones_like(s, dtype=torch.bool)
     shift = s_kv - s_q if bottom_right else 0
     if bottom_right and seq_q is not None:  # the diagonal ends at each batch's last valid query and key
@@ -79,6 +89,10 @@ def test_reference_matches_torch_sdpa_in_float64():
         assert torch.allclose(ours, f(q, k, v, scale=0.125, is_causal=causal), atol=1e-10)
     ours, _ = reference_attention(q, k, v, 0.125, bias=bias)
     assert torch.allclose(ours, f(q, k, v, attn_mask=bias, scale=0.125), atol=1e-10)
+    i, j = torch.arange(37, device="cuda").view(-1, 1), torch.arange(37, device="cuda").view(1, -1)
+    alibi = (alibi_slopes(4).view(1, -1, 1, 1) * (j - i)).masked_fill(j > i, float("-inf"))
+    ours, _ = reference_attention(q, k, v, 0.125, alibi=True, causal=True)
+    assert torch.allclose(ours, f(q, k, v, attn_mask=alibi, scale=0.125), atol=1e-10)
 
 
 def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False, **opts):
@@ -109,7 +123,8 @@ def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False
         feeds.update({SQ: lq, SKV: lkv})
         kw.update(use_padding_mask=True, seq_len_q=SQ, seq_len_kv=SKV)
         ref.update(seq_q=lq, seq_kv=lkv)
-    for flag, key in (("causal", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right")):
+    for flag, key in (("causal", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right"),
+                      ("alibi", "use_alibi_mask")):
         if opts.get(flag):
             kw[key] = True
             ref[flag] = True
@@ -191,6 +206,8 @@ CASES = {
     "sink-causal": dict(sink=True, causal=True),
     "bottom_right-padding": dict(bottom_right=True, padding=True, s_q=70, s_kv=150),
     "bottom_right-window-padding": dict(bottom_right=True, window=20, padding=True, s_q=70, s_kv=150),
+    "alibi-causal": dict(alibi=True, causal=True),
+    "alibi-causal-6heads-padding": dict(alibi=True, causal=True, h_q=6, h_k=6, padding=True),
 }
 
 
@@ -271,6 +288,8 @@ def run_sdpa_backward(dtype, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, **opts)
         ref.update(seq_q=lq, seq_kv=lkv)
     if opts.get("causal"):
         kw["use_causal_mask"] = ref["causal"] = True
+    if opts.get("alibi"):
+        kw["use_alibi_mask"] = ref["alibi"] = True
     if opts.get("drop_mask"):
         mask = (torch.rand(b, h_q, s_q, s_kv, device="cuda") > 0.2).to(tdtype)
         sc = torch.full((1, 1, 1, 1), 1 / 0.8, dtype=torch.float32)
@@ -327,6 +346,7 @@ BACKWARD_CASES = {
     "bias-dbias": dict(bias=True, s_q=128, s_kv=128),
     "dropout-mask": dict(drop_mask=True),
     "sink-causal": dict(sink=True, causal=True),
+    "alibi-causal-6heads": dict(alibi=True, causal=True, h_q=6, h_k=3),
 }
 
 

@@ -356,7 +356,8 @@ def _run(shape, opt, program, rng_seed):
     return (out, stats), expected, ref.get("seq")
 
 
-SHAPES = [(1, 1, 1, 8, 8, 8, 8), (2, 4, 2, 12, 20, 16, 8), (2, 4, 1, 17, 9, 8, 16), (1, 2, 2, 1, 33, 8, 8)]
+SHAPES = [(1, 1, 1, 8, 8, 8, 8), (2, 4, 2, 12, 20, 16, 8), (2, 4, 1, 17, 9, 8, 16), (1, 2, 2, 1, 33, 8, 8),
+          (1, 6, 3, 10, 14, 8, 8)]  # 6 heads: alibi's slope list takes its second series
 
 
 @pytest.mark.parametrize("opt", OPTIONS, ids=lambda o: "-".join(sorted(o)) or "plain")
