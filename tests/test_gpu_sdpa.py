@@ -156,6 +156,8 @@ def run_sdpa(dtype, impl, b=2, h_q=4, h_k=4, s_q=100, s_kv=150, d=64, bshd=False
         SEED, OFF = g.tensor_like(seed), g.tensor_like(offset)
         feeds.update({SEED: seed, OFF: offset})
         kw["dropout"] = (0.0, SEED, OFF)
+    if opts.get("unfuse_fma"):
+        kw["unfuse_fma"] = True
     O, STATS = g.sdpa(Q, K, V, generate_stats=True, attn_scale=scale, implementation=impl, **kw)
     O.set_output(True)
     STATS.set_output(True).set_data_type(F)
@@ -485,3 +487,13 @@ def test_score_mod_softcap_forward_and_backward(dtype):
     torch.cuda.synchronize()
     for name, got, leaf in zip(("dQ", "dK", "dV"), bufs, leaves):
         assert rel_err(got, leaf.grad) < 2 * tol, name
+
+
+def test_unfuse_fma_runs_on_the_unified_op_or_is_refused_with_the_version():
+    """unfuse_fma is the unified op's (cuDNN >= 9.22): computed and checked there, refused clearly below."""
+    if versions.runtime_version() < 92200:
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"unfuse_fma needs cuDNN >= 9\.22"):
+            run_sdpa("bf16", AI.AUTO, unfuse_fma=True)
+        return
+    o, stats, inputs, ref = run_sdpa("bf16", AI.UNIFIED, unfuse_fma=True)
+    check("bf16", o, stats, inputs, ref)

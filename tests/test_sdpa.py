@@ -88,8 +88,41 @@ def test_unimplemented_tensor_options_are_refused_not_ignored(arg):
     q, k, v = qkv(g)
     with pytest.raises(NotImplementedOptionError, match=arg):
         g.sdpa(q, k, v, generate_stats=True, **{arg: g.tensor([1, 1, 1, 1])})
-    with pytest.raises(NotImplementedOptionError, match="unfuse_fma"):
-        g.sdpa(q, k, v, generate_stats=True, unfuse_fma=True)
+
+
+def _unfuse_fma_graph(impl, **kw):
+    g = half_graph()
+    q, k, v = qkv(g, s_q=40, s_kv=72, d=64)
+    o, st = g.sdpa(q, k, v, generate_stats=True, unfuse_fma=True, implementation=impl, **kw)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    return g
+
+
+def test_unfuse_fma_is_the_unified_ops_and_never_dropped():
+    """unfuse_fma sets SDPA_FWD's UNFUSE_FMA (cuDNN >= 9.22): the composite has no counterpart, so neither
+    COMPOSITE nor AUTO's fallback may quietly drop it."""
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"unfuse_fma=True .*unified SDPA_FWD op only.*"
+                                                                 r"implementation=COMPOSITE"):
+        _unfuse_fma_graph(AI.COMPOSITE).validate()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"unfuse_fma=True .*the unified op cannot run: .*bias"):
+        g2 = half_graph()
+        q, k, v = qkv(g2, s_q=40, s_kv=72, d=64)
+        g2.sdpa(q, k, v, generate_stats=True, unfuse_fma=True, bias=g2.tensor([1, 4, 40, 72]))[0].set_output(True)
+        g2.validate()
+    on_919 = lambda f, at_least=0: versions.since(f) <= 91900 and at_least <= 91900  # noqa: E731
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"unfuse_fma needs cuDNN >= 9\.22"):
+        g = _unfuse_fma_graph(AI.AUTO)
+        g.validate()  # 9.28 here: unified, with the attribute
+        _program(g, on_919)
+    if versions.available("CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA"):
+        from cudnn_py.lowering import TensorTable
+        from cudnn_py.lowering.attention import lower
+
+        g = _unfuse_fma_graph(AI.UNIFIED)
+        g.validate()  # finalized deviceless with the attribute set
+        (op,) = lower(_program(g).nodes[0], TensorTable())
+        assert op.get("CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA") is True
 
 
 def test_dropout_tuples():

@@ -42,6 +42,9 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
         op.set(_PREFIX + "DROPOUT_OFFSET_DESC", tensors(ins["DROPOUT_OFFSET"]))
         if "RNG_DUMP" in node.outputs:
             op.set(_PREFIX + "DROPOUT_RNG_DUMP_DESC", tensors(node.outputs["RNG_DUMP"]))
+    if p.get("unfuse_fma"):
+        versions.require(_PREFIX + "UNFUSE_FMA", what=f"{where}: unfuse_fma")
+        op.set(_PREFIX + "UNFUSE_FMA", True)
     op.finalize()
     return [op]
 

@@ -25,8 +25,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ...backend import versions
 from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
-from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error
+from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error, version_string
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -42,6 +43,7 @@ SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
 
 PAGED_UNIFIED_MIN_VERSION = 91500  # unified: page tables (with the sequence lengths)
+UNFUSE_FMA = "CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA"  # SM100's softmax: fmul + fadd instead of FFMA2 (§14.8)
 
 # classic arguments cudnn_py does not implement: refused when sdpa() is called, never stored and ignored. The
 # block mask: cuDNN's header gives its type (INT8) and shape (one entry per 128 x 128 tile of the scores) but not
@@ -56,8 +58,6 @@ def _unpack(values: dict[str, Any]) -> None:
     for arg, what in _NOT_YET.items():
         if values.get(arg) is not None:
             raise NotImplementedOptionError(f"sdpa(): {arg}= ({what}) is not implemented yet in cudnn_py")
-    if values.get("unfuse_fma"):
-        raise NotImplementedOptionError("sdpa(): unfuse_fma=True is not implemented yet in cudnn_py")
     unpack_scale_and_dropout(values, OP)
 
 
@@ -408,14 +408,21 @@ def unified_refusal(node: Node, available: Any) -> str | None:
     if "Max" in node.outputs:
         return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
+    if p.get("unfuse_fma") and not available(UNFUSE_FMA):
+        return f"the unified op's unfuse_fma needs cuDNN >= {version_string(versions.since(UNFUSE_FMA))}"
     return None
 
 
 def use_unified(node: Node, available: Any) -> bool:
     impl = node.params["implementation"]
+    why = None if impl is attention_implementation.COMPOSITE else unified_refusal(node, available)
+    if node.params.get("unfuse_fma") and (impl is attention_implementation.COMPOSITE or why is not None):
+        # the composite graph has no counterpart: falling back would drop the option the caller asked for
+        reason = "implementation=COMPOSITE was asked for" if why is None else f"the unified op cannot run: {why}"
+        raise cudnnGraphNotSupportedError(f"{_where(node)}: unfuse_fma=True is an option of the unified SDPA_FWD op "
+                                          f"only, and {reason}")
     if impl is attention_implementation.COMPOSITE:
         return False
-    why = unified_refusal(node, available)
     if impl is attention_implementation.UNIFIED and why is not None:
         raise cudnnGraphNotSupportedError(f"{_where(node)}: implementation=UNIFIED is not supported: {why}")
     return why is None
