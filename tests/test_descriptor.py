@@ -276,3 +276,27 @@ def test_set_on_a_destroyed_finalized_descriptor_says_destroyed():
     t.destroy()
     with pytest.raises(DescriptorError, match="was destroyed"):
         t.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 2)
+
+
+def test_scalar_reader_reads_what_get_reads_and_is_traced(tmp_path):
+    from cudnn_py.backend.descriptor import ScalarReader
+
+    knob_type, knob_value = (ScalarReader(f"CUDNN_ATTR_KNOB_CHOICE_KNOB_{a}") for a in ("TYPE", "VALUE"))
+    built = Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR")
+    built.set("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE", 3).set("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE", 2).finalize()
+    copy = Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR")
+    holder = Descriptor("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR")  # a descriptor cuDNN fills: the fast path
+    copy._filled = True
+    path = tmp_path / "r.jsonl"
+    with tracing(str(path)):
+        assert (knob_type(built), knob_value(built)) == (3, int(built.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")))
+    gets = [r for r in trace.calls(path) if r["fn"] == "cudnnBackendGetAttribute"]
+    assert [r["attr"] for r in gets] == ["CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE", "CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE",
+                                         "CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE"]
+    with pytest.raises(DescriptorError, match="belongs to CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR"):
+        knob_value(holder)  # another kind: get()'s checks answer
+    with pytest.raises(DescriptorError, match="reads one number"):
+        ScalarReader("CUDNN_ATTR_ENGINECFG_ENGINE")
+    copy.destroy()
+    with pytest.raises(DescriptorError, match="destroyed"):
+        knob_value(copy)

@@ -492,6 +492,39 @@ class Descriptor:
         return f"<Descriptor #{self.id} {self.kind.name} {state}{': ' + attrs if attrs else ''}>"
 
 
+class ScalarReader:
+    """``get()`` of one scalar number attribute, resolved once, returning the C value (an enum's int).
+
+    Planning reads the same few attributes of hundreds of descriptors cuDNN filled in (each heuristics result's
+    engine index and knob choices); for those, what ``get()`` checks per call (the attribute's kind, version,
+    readability and type) is settled by the kind alone. Each call is traced like any other. A descriptor that
+    cuDNN did not fill in, of another kind, or an attribute with a read hazard takes ``get()``'s careful path.
+    """
+
+    __slots__ = ("spec", "type_name", "type_value", "ctype", "careful")
+
+    def __init__(self, attr: Any):
+        spec = attribute_spec(attr)
+        type_name = spec.get_type or spec.types[0]
+        if spec.max_count != 1 or type_name in ("CUDNN_TYPE_BACKEND_DESCRIPTOR", "CUDNN_TYPE_CHAR",
+                                                "CUDNN_TYPE_FRACTION"):
+            raise DescriptorError(f"ScalarReader({spec.name}): reads one number; use get() for {type_name} "
+                                  f"(max count {spec.max_count})")
+        self.spec, self.type_name = spec, type_name
+        self.type_value, self.ctype = type_value(type_name), element_ctype(type_name)
+        self.careful = not spec.readable or spec.name in GET_CRASHES_ALWAYS or spec.name in GET_CRASHES_WHEN_UNSET
+
+    def __call__(self, d: Descriptor) -> Any:
+        spec = self.spec
+        if self.careful or not d._filled or d.kind.name != spec.owner or spec.since > runtime_version():
+            value = d.get(spec.name)
+            return int(value) if isinstance(value, CEnum) else value
+        buf = (self.ctype * 1)()
+        got = ctypes.c_int64(0)
+        d._raw_get(spec, self.type_name, 1, got, buf)
+        return buf[0]
+
+
 # --------------------------------------------------------------------------------------------------- helpers
 def _pick_type(spec: AttributeSpec, type: str | None) -> str:
     if type is None:

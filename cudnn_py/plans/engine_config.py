@@ -5,10 +5,15 @@ from __future__ import annotations
 import functools
 
 from ..backend import Descriptor
+from ..backend.descriptor import ScalarReader
 from ..backend.enums import enum_class
 from ..errors import CudnnError
 
 KNOB_READ = 8  # knob choices read per config at first; a config with more is read again with room for all
+# read for every config heuristics return (hundreds per graph): resolved once
+_engine_index = ScalarReader("CUDNN_ATTR_ENGINE_GLOBAL_INDEX")
+_knob_type = ScalarReader("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")
+_knob_value = ScalarReader("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")
 
 
 def knob_choice_pool(n: int | None = None) -> list[Descriptor]:
@@ -67,13 +72,12 @@ class EngineConfig:
         shared across configs (a count query returns 0 for KNOB_CHOICES, so the array must be there up front;
         the frontend creates one per knob type for every config)."""
         engine = cfg.get("CUDNN_ATTR_ENGINECFG_ENGINE")
-        index = int(engine.get("CUDNN_ATTR_ENGINE_GLOBAL_INDEX"))
+        index = int(_engine_index(engine))
         pool = knob_pool if knob_pool is not None else knob_choice_pool(KNOB_READ)
         choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=pool)
         if len(choices) == len(pool):  # maybe more than fit: read again with room for every knob type
             choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=knob_choice_pool())
-        knobs = [(int(c.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")), int(c.get("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")))
-                 for c in choices]
+        knobs = [(int(_knob_type(c)), int(_knob_value(c))) for c in choices]
         return cls(cfg, engine, index, knobs, source)
 
     @classmethod
