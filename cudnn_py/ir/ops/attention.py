@@ -557,17 +557,20 @@ def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
 def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
     """ADD slope_h · (col - row) (§14.6.7). The frontend uploads its slope list (``get_alibi_slope``); here the
     slopes come from the head index h: with n = 2^floor(log2 heads), slope_h = 2^(-8 x / n) for x = h + 1 on the
-    first n heads and x = h - n + 0.5 on the others (the list's second, interleaving series)."""
-    f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
+    first n heads and x = h - n + 0.5 on the others (the list's second, interleaving series). The switch between
+    the two is arithmetic, x = h + 1 - (2n + 1) · min(max(h - n + 0.5, 0), 0.5), not a compare and select: the
+    H200's attention backward engines (cuDNN 9.19) take no select in the scores' chain."""
+    f32, i32 = data_type.FLOAT, data_type.INT32
     n = 1 << (heads.bit_length() - 1)
     row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
     col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
     dist = rw.sub(col, row, compute_data_type=i32, out_data_type=f32)
     head = rw.gen_index(s, 1, compute_data_type=f32, out_data_type=f32)
     x = rw.add(head, 1.0, compute_data_type=f32)
-    if n != heads:
-        first = rw.cmp_lt(head, float(n), compute_data_type=boolean, out_data_type=boolean)
-        x = rw.binary_select(x, rw.sub(head, n - 0.5, compute_data_type=f32), first, compute_data_type=f32)
+    if n != heads:  # past the first n heads: step = 1 (h - n + 0.5 >= 0.5), before them 0 (it is <= -0.5)
+        step = rw.min(rw.max(rw.sub(head, n - 0.5, compute_data_type=f32), 0.0, compute_data_type=f32), 0.5,
+                      compute_data_type=f32)
+        x = rw.sub(x, rw.mul(step, 2.0 * n + 1.0, compute_data_type=f32), compute_data_type=f32)
     slope = rw.exp(rw.mul(x, -8.0 * math.log(2.0) / n, compute_data_type=f32), compute_data_type=f32)
     return rw.add(s, rw.mul(dist, slope, compute_data_type=f32), compute_data_type=f32)
 
