@@ -4,6 +4,7 @@ tensors. Fresh random inputs, NaN-poisoned outputs, modest sizes; composite, uni
 takes it) and AUTO. (Written without a GPU; first run on the device by the lead.)"""
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -53,7 +54,7 @@ def valid_rows(x, lq):
 
 
 # ---- paged -------------------------------------------------------------------------------------------------------
-def run_paged(dtype, impl, b, h_q, h_k, s_q, block, pages, d, bottom_right=False, stats=False):
+def run_paged(dtype, impl, b, h_q, h_k, s_q, block, pages, d, bottom_right=False, stats=False, packed_tables=False):
     """A paged sdpa: K / V in page containers with random page tables (distinct pages, shuffled); returns O,
     Stats, and the dense caches and lengths the reference reads."""
     tdtype, cdtype, _ = DTYPES[dtype]
@@ -71,6 +72,17 @@ def run_paged(dtype, impl, b, h_q, h_k, s_q, block, pages, d, bottom_right=False
     g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
     Q, KP, VP = g.tensor_like(q), g.tensor_like(k_pages), g.tensor_like(v_pages)
     TK, TV, SQ, SKV = (g.tensor_like(x) for x in (k_table, v_table, lq, lkv))
+    table_feeds = {TK: k_table, TV: v_table}
+    if packed_tables:  # each batch's page indices, only as many as its sequence needs, back to back
+        counts = [-(-int(n) // block) for n in lkv.view(-1)]
+        offsets = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.int32,
+                               device="cuda").view(-1, 1, 1, 1)
+        table_feeds = {}
+        for T, table in ((TK, k_table), (TV, v_table)):
+            OFF = g.tensor_like(offsets)
+            T.set_ragged_offset(OFF)
+            table_feeds[T] = torch.cat([table[n, 0, :c, 0] for n, c in enumerate(counts)]).contiguous()
+            table_feeds[OFF] = offsets
     kw = dict(use_causal_mask_bottom_right=True) if bottom_right else {}
     O, STATS = g.sdpa(Q, KP, VP, generate_stats=stats, attn_scale=scale, use_padding_mask=True, seq_len_q=SQ,
                       seq_len_kv=SKV, paged_attention_k_table=TK, paged_attention_v_table=TV,
@@ -79,7 +91,7 @@ def run_paged(dtype, impl, b, h_q, h_k, s_q, block, pages, d, bottom_right=False
     if stats:
         STATS.set_output(True).set_data_type(F)
     g.validate()  # output dims are inferred here: poison after it
-    feeds = {Q: q, KP: k_pages, VP: v_pages, TK: k_table, TV: v_table, SQ: lq, SKV: lkv}
+    feeds = {Q: q, KP: k_pages, VP: v_pages, **table_feeds, SQ: lq, SKV: lkv}
     o = feeds[O] = poisoned(O, tdtype)
     st = None
     if stats:
@@ -122,6 +134,15 @@ def test_paged_prefill_gqa(dtype, impl):
     o, st, inputs, lq, lkv = run_paged(dtype, impl, b=2, h_q=8, h_k=2, s_q=64, block=64, pages=3, d=64,
                                        stats=True)
     check_paged(dtype, o, st, inputs, lq, lkv)
+
+
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.UNIFIED, AI.AUTO])
+def test_paged_decode_with_packed_page_tables(impl):
+    """Packed page tables: each sequence lists only the pages it uses, found through the tables' offsets."""
+    _skip_unavailable(impl)
+    o, st, inputs, lq, lkv = run_paged("bf16", impl, b=3, h_q=4, h_k=2, s_q=1, block=16, pages=6, d=64,
+                                       packed_tables=True)
+    check_paged("bf16", o, st, inputs, lq, lkv)
 
 
 def test_paged_prefill_gqa_bottom_right_causal():

@@ -452,3 +452,90 @@ def test_a_packed_operand_is_not_held_to_the_padded_shape_of_its_ragged_tensor()
     _check_operand(thd, packed_buffer)  # 20 packed rows of a (2, 4, 16, 8) ragged tensor
     with pytest.raises(ValueError, match="expected shape"):
         _check_operand(dense, packed_buffer)
+
+
+# ---- packed page tables -------------------------------------------------------------------------------------------
+def packed_tables(table: np.ndarray, lens: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each batch's page indices, only as many as its sequence needs, back to back; the offsets (b + 1)."""
+    counts = [-(-int(n) // block) for n in lens]
+    flat = np.concatenate([table[n, 0, :c, 0] for n, c in enumerate(counts)]).astype(np.int32)
+    return flat, np.concatenate([[0], np.cumsum(counts)]).astype(np.int32).reshape(-1, 1, 1, 1)
+
+
+def packed_case(g, b=2, pages=3, **kw):
+    offsets = {n: g.tensor([b + 1, 1, 1, 1], data_type=I32, name=f"{n}_off") for n in ("k", "v")}
+    t = paged_case(g, b=b, pages=pages, **kw)
+    for n in ("k", "v"):
+        t[f"t{n}"].set_ragged_offset(offsets[n])
+    t.update(ok=offsets["k"], ov=offsets["v"])
+    return t
+
+
+@pytest.mark.parametrize("impl", [AI.COMPOSITE, AI.UNIFIED])
+def test_packed_page_tables_reach_cuDNN_with_their_offsets_deviceless(impl):
+    if impl is AI.UNIFIED and versions.runtime_version() < 91500:
+        pytest.skip("needs cuDNN >= 9.15 on this machine")
+    from cudnn_py.lowering import TensorTable
+    from cudnn_py.lowering.registry import LOWERINGS
+
+    g = half_graph()
+    packed_case(g, s_q=5, implementation=impl, paged_attention_max_seq_len_kv=48)
+    g.validate()  # finalized deviceless on cuDNN 9.28
+    program = prepare(g, PassOptions(available=running))
+    tables = TensorTable()
+    for node in program.nodes:
+        LOWERINGS[node.op](node, tables)
+    k_table = next(t for t in program.tensors.values() if t.name == "k_table")
+    desc = tables(k_table)
+    assert desc.get("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC").get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [3, 1, 1, 1]
+
+
+@pytest.mark.parametrize("case, match", [
+    ("offset_dims", r"tensor 'k_table'.*ragged offset 'k_off' needs dims \[b \+ 1, 1, 1, 1\] = \[3, 1, 1, 1\]"),
+    ("table_batch", r"tensor 'k_table'.*packed page table needs dims \[b, 1, pages, 1\] with b = 2"),
+])
+def test_packed_page_table_rules(case, match):
+    g = half_graph()
+    b = 2
+    t = paged_case(g, b=b)
+    off = g.tensor([b if case == "offset_dims" else b + 1, 1, 1, 1], data_type=I32, name="k_off")
+    if case == "table_batch":
+        t.tk.set_dim([b + 1, 1, 3, 1]).set_stride([3, 3, 1, 1])
+    t.tk.set_ragged_offset(off)
+    with pytest.raises(ValueError, match=match):
+        g.validate_ir()
+
+
+def test_packed_page_tables_need_9_10_2(monkeypatch):
+    monkeypatch.setattr(versions, "runtime_version", lambda: 91001)
+    g = half_graph()
+    packed_case(g)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"packed page tables .* need cuDNN >= 9\.10\.2"):
+        g.validate_ir()
+
+
+def test_packed_page_tables_decomposition_and_definition_agree_with_numpy():
+    b, h_q, h_k, s_q, block, pages, d, num_blocks = 3, 4, 2, 3, 8, 4, 16, 16
+    rng = np.random.default_rng(7)
+    s_kv = block * pages
+    lens_kv = np.array([s_kv, 9, 20])  # 4, 2 and 3 pages
+    lens_q = np.full(b, s_q)
+    kc, vc, table, k, v = paged_data(rng, b, h_k, block, pages, d, num_blocks, lens_kv)
+    flat, offsets = packed_tables(table, lens_kv, block)
+    q = rng.standard_normal((b, h_q, s_q, d))
+    expected, _ = numpy_attention(q, k, v, 1 / math.sqrt(d), seq=(lens_q, lens_kv))
+    for program in (False, True):
+        g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        t = packed_case(g, b=b, h_q=h_q, h_k=h_k, s_q=s_q, block=block, pages=pages, d=d, num_blocks=num_blocks,
+                        implementation=AI.COMPOSITE, paged_attention_max_seq_len_kv=s_kv)
+        g.register_backend(ReferenceEngine(program=program))
+        out = np.full((b, h_q, s_q, d), np.nan)
+        g.execute({t.q: q, t.kc: kc, t.vc: vc, t.tk: flat, t.tv: flat.copy(), t.ok: offsets, t.ov: offsets.copy(),
+                   t.sq: lens_q.reshape(b, 1, 1, 1), t.skv: lens_kv.reshape(b, 1, 1, 1), t.o: out})
+        np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-10, err_msg=f"program={program}")
+    short = offsets.copy()
+    short[2:] -= 1  # batch 1 now owns one page too few for its 9 rows (the last graph: the decomposition)
+    with pytest.raises(ValueError, match=r"batch 1 reads 2 page\(s\) for its 9 rows, but its packed page-table "
+                                         r"entries \(offsets\) hold 1"):
+        g.execute({t.q: q, t.kc: kc, t.vc: vc, t.tk: flat, t.tv: flat.copy(), t.ok: short, t.ov: short.copy(),
+                   t.sq: lens_q.reshape(b, 1, 1, 1), t.skv: lens_kv.reshape(b, 1, 1, 1), t.o: out})

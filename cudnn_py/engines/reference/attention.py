@@ -8,7 +8,7 @@ import numpy as np
 
 from ...enums import diagonal_alignment
 from ...ir.ops.attention import kv_length
-from .paged_cache import gather_pages
+from .paged_cache import gather_pages, owned_entries
 from .pointwise import _pointwise
 from .registry import Read, WithExtra, reference, scalar
 
@@ -25,7 +25,9 @@ def _kv(node: Any, read: Read, port: str) -> np.ndarray:
     ins = node.inputs
     if f"PAGE_TABLE_{port}" not in ins:
         return read(ins[port])
-    return gather_pages(read(ins[port]), read(ins[f"PAGE_TABLE_{port}"]), read(ins["SEQ_LEN_KV"]), kv_length(node))
+    table = ins[f"PAGE_TABLE_{port}"]
+    return gather_pages(read(ins[port]), read(table), read(ins["SEQ_LEN_KV"]), kv_length(node),
+                        owned_entries(table, read))
 
 
 def alibi_slopes(heads: int) -> np.ndarray:

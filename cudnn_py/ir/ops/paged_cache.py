@@ -7,8 +7,9 @@ its (b, H, D, S) Kᵀ view, recognised by stride[2] == 1) that the decomposition
 """
 from __future__ import annotations
 
+from ...backend import versions
 from ...enums import data_type
-from ...errors import shape_error
+from ...errors import cudnnGraphNotSupportedError, shape_error, version_string
 from ..node import Node
 from ..spec import OpSpec, Output, Port, register
 from ..tensor import Tensor
@@ -16,6 +17,7 @@ from .common import InferenceContext, fill_data_types, require_dims
 
 OP = "paged_cache_load"
 MIN_VERSION = 90500  # the frontend's gate (the descriptor exists since 9.4.0)
+PACKED_MIN_VERSION = 91002  # packed page tables (a ragged offset on the table): the frontend's gate
 
 
 def page_count(s_kv: int, block_size: int) -> int:
@@ -23,18 +25,34 @@ def page_count(s_kv: int, block_size: int) -> int:
 
 
 def check_page_table(op: str, node: Node, table: Tensor, b: int, s_kv: int, block_size: int) -> None:
-    """A page table is INT32 (b, 1, ceil(s_kv / block_size), 1): one page index per block of each sequence."""
+    """A page table is INT32 (b, 1, ceil(s_kv / block_size), 1): one page index per block of each sequence.
+
+    A packed one carries a ragged offset ((b + 1, 1, 1, 1) INT32 / INT64, in elements): batch b's page indices
+    are the entries offset[b] .. offset[b + 1] of its buffer, as many as its sequence needs (cuDNN >= 9.10.2);
+    its dims are then (b, 1, pages, 1) for the longest sequence's page count (the frontend checks no more)."""
     dims = [int(x) for x in table.dim]
+    off = table.ragged_offset
+    packed = off is not None
     want = [b, 1, page_count(s_kv, block_size), 1]
-    if dims != want:
+    if not packed and dims != want:
         raise shape_error(op, node.name, table, f"a page table needs dims [b, 1, ceil(s_kv / block_size), 1] = "
                           f"{want} (s_kv {s_kv}, block_size {block_size}), got {dims}")
+    if packed and (len(dims) != 4 or dims[0] != b or dims[1] != 1 or dims[3] != 1 or dims[2] < 1):
+        raise shape_error(op, node.name, table, f"a packed page table needs dims [b, 1, pages, 1] with b = {b}, "
+                          f"got {dims}")
     dt = table.data_type
     if dt not in (data_type.INT32, data_type.NOT_SET):
         raise shape_error(op, node.name, table, f"a page table must be INT32, got {dt.name}")
-    if table.ragged_offset is not None:
-        raise shape_error(op, node.name, table, "packed page tables (a ragged offset on the page table) are not "
-                          "implemented in cudnn_py")
+    if off is None:
+        return
+    if [int(x) for x in off.dim] != [b + 1, 1, 1, 1] or off.data_type not in (data_type.INT32, data_type.INT64):
+        raise shape_error(op, node.name, table, f"the packed page table's ragged offset {off.name!r} needs dims "
+                          f"[b + 1, 1, 1, 1] = {[b + 1, 1, 1, 1]}, INT32 or INT64 (got {list(off.dim)}, "
+                          f"{off.data_type.name})")
+    if versions.runtime_version() < PACKED_MIN_VERSION:
+        raise cudnnGraphNotSupportedError(f"{op} node {node.name!r}: packed page tables (a ragged offset on "
+                                          f"{table.name!r}) need cuDNN >= 9.10.2; the loaded cuDNN is "
+                                          f"{version_string(versions.runtime_version())}")
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
