@@ -388,6 +388,47 @@ def test_forward_with_padded_head_and_sequence_strides(impl):
     check("fp16", o, stats, (q, k, v, scale), {})
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_backward_with_padded_head_and_sequence_strides(dtype):
+    """The backward over non-dense q, k, v, O, dO and into non-dense dQ, dK, dV (padded head and sequence
+    strides): another project saw such strides corrupt gradients silently. The padding between rows must stay
+    as it was (poisoned), and the gradients match float64 autograd."""
+    b, h, s_q, s_kv, d = 2, 4, 96, 160, 64
+    tdtype, cdtype, tol = DTYPES[dtype]
+
+    def padded(s, extra_d, extra_s, fill=None):
+        base = torch.randn(b, h, s + extra_s, d + extra_d, device="cuda", dtype=tdtype) if fill is None else \
+            torch.full((b, h, s + extra_s, d + extra_d), fill, device="cuda", dtype=tdtype)
+        return base, base[:, :, :s, :d]  # the view keeps the padding in its strides
+
+    (_, q), (_, k), (_, v), (_, d_o) = padded(s_q, 8, 0), padded(s_kv, 0, 16), padded(s_kv, 16, 8), padded(s_q, 8, 4)
+    scale = 1 / math.sqrt(d)
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    o64, stats64 = reference_attention(*leaves, scale, causal=True)
+    (o64 * d_o.double()).sum().backward()
+    _, o = padded(s_q, 16, 8, 0.0)
+    o.copy_(o64.detach())
+    stats = stats64.detach().float().contiguous()
+    g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
+    Q, K, V, O, DO, ST = (g.tensor_like(t) for t in (q, k, v, o, d_o, stats))
+    grads = g.sdpa_backward(Q, K, V, O, DO, ST, attn_scale=scale, use_causal_mask=True)
+    bases, outs = [], []
+    for t, rows, (extra_d, extra_s) in zip(grads, (s_q, s_kv, s_kv), ((8, 8), (16, 0), (0, 16))):
+        base, view = padded(rows, extra_d, extra_s, float("nan"))  # poisoned, padding included
+        t.set_output(True).set_dim(list(view.shape)).set_stride(list(view.stride()))
+        bases.append(base)
+        outs.append(view)
+    g.validate()
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.execute({Q: q, K: k, V: v, O: o, DO: d_o, ST: stats, **dict(zip(grads, outs))}, None)
+    torch.cuda.synchronize()
+    for name, leaf, base, view in zip(("dQ", "dK", "dV"), leaves, bases, outs):
+        assert rel_err(view, leaf.grad) < 2 * tol, name
+        untouched = torch.ones_like(base, dtype=torch.bool)
+        untouched[:, :, :view.shape[2], :view.shape[3]] = False
+        assert torch.isnan(base[untouched]).all(), f"{name}: the padding between rows was written"
+
+
 def test_score_max_and_sum_exp():
     b, h, s_q, s_kv, d = 2, 4, 100, 150, 64
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for s in (s_q, s_kv, s_kv))
