@@ -257,7 +257,7 @@ def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():
 
     s.configs = [config("eng7_k24=41", 7, [(24, 41)], 0), config("eng1_k2=3", 1, [(2, 3)], 4096)]
     s.heuristics_report = [("CUDNN_HEUR_MODE_A", "2 config(s), 2 new"), ("CUDNN_HEUR_MODE_FALLBACK", "1 config(s), 0 new")]
-    s.heuristics_ranked = [("CUDNN_HEUR_MODE_A", ["eng7_k24=41", "eng1_k2=3"]), ("CUDNN_HEUR_MODE_FALLBACK", ["eng1_k2=3"])]
+    s.heuristics_ranked = [("CUDNN_HEUR_MODE_A", list(s.configs)), ("CUDNN_HEUR_MODE_FALLBACK", [s.configs[1]])]
     s.failures = {0: "CUDNN_STATUS_NOT_SUPPORTED: no kernel"}
     s.plans = {1: SimpleNamespace(workspace=4096)}
     s.candidate = 1

@@ -62,7 +62,7 @@ def report(g: Any) -> dict:
         doc["backend_operations"] = [{"id": d.id, "node": name}
                                      for d, name in zip(session.lowered.operations, session.lowered.op_names)]
     doc["heuristics"] = [{"mode": m, "result": r} for m, r in session.heuristics_report]
-    ranked = getattr(session, "heuristics_ranked", [])
+    ranked = [(m, [c.name for c in configs]) for m, configs in getattr(session, "heuristics_ranked", [])]
     for h in doc["heuristics"]:
         h["configs"] = next((names for m, names in ranked if m == h["mode"]), [])
     doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(session.configs)]

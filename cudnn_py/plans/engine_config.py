@@ -3,6 +3,7 @@ workspace read back from cuDNN (``graph_flow.md`` §1.4, §1.5, §2.4)."""
 from __future__ import annotations
 
 import functools
+import threading
 
 from ..backend import Descriptor
 from ..backend.descriptor import ScalarReader
@@ -23,21 +24,48 @@ def knob_choice_pool(n: int | None = None) -> list[Descriptor]:
     return [Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR") for _ in range(n)]
 
 
+class KnobReader:
+    """Reads configs' knob choices into one shared set of KNOB_CHOICE descriptors (a count query returns 0 for
+    KNOB_CHOICES, so the array must exist up front; the frontend creates one per knob type for every config).
+    Shared by the configs of one heuristics query, which read their knobs when first asked; a lock keeps two
+    threads from reading into the pool at once. The pool is created on the first read."""
+
+    def __init__(self) -> None:
+        self._pool: list[Descriptor] | None = None
+        self._lock = threading.Lock()
+
+    def read(self, cfg: Descriptor) -> list[tuple[int, int]]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = knob_choice_pool(KNOB_READ)
+            choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=self._pool)
+            if len(choices) == len(self._pool):  # maybe more than fit: read again with room for every knob type
+                choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=knob_choice_pool())
+            return [(int(_knob_type(c)), int(_knob_value(c))) for c in choices]
+
+
 class EngineConfig:
     """One ENGINECFG and what the planner needs to know about it.
 
-    The name (engine index and knob choices) is read at once: deduplication across heuristics modes needs it.
-    Notes and workspace size are read when first asked for (filters, queries), which keeps planning's
-    read-back to a few calls per config.
+    The engine index is read at once. The knob choices (and so the name), the notes and the workspace size are
+    read when first asked for (deduplication across heuristics modes compares the names of configs of one
+    engine only; filters, queries), which keeps planning's read-back to a few calls per config.
     """
 
-    def __init__(self, cfg: Descriptor, engine: Descriptor, engine_index: int, knobs: list[tuple[int, int]],
-                 source: str = ""):
+    def __init__(self, cfg: Descriptor, engine: Descriptor, engine_index: int,
+                 knobs: list[tuple[int, int]] | KnobReader, source: str = ""):
         self.cfg = cfg
         self.engine = engine
         self.engine_index = engine_index
-        self.knobs = knobs  # (backend knob type value, value), in the order cuDNN returns them
+        self._knobs = knobs  # the choices, or the reader that reads them when first asked for
         self.source = source  # "CUDNN_HEUR_MODE_A", "explicit", ...
+
+    @property
+    def knobs(self) -> list[tuple[int, int]]:
+        """(backend knob type value, value) pairs, in the order cuDNN returns them."""
+        if isinstance(self._knobs, KnobReader):
+            self._knobs = self._knobs.read(self.cfg)
+        return self._knobs
 
     @property
     def name(self) -> str:
@@ -67,18 +95,14 @@ class EngineConfig:
             return 0
 
     @classmethod
-    def from_descriptor(cls, cfg: Descriptor, source: str, knob_pool: list[Descriptor] | None = None) -> EngineConfig:
-        """Read a finalized config back. ``knob_pool``: KNOB_CHOICE descriptors to read the knob choices into,
-        shared across configs (a count query returns 0 for KNOB_CHOICES, so the array must be there up front;
-        the frontend creates one per knob type for every config)."""
+    def from_descriptor(cls, cfg: Descriptor, source: str, knob_reader: KnobReader | None = None) -> EngineConfig:
+        """Read a finalized config back: its engine and index now, its knob choices when first asked for
+        (through ``knob_reader``, shared by the configs of one query; read at once without one)."""
         engine = cfg.get("CUDNN_ATTR_ENGINECFG_ENGINE")
         index = int(_engine_index(engine))
-        pool = knob_pool if knob_pool is not None else knob_choice_pool(KNOB_READ)
-        choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=pool)
-        if len(choices) == len(pool):  # maybe more than fit: read again with room for every knob type
-            choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=knob_choice_pool())
-        knobs = [(int(_knob_type(c)), int(_knob_value(c))) for c in choices]
-        return cls(cfg, engine, index, knobs, source)
+        if knob_reader is None:
+            return cls(cfg, engine, index, KnobReader().read(cfg), source)
+        return cls(cfg, engine, index, knob_reader, source)
 
     @classmethod
     def explicit(cls, operation_graph: Descriptor, engine_index: int, knobs: dict[int, int]) -> EngineConfig:

@@ -1,6 +1,7 @@
 """Heuristics queries (``graph_flow.md`` §1.3, §2.2): one ENGINEHEUR per mode, in the order given; configs are
-deduplicated across modes by name, keeping the first (best) rank — unlike the C++ frontend, which builds
-duplicate plans. A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything."""
+deduplicated by name, keeping the first (best) rank — unlike the C++ frontend, which builds duplicate plans. A
+name is engine index plus knob choices, so only configs of an engine already seen have their knobs read here.
+A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..backend import Descriptor
 from ..errors import CudnnError
-from .engine_config import KNOB_READ, EngineConfig, knob_choice_pool
+from .engine_config import EngineConfig, KnobReader
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)
 
@@ -17,15 +18,15 @@ _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the fro
 class HeuristicsResult:
     configs: list[EngineConfig] = field(default_factory=list)
     per_mode: list[tuple[str, str]] = field(default_factory=list)  # (mode, "N configs" or the error)
-    # (mode, the names of the configs it returned, best first: duplicates of an earlier mode's included)
-    ranked: list[tuple[str, list[str]]] = field(default_factory=list)
+    # (mode, the configs it returned, best first: duplicates of an earlier one as that one); names when asked
+    ranked: list[tuple[str, list[EngineConfig]]] = field(default_factory=list)
 
 
 def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None) -> HeuristicsResult:
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...)."""
     result = HeuristicsResult()
-    seen: set[str] = set()
-    pool = knob_choice_pool(KNOB_READ)
+    by_engine: dict[int, list[EngineConfig]] = {}  # the configs kept so far, by engine index
+    reader = KnobReader()
     for mode in modes:
         try:
             heur = Descriptor("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR")
@@ -42,21 +43,23 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
         except CudnnError as e:
             result.per_mode.append((mode, f"failed: {e}"))
             continue
-        kept, names = 0, []
+        kept, ranked = 0, []
         for cfg in cfgs:
             try:
-                ec = EngineConfig.from_descriptor(cfg, mode, pool)
+                ec = EngineConfig.from_descriptor(cfg, mode, reader)
+                same_engine = by_engine.setdefault(ec.engine_index, [])
+                twin = next((c for c in same_engine if c.knobs == ec.knobs), None) if same_engine else None
             except CudnnError as e:
                 result.per_mode.append((mode, f"config read-back failed: {e}"))
                 continue
-            names.append(ec.name)
-            if ec.name in seen:
+            ranked.append(twin or ec)
+            if twin is not None:
                 cfg.destroy()
                 continue
-            seen.add(ec.name)
+            same_engine.append(ec)
             result.configs.append(ec)
             kept += 1
         result.per_mode.append((mode, f"{len(cfgs)} config(s), {kept} new"))
-        result.ranked.append((mode, names))
+        result.ranked.append((mode, ranked))
         heur.destroy()
     return result

@@ -103,7 +103,7 @@ class PlanningSession:
         self.engine_errata: list[tuple[errata.Erratum, str]] = []  # engine-level errata the program matches
         self.candidate: int | None = None  # the default plan
         self.heuristics_report: list[tuple] = []
-        self.heuristics_ranked: list[tuple[str, list[str]]] = []  # (mode, config names best first)
+        self.heuristics_ranked: list[tuple[str, list[Any]]] = []  # (mode, its EngineConfigs best first)
         self.bound_tensors: list[Any] = []  # the tensor behind every variant-pack slot (the executor checks these)
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
         self.device: int | None = None  # the planning handle's device (None: not known yet)
