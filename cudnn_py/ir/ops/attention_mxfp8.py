@@ -214,11 +214,11 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
 # ---- gates ----------------------------------------------------------------------------------------------------------
 def require_runtime(node: Node, options: Any) -> None:
     """cuDNN >= 9.21.0 (the frontend's MXFP8 gate), refused with what MXFP8 attention needs."""
+    what = f"{fwd.op_name(node)}() (node {node.name!r}): MXFP8 attention"
     try:
-        options.require(GATE_FEATURE, what=f"{fwd.op_name(node)}() (node {node.name!r}): MXFP8 attention",
-                        at_least=MIN_VERSION)
-    except FeatureVersionError as e:
-        raise FeatureVersionError(e.feature, e.needed, e.loaded, detail=BLACKWELL_ONLY) from None
+        options.require(GATE_FEATURE, what=what, at_least=MIN_VERSION)
+    except FeatureVersionError as e:  # named after the op, not the catalog feature standing for the gate
+        raise FeatureVersionError(what, e.needed, e.loaded, detail=BLACKWELL_ONLY) from None
 
 
 def device_rules(node: Node, cc: int, version: int) -> str | None:
