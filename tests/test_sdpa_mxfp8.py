@@ -472,13 +472,18 @@ BWD_SHAPES = [(1, 1, 1, 32, 32, 32, 32), (2, 4, 2, 64, 96, 64, 32)]
 BWD_OPTIONS = [dict(), dict(use_causal_mask=True), dict(padding=True), dict(sink=True)]
 
 
-def draw_backward(shape, seed):
+def draw_backward(shape, seed, consistent=False):
+    """MX operands; ``consistent``: q_T, k_T, dO_T hold the real values of q, k, dO (quantized along s), else
+    they are drawn independently (so a decomposition that reads one for the other cannot pass)."""
     b, h_q, h_k, s_q, s_kv, d, d_v = shape
     rng = np.random.default_rng(seed)
     dims = {"q": (b, h_q, s_q, d), "k": (b, h_k, s_kv, d), "v": (b, h_k, s_kv, d_v), "dO": (b, h_q, s_q, d_v)}
     out = {n: mx_operand(rng, dims[n], BWD_ALONG[n]) for n in dims}
-    for n in ("q", "k", "dO"):  # the same real tensor quantized along s: a different element / scale split
-        real = out[n][2]
+    for n in ("q", "k", "dO"):
+        if not consistent:
+            out[f"{n}_T"] = mx_operand(rng, dims[n], "s")
+            continue
+        real = out[n][2]  # the same real tensor quantized along s: a different element / scale split
         b_, h_, s_, d_ = real.shape
         scales = np.exp2(np.ceil(np.log2(np.abs(real).reshape(b_, h_, s_ // 32, 32, d_).max(axis=3) / 448)))
         out[f"{n}_T"] = (real / np.repeat(scales, 32, axis=2), scales, real)
@@ -582,7 +587,7 @@ def numpy_attention_backward(q, k, v, o, d_o, scale):
 def test_backward_definition_is_the_attention_gradient_over_the_block_scaled_values():
     """With o the exact forward's O, the gradients are attention's (the _T operands hold the same real values)."""
     shape = (2, 4, 2, 64, 96, 64, 32)
-    data = draw_backward(shape, seed=5)
+    data = draw_backward(shape, seed=5, consistent=True)
     q, k, v = data["q"][2], data["k"][2], data["v"][2]
     scale = 1 / math.sqrt(shape[5])
     o, stats = numpy_attention(q, k, v, scale)
@@ -596,3 +601,38 @@ def test_backward_definition_is_the_attention_gradient_over_the_block_scaled_val
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-11, err_msg=name)
     np.testing.assert_allclose([amax_dq.item(), amax_dk.item(), amax_dv.item()], [np.abs(x).max() for x in want],
                                rtol=1e-10)
+
+
+@needs_mxfp8
+def test_planning_meets_the_composite_gate_before_its_dequantize_nodes(monkeypatch):
+    """On an H200 the refusal names sdpa_mxfp8 and says Blackwell-only, not block_scale_dequantize's own gate."""
+    g, _, _, outs = forward_graph()
+    set_outputs(outs)
+    g.validate()
+    gated = g.session._gated_nodes()
+    assert gated[0].spec.method == "sdpa_mxfp8" and {n.op for n in gated[1:]} >= {"block_scale_dequantize"}
+    monkeypatch.setattr(device_gates, "compute_capability", lambda device: 90)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa_mxfp8\(\) \(node 'mx'\).*Blackwell-only"):
+        device_gates.check(gated, SimpleNamespace(device=0))
+
+
+def test_backward_definition_reads_each_operand_where_the_frontend_does():
+    """Independent q_T, k_T, dO_T: S from q, k; dP from dO (MX) and v; D from dO_f16 and o_f16; dV from dO_T; dQ
+    from k_T; dK from q_T (node_lowering.md §16.4), as numpy computes it here."""
+    shape = (1, 2, 1, 64, 64, 32, 32)
+    data = draw_backward(shape, seed=9)
+    stats = forward_stats(shape, data, {})
+    d_q, d_k, d_v, *_ = run_backward(shape, {}, data, ReferenceEngine(), stats)
+    real = {n: data[n][2] for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")}
+    scale = 1 / math.sqrt(shape[5])
+    rep = shape[1] // shape[2]
+    k, k_t, v = (np.repeat(real[n], rep, axis=1) for n in ("k", "k_T", "v"))
+    s = np.einsum("bhqd,bhkd->bhqk", real["q"], k) * scale
+    p = np.exp(s - stats)
+    d_row = (data["dO"][2] * data["o_f16"]).sum(axis=-1, keepdims=True)  # dO_f16 is dO's real value here
+    d_s = scale * p * (np.einsum("bhqd,bhkd->bhqk", real["dO"], v) - d_row)
+    np.testing.assert_allclose(d_v, np.einsum("bhqk,bhqd->bhkd", p, real["dO_T"]).sum(axis=1, keepdims=True),
+                               rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(d_q, np.einsum("bhqk,bhkd->bhqd", d_s, k_t), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(d_k, np.einsum("bhqk,bhqd->bhkd", d_s, real["q_T"]).sum(axis=1, keepdims=True),
+                               rtol=1e-9, atol=1e-11)
