@@ -239,7 +239,7 @@ def dequantize(rw: Any, x: Tensor, descale: Tensor, along: int) -> Tensor:
 
 
 def expand_forward(node: Node, rw: Any, options: Any) -> bool:
-    """§14.7 (MXFP8): Kᵀ and its descale swapped in place, dequantize Q, Kᵀ; bmm1, scale, band masks, softmax
+    """§14.7 (MXFP8): Kᵀ and its descale swapped in place, dequantize Kᵀ and Q; bmm1, scale, band masks, softmax
     (typed as Q's FP8 type, bmm2's A); dequantize V, bmm2 into O; AMAX(O)."""
     require_runtime(node, options)
     ins, outs = node.inputs, node.outputs
@@ -249,8 +249,8 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
     f32 = data_type.FLOAT
     fwd.transpose_in_place(rw, node, k)
     fwd.transpose_in_place(rw, node, ins["DESCALE_K"])
+    k_deq = dequantize(rw, k, ins["DESCALE_K"], ALONG_S)  # step 1: Kᵀ (d is axis 2 now), then Q before bmm1
     q_deq = dequantize(rw, q, ins["DESCALE_Q"], ALONG_D)
-    k_deq = dequantize(rw, k, ins["DESCALE_K"], ALONG_S)  # Kᵀ: d is axis 2 now
     scores = [b, h, s_q, s_kv]
     s = fwd.virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q_deq, k_deq, s, {})
