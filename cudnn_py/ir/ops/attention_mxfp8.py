@@ -43,13 +43,13 @@ from .common import InferenceContext, member, require_dims
 
 FWD, BWD = "sdpa_mxfp8", "sdpa_mxfp8_backward"
 MIN_VERSION = 92100  # the frontend's gate (SDPANodeBase::is_mxfp8_scaling, §14.4)
-GATE_FEATURE = "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR"
+GATE_FEATURE = "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR"  # the catalog entry the 9.21 gate stands on
 BLACKWELL_MAJOR = 10
 BLOCK = 32  # MX: one E8M0 scale per 32 elements
 TILE_ROWS, TILE_BLOCKS = 128, 4  # F8_128x4
 BACKEND_BLOCK_SIZE = [1, BLOCK]  # what the frontend gives the backend for every operand
 ALONG_D, ALONG_S = 3, 2  # the axis a descale blocks
-WIDE_QK_VERSION = fp8.WIDE_QK_MIN_VERSION  # d_qk 192 with d_v 128 (SM10x, cuDNN >= 9.19: always, here)
+F16_TYPES = (data_type.HALF, data_type.BFLOAT16, data_type.FLOAT)  # the backward's unquantized o_f16, dO_f16
 BLACKWELL_ONLY = ("MXFP8 attention is Blackwell-only: it needs a GPU of compute capability 10.x (major == 10 "
                   "exactly; cuDNN has MXFP8 attention engines only there)")
 
@@ -179,9 +179,6 @@ def infer_forward(node: Node, ctx: InferenceContext) -> None:
     fp8._check_results(node, ("O",))
     if stats is not None and stats.data_type is not data_type.FLOAT:
         raise _fail(node, stats, f"softmax statistics must be FLOAT, got {stats.data_type.name}")
-
-
-F16_TYPES = (data_type.HALF, data_type.BFLOAT16, data_type.FLOAT)
 
 
 def infer_backward(node: Node, ctx: InferenceContext) -> None:
