@@ -580,13 +580,6 @@ def test_backward_surface_and_what_reaches_cudnn():
         g2.validate_ir()
 
 
-def test_mxfp8_attention_methods_are_absent_until_implemented():
-    """No stub that only raises: MXFP8 attention is not built yet, so its methods are absent (per-tensor FP8 is:
-    tests/test_sdpa_fp8.py)."""
-    for method in ("sdpa_mxfp8", "sdpa_mxfp8_backward"):
-        assert not hasattr(cudnn.pygraph, method)
-
-
 def test_backward_errata():
     from types import SimpleNamespace
 

@@ -40,7 +40,10 @@ def lower_dequantize(node: Any, tensors: Any) -> list[Descriptor]:
     op.set(prefix + "SCALE_DESC", tensors(node.inputs["SCALE"]))
     op.set(prefix + "YDESC", tensors(node.outputs["Y"]))
     op.set(prefix + "MATH_PREC", to_backend_data_type(node.params["compute_data_type"]))
-    op.set(prefix + "BLOCK_SIZE", [int(b) for b in node.params["block_size"]], type="CUDNN_TYPE_INT32")
+    # a decomposition may give the backend the frontend's block size where it differs from the logical one (MXFP8
+    # attention: {1, 32} for every operand, whichever axis the scale blocks; ir/ops/attention_mxfp8.py)
+    sizes = node.params.get("backend_block_size", node.params["block_size"])
+    op.set(prefix + "BLOCK_SIZE", [int(b) for b in sizes], type="CUDNN_TYPE_INT32")
     negative = bool(node.params["is_negative_scale"])
     if negative or versions.runtime_version() >= NEG_SCALE_MIN_VERSION:
         if negative:

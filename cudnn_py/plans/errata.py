@@ -63,7 +63,7 @@ def _reaches_batched_matmul(program: Any, t: Any, producers: dict[int, Any], see
     return None
 
 
-ATTENTION_KINDS = ("sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward")
+ATTENTION_KINDS = ("sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward", "sdpa_mxfp8", "sdpa_mxfp8_backward")
 
 
 def _decomposed_attention(program: Any) -> tuple[str, ...]:

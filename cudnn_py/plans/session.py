@@ -158,10 +158,13 @@ class PlanningSession:
         """The nodes whose device gates planning checks: the program's, and the user's composites (a decomposed
         node's rules, e.g. FP8 attention's head dims per architecture, hold for the whole decomposition)."""
         assert self.program is not None
-        return self.program.nodes + [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
+        # the composites first: their refusal names the op the user called (MXFP8 attention is Blackwell-only), not
+        # one of the primitives it decomposed into
+        composites = [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
+        return composites + self.program.nodes
 
     def _lower(self, available: Callable[..., bool]) -> None:
-        self.program = prepare(self.graph, PassOptions(available=available))
+        self.program = prepare(self.graph, PassOptions(available=available, require=versions.require))
         version = versions.runtime_version()
         errata.check(self.program, version)  # known cuDNN bugs: refused before lowering
         self.engine_errata = errata.engine_errata(self.program, version)  # those barring engines, not the graph

@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (they register their kinds)
     attention,
     attention_fp8,
+    attention_mxfp8,
     conv,
     layout_ops,
     masks,

@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (registration)
     attention,
     attention_backward,
     attention_fp8,
+    attention_mxfp8,
     conv,
     layout_ops,
     masks,

@@ -27,6 +27,10 @@ class PassOptions:
     # available(feature, at_least=0) -> bool: whether the running cuDNN has a catalog feature (see
     # cudnn_py.backend.versions.available); the IR does not load the library itself.
     available: Callable[..., bool]
+    # require(feature, what=, at_least=0): raise FeatureVersionError unless the running cuDNN has it (see
+    # cudnn_py.backend.versions.require), for a composite whose every form needs a newer cuDNN (MXFP8 attention).
+    # The default gates nothing: python engines interpret the program whatever cuDNN is loaded.
+    require: Callable[..., None] = lambda feature, what="", at_least=0: None
 
 
 def prepare(graph: Any, options: PassOptions) -> Program:
