@@ -77,11 +77,16 @@ def cublaslt_version() -> int:
     return 0
 
 
-def check(nodes: Any, handle: Any) -> None:
-    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
-    device: the current device, whose default handle planning uses)."""
+def device_of_handle(handle: Any) -> int:
+    """The device planning runs on: the handle's, or (no handle, or one without a device) the current device,
+    whose default handle planning uses."""
     device = getattr(handle, "device", None)
-    device = current_device() if device is None else int(device)
+    return current_device() if device is None else int(device)
+
+
+def check(nodes: Any, handle: Any) -> None:
+    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails."""
+    device = device_of_handle(handle)
     for node in nodes:
         spec = node.spec
         if spec is None:
