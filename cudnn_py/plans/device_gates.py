@@ -40,11 +40,14 @@ def _read_compute_capability(device: int) -> int:
     except ImportError:
         return 0
     A = driver.CUdevice_attribute
-    err, dev = driver.cuDeviceGet(int(device))
-    if int(err) != 0:
+    try:  # cuda-bindings without a usable driver raises instead of returning an error code
+        err, dev = driver.cuDeviceGet(int(device))
+        if int(err) != 0:
+            return 0
+        err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    except RuntimeError:
         return 0
-    err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-    err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
     if int(err_major) != 0 or int(err_minor) != 0:
         return 0
     return int(major) * 10 + int(minor)

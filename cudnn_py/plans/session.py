@@ -253,8 +253,10 @@ class PlanningSession:
             self._bind_device(handle)
             device_gates.check(self._gated_nodes(), self.options.handle)  # None: the current device's
             assert self.program is not None
-            cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
-            errata.check_on_device(self.program, versions.runtime_version(), cc)  # the errata of some GPUs only
+            version = versions.runtime_version()
+            if errata.on_device(self.program, version):  # the errata of some GPUs only: read the GPU when one matches
+                cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
+                errata.check_on_device(self.program, version, cc)
             if self.lowered.handle is None:
                 t0 = time.perf_counter()
                 with self.on_device():
