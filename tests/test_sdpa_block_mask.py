@@ -305,6 +305,7 @@ def test_planning_checks_the_sm10x_erratum_when_it_meets_the_gpu(monkeypatch):
     g = _validated()
     s = g._session
     assert any(ERRATUM in line and "refused when planning meets such a GPU" for line in s.deferred_checks)
+    assert f"erratum {ERRATUM} matches this graph (on compute capability 10.0 - 10.9 only)" in g.explain()
     finalized = []
     monkeypatch.setattr(s, "planning_handle", lambda: 1)  # a handle, never used: binding and finalize are stubbed
     monkeypatch.setattr(s, "_bind_device", lambda handle: None)
