@@ -97,7 +97,7 @@ def test_validation_names_the_tensor_and_the_rule(case, match):
         g.validate_ir()
 
 
-def test_tile_counts_round_up_and_follow_the_paged_kv_length():
+def test_tile_counts_round_up_including_decode():
     g = graph()
     build(g, s_q=128, s_kv=129, mask_dims=[2, 4, 1, 2])
     g.validate_ir()
