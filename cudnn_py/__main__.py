@@ -102,16 +102,17 @@ def _gpu_capabilities() -> list[tuple[int, int]]:
 
 
 def errata_lines(version: int, version_string: str, capabilities: list[tuple[int, int]]) -> list[str]:
-    """The errata of the loaded cuDNN. They carry no GPU condition: a graph that matches one is refused on every
-    GPU, and each line says on which GPU it was seen, next to the GPUs here."""
+    """The errata of the loaded cuDNN. Most carry no GPU condition: a graph that matches one is refused on every
+    GPU; the others say which GPUs they hold on. Each line says on which GPU it was seen, next to the GPUs here."""
     from .plans.errata import applicable
 
     known = applicable(version)
     gpus = ", ".join(sorted({f"sm{a}{b}" for a, b in capabilities})) or "no GPU found"
     lines = [f"errata for cuDNN {version_string}: {len(known)} (graphs that hit one are refused, naming it, on every "
-             f"GPU; GPUs here: {gpus})"]
+             f"GPU unless it names its GPUs; GPUs here: {gpus})"]
     for erratum in known:
-        lines.append(f"  {erratum.id} (cuDNN {erratum.versions}; seen on {erratum.seen_on}): {erratum.effect}")
+        only = "" if erratum.compute_capabilities is None else f"; {erratum.gpus}"
+        lines.append(f"  {erratum.id} (cuDNN {erratum.versions}{only}; seen on {erratum.seen_on}): {erratum.effect}")
     return lines
 
 

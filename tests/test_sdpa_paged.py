@@ -51,13 +51,6 @@ class SimpleTensors(dict):
 
 
 # ---- what reaches cuDNN --------------------------------------------------------------------------------------
-def test_block_mask_stays_refused_and_says_why():
-    g = half_graph()
-    q, k, v = (g.tensor([1, 2, 8, 16]) for _ in range(3))
-    with pytest.raises(NotImplementedOptionError, match="block_mask.*undocumented"):
-        g.sdpa(q, k, v, generate_stats=False, block_mask=g.tensor([1, 2, 1, 1], data_type=cudnn.data_type.INT8))
-
-
 def test_composite_paged_attention_loads_k_and_v_through_paged_cache_load_deviceless():
     from cudnn_py.lowering import TensorTable
     from cudnn_py.lowering.paged_cache import lower

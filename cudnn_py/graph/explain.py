@@ -52,7 +52,7 @@ def report(g: Any) -> dict:
         doc["lowered_ir"] = session.program.to_dict()
         # read, not re-run: which errata of the loaded cuDNN this program matches (validate refuses the first)
         try:
-            doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where} for x in known
+            doc["cudnn"]["errata_matched"] = [{"id": x.id, "where": where, "gpus": x.gpus} for x in known
                                               if (where := x.match(session.program)) is not None]
         except Exception as e:
             doc["cudnn"]["errata_matched_error"] = str(e)
@@ -134,7 +134,8 @@ def text(doc: dict) -> str:
         out.append(f"cuDNN {cud['version_string']}; errata that apply: " +
                    (", ".join(e["id"] for e in cud["errata"]) or "none"))
     for m in cud.get("errata_matched", []):
-        out.append(f"erratum {m['id']} matches this graph: {m['where']}")
+        gpus = "" if m.get("gpus", "every GPU") == "every GPU" else f" (on {m['gpus']})"
+        out.append(f"erratum {m['id']} matches this graph{gpus}: {m['where']}")
     if "error" in doc:
         out.append(f"STOPPED: {doc['error']}")
     if "phase" in doc:

@@ -1,13 +1,19 @@
 """The unified attention forward (``node_lowering.md`` §14.8): one OPERATION_SDPA_FWD over the untransposed Q, K,
-V and O, with the statistics, the scale, the sequence lengths (the backend applies the padding mask whenever
-both are given), the page tables of a paged K / V and dropout attached. The composite form needs no lowering:
-the decompose pass expanded it."""
+V and O, with the statistics, the scale, the block mask, the sequence lengths (the backend applies the padding
+mask whenever both are given), the page tables of a paged K / V and dropout attached. The composite form needs
+no lowering: the decompose pass expanded it."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..backend import Descriptor, versions
-from ..ir.ops.attention import DROPOUT_MIN_VERSION, PAGED_UNIFIED_MIN_VERSION, SEQ_LEN_MIN_VERSION
+from ..ir.ops.attention import (
+    BLOCK_MASK_ATTRIBUTE,
+    BLOCK_MASK_MIN_VERSION,
+    DROPOUT_MIN_VERSION,
+    PAGED_UNIFIED_MIN_VERSION,
+    SEQ_LEN_MIN_VERSION,
+)
 from .registry import lowers
 
 _PREFIX = "CUDNN_ATTR_OPERATION_SDPA_FWD_"
@@ -25,6 +31,9 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
     op.set(_PREFIX + "ODESC", tensors(node.outputs["O"]))
     if "Stats" in node.outputs:
         op.set(_PREFIX + "STATSDESC", tensors(node.outputs["Stats"]))
+    if "BLOCK_MASK" in ins:
+        versions.require(BLOCK_MASK_ATTRIBUTE, what=f"{where}: block mask", at_least=BLOCK_MASK_MIN_VERSION)
+        op.set(BLOCK_MASK_ATTRIBUTE, tensors(ins["BLOCK_MASK"]))
     if "SEQ_LEN_Q" in ins:
         versions.require(_PREFIX + "SEQ_LEN_QDESC", what=f"{where}: padding mask", at_least=SEQ_LEN_MIN_VERSION)
         op.set(_PREFIX + "SEQ_LEN_QDESC", tensors(ins["SEQ_LEN_Q"]))

@@ -40,11 +40,14 @@ def _read_compute_capability(device: int) -> int:
     except ImportError:
         return 0
     A = driver.CUdevice_attribute
-    err, dev = driver.cuDeviceGet(int(device))
-    if int(err) != 0:
+    try:  # cuda-bindings without a usable driver raises instead of returning an error code
+        err, dev = driver.cuDeviceGet(int(device))
+        if int(err) != 0:
+            return 0
+        err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    except RuntimeError:
         return 0
-    err_major, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-    err_minor, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
     if int(err_major) != 0 or int(err_minor) != 0:
         return 0
     return int(major) * 10 + int(minor)
@@ -77,11 +80,16 @@ def cublaslt_version() -> int:
     return 0
 
 
-def check(nodes: Any, handle: Any) -> None:
-    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
-    device: the current device, whose default handle planning uses)."""
+def device_of_handle(handle: Any) -> int:
+    """The device planning runs on: the handle's, or (no handle, or one without a device) the current device,
+    whose default handle planning uses."""
     device = getattr(handle, "device", None)
-    device = current_device() if device is None else int(device)
+    return current_device() if device is None else int(device)
+
+
+def check(nodes: Any, handle: Any) -> None:
+    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails."""
+    device = device_of_handle(handle)
     for node in nodes:
         spec = node.spec
         if spec is None:

@@ -3,7 +3,8 @@ it does and where it was seen. The planning session checks the program (the grap
 the table before anything is lowered; a matching graph is refused with ``cudnnGraphNotSupportedError`` naming the
 erratum and the way around it, instead of crashing the process or returning a wrong result. An erratum that names
 ``engines`` is narrower: only those engines are wrong on the matching graphs, so their configs are barred (with the
-erratum as the reason) and the graph runs on the others.
+erratum as the reason) and the graph runs on the others. An erratum that names ``compute_capabilities`` holds on
+those GPUs only: validate() cannot see the GPU, so it is checked when planning meets it (``check_on_device``).
 
 ``python -m cudnn_py info`` lists the errata that apply to the loaded cuDNN.
 """
@@ -28,11 +29,26 @@ class Erratum:
     effect: str
     workaround: str
     source: str
-    seen_on: str  # the GPUs it was seen on; the table has no GPU condition: a match is refused on every GPU
+    seen_on: str  # the GPUs it was seen on; without compute_capabilities a match is refused on every GPU
     engines: tuple[int, ...] = ()  # only these engines are wrong: their configs are barred, the graph is not refused
+    compute_capabilities: tuple[int, int] | None = None  # (lowest, highest), e.g. (100, 109) = SM10x; None: every GPU
 
     def applies_to(self, version: int) -> bool:
         return self.first <= version <= self.last
+
+    def on_gpu(self, cc: int) -> bool:
+        """Does it hold on a GPU of compute capability ``cc`` (0: unreadable, so it may)?"""
+        if self.compute_capabilities is None or not cc:
+            return True
+        low, high = self.compute_capabilities
+        return low <= cc <= high
+
+    @property
+    def gpus(self) -> str:
+        if self.compute_capabilities is None:
+            return "every GPU"
+        low, high = self.compute_capabilities
+        return f"compute capability {low // 10}.{low % 10} - {high // 10}.{high % 10} only"
 
     @property
     def versions(self) -> str:
@@ -258,6 +274,13 @@ def _backward_with_dropout(program: Any) -> str | None:
     return None
 
 
+def _unified_block_mask(program: Any) -> str | None:
+    for n in program.nodes:  # a unified sdpa stays one node of the program
+        if n.op == "sdpa" and "BLOCK_MASK" in n.inputs:
+            return f"sdpa node {n.name!r} (unified SDPA_FWD) has a block mask {n.inputs['BLOCK_MASK'].name!r}"
+    return None
+
+
 def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
     for n in program.nodes:
         if n.op == "conv_wgrad":
@@ -278,6 +301,16 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="every GPU (the official frontend's version gate)",
         source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
                "ver >= 9.13.0)"),
+    Erratum(
+        id="sdpa-block-mask-sm10x-before-9.26", first=91400, last=92599, match=_unified_block_mask,
+        compute_capabilities=(100, 109),
+        effect="the unified attention with a block mask can rescale uninitialized tensor memory on SM10x when the "
+               "first KV block of a row is masked out (the block mask's contents are runtime data, so no graph "
+               "with a block mask is safe there)",
+        workaround="use cuDNN >= 9.26.0 on SM10x (Blackwell) GPUs, or no block mask",
+        seen_on="SM10x (the official frontend's gate; not reproduced by cudnn_py)",
+        source="cudnn-frontend 1.32 include/cudnn_frontend/node/sdpa_support_surface.h (~l.109-118: 'Unified SDPA "
+               "with Block_mask on SM10x requires cuDNN 9.26.0 or newer due to a masked-tile initialization bug')"),
     Erratum(
         id="sdpa-backward-unaligned-kv", first=90000, last=91500, match=_backward_unaligned_kv,
         effect="attention backward with s_kv not a multiple of 128 needs a padding mask on cuDNN <= 9.15.0 (the "
@@ -425,12 +458,32 @@ def applicable(version: int) -> list[Erratum]:
 
 
 def check(program: Any, version: int) -> None:
-    """Refuse a program that hits an erratum of the running cuDNN."""
+    """Refuse a program that hits an erratum of the running cuDNN (those of some GPUs only: check_on_device)."""
     for e in applicable(version):
-        if e.engines:  # not refused: planning bars those engines' configs (engine_errata)
+        if e.engines or e.compute_capabilities is not None:  # engine_errata; check_on_device
             continue
-        where = e.match(program)
-        if where is not None:
-            raise cudnnGraphNotSupportedError(
-                f"cuDNN erratum {e.id} (cuDNN {e.versions}; loaded {version_string(version)}): {where}. "
-                f"Effect: {e.effect}. Way around: {e.workaround}. Source: {e.source}")
+        _refuse_if_matched(e, program, version, "")
+
+
+def on_device(program: Any, version: int) -> list[tuple[Erratum, str]]:
+    """The GPU-conditioned errata the program matches (checked when planning meets the GPU), each with where."""
+    return [(e, where) for e in applicable(version) if e.compute_capabilities is not None and not e.engines
+            and (where := e.match(program)) is not None]
+
+
+def check_on_device(program: Any, version: int, cc: int) -> None:
+    """Refuse a program that hits an erratum of the running cuDNN on a GPU of compute capability ``cc``. An
+    unreadable capability (0) counts as a match: refused, not run on a GPU where the result could be wrong."""
+    for e in applicable(version):
+        if e.compute_capabilities is None or e.engines or not e.on_gpu(cc):
+            continue
+        gpu = f"compute capability {cc // 10}.{cc % 10}" if cc else "compute capability unreadable (cuda-bindings?)"
+        _refuse_if_matched(e, program, version, f"; {e.gpus}, this GPU: {gpu}")
+
+
+def _refuse_if_matched(e: Erratum, program: Any, version: int, gpu: str) -> None:
+    where = e.match(program)
+    if where is not None:
+        raise cudnnGraphNotSupportedError(
+            f"cuDNN erratum {e.id} (cuDNN {e.versions}{gpu}; loaded {version_string(version)}): {where}. "
+            f"Effect: {e.effect}. Way around: {e.workaround}. Source: {e.source}")

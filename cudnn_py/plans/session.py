@@ -151,6 +151,8 @@ class PlanningSession:
         for e, _where in self.engine_errata:
             out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
                        "are queried")
+        for e, where in errata.on_device(self.program, versions.runtime_version()):
+            out.append(f"erratum {e.id} ({e.gpus}): {where}; refused when planning meets such a GPU")
         out.append("the operands (shape, strides, data type, device, alignment): at execute")
         return out
 
@@ -181,6 +183,8 @@ class PlanningSession:
         kept = [n for n in (self.program.nodes if self.program is not None else ()) if n.op == "sdpa"]
         if any(n.params.get("implementation") is not attention_implementation.AUTO for n in kept):
             return []  # an explicit UNIFIED is not second-guessed
+        if any("BLOCK_MASK" in n.inputs for n in kept):
+            return []  # the composite takes no block mask: nothing to fall back to
         return [n.name for n in kept]
 
     def _fall_back_to_composite_attention(self, report: str) -> None:
@@ -251,6 +255,11 @@ class PlanningSession:
         if handle is not None:
             self._bind_device(handle)
             device_gates.check(self._gated_nodes(), self.options.handle)  # None: the current device's
+            assert self.program is not None
+            version = versions.runtime_version()
+            if errata.on_device(self.program, version):  # the errata of some GPUs only: read the GPU when one matches
+                cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
+                errata.check_on_device(self.program, version, cc)
             if self.lowered.handle is None:
                 t0 = time.perf_counter()
                 with self.on_device():

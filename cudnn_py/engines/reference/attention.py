@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...enums import diagonal_alignment
-from ...ir.ops.attention import kv_length
+from ...ir.ops.attention import BLOCK_MASK_TILE, kv_length
 from .paged_cache import gather_pages, owned_entries
 from .pointwise import _pointwise
 from .registry import Read, WithExtra, reference, scalar
@@ -41,7 +41,7 @@ def alibi_slopes(heads: int) -> np.ndarray:
 
 def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     """(P, Stats, scale, q, k, v) of the forward: softmax over the scaled, biased, masked scores, heads of K and V
-    repeated for GQA. Masked scores are -inf; a fully masked row (padding) has P = 0. ``descale``: FP8's
+    repeated for GQA. Masked scores are -inf; a fully masked row (padding, block mask) has P = 0. ``descale``: FP8's
     descale_q · descale_k, applied with the scale (not part of the returned scale)."""
     p, ins = node.params, node.inputs
     q, k, v = read(ins["Q"]), _kv(node, read, "K"), _kv(node, read, "V")
@@ -70,6 +70,8 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
         keep &= cols <= rows + shift + p["diagonal_band_right_bound"]
     if p["diagonal_band_left_bound"] is not None:
         keep &= cols > rows + shift - p["diagonal_band_left_bound"]
+    if "BLOCK_MASK" in ins:
+        keep &= tiles_kept(read(ins["BLOCK_MASK"]), s_q, s_kv)
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     sink = read(ins["SINK_TOKEN"]) if "SINK_TOKEN" in ins else None  # one extra logit per head, in every row
@@ -82,6 +84,15 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
     node_stats = {"Stats": m + np.log(z), "Max": m, "Sum_exp": z}
     return e / np.where(z == 0, 1.0, z), node_stats, scale, q, k, v
+
+
+def tiles_kept(block_mask: np.ndarray, s_q: int, s_kv: int) -> np.ndarray:
+    """(b, h, s_q, s_kv) booleans from a (b, h, ceil(s_q / 128), ceil(s_kv / 128)) block mask: a score is kept
+    where its 128 x 128 tile's entry is nonzero (cudnn_py's reading; the header does not say which values keep a
+    tile: tests/test_gpu_sdpa_block_mask.py checks it against cuDNN). The last tiles overhang s_q / s_kv."""
+    tile = np.asarray(block_mask) != 0
+    tile = np.repeat(np.repeat(tile, BLOCK_MASK_TILE, axis=2), BLOCK_MASK_TILE, axis=3)
+    return tile[:, :, :s_q, :s_kv]
 
 
 class _Score:

@@ -12,12 +12,17 @@ Two implementations, as in the frontend (``attention_implementation``):
 * UNIFIED: the node stays one op, lowered to ``OPERATION_SDPA_FWD`` (cuDNN >= 9.13.1, §14.8).
 
 AUTO picks UNIFIED where its support rules (§14.3) hold on the running cuDNN and COMPOSITE otherwise, when the
-graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). The options cudnn_py
-cannot honour yet raise ``NotImplementedOptionError`` when ``sdpa`` is called.
+graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). What a chosen
+implementation cannot honour is refused there (``cudnnGraphNotSupportedError``), never dropped.
 
 Paged K / V: K and V are page containers (num_blocks, h, block_size, d) read through INT32 page tables
 (b, 1, ceil(s_kv / block_size), 1) up to seq_len_kv; the composite loads them with ``paged_cache_load`` nodes, the
 unified op takes the tables. Ragged (THD) tensors are described by their ragged offsets alone (§14.5).
+
+Block mask: an INT8 (b, h_q, ceil(s_q / 128), ceil(s_kv / 128)) tensor, one entry per 128 x 128 tile of the scores
+(cuDNN >= 9.14, the unified op only: COMPOSITE refuses it, AUTO takes UNIFIED or says why it cannot). The header
+gives the formula ``softmax(padding_mask(block_mask(Q·Kᵀ) · scale)) · V`` but not the values' meaning; cudnn_py
+reads nonzero as "keep the tile" and zero as "mask it" (-inf), and the GPU test says which reading cuDNN follows.
 """
 from __future__ import annotations
 
@@ -44,20 +49,14 @@ DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the a
 
 PAGED_UNIFIED_MIN_VERSION = 91500  # unified: page tables (with the sequence lengths)
 UNFUSE_FMA = "CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA"  # SM100's softmax: fmul + fadd instead of FFMA2 (§14.8)
-
-# classic arguments cudnn_py does not implement: refused when sdpa() is called, never stored and ignored. The
-# block mask: cuDNN's header gives its type (INT8) and shape (one entry per 128 x 128 tile of the scores) but not
-# which values keep a tile and which mask it, and the references say no more, so there is nothing to build or to
-# check a result against.
-_NOT_YET = {"block_mask": "block masks: their value semantics are undocumented"}
+BLOCK_MASK_ATTRIBUTE = "CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC"
+BLOCK_MASK_MIN_VERSION = 91400  # unified: the block mask (the support check's gate; the attribute's too)
+BLOCK_MASK_TILE = 128  # one block-mask entry per 128 x 128 tile of the scores (the header)
 
 
 def _unpack(values: dict[str, Any]) -> None:
     """The classic call's composite arguments: attn_scale (float or tensor) and dropout (a tuple of a
     probability and two tensors, or of a mask and a scale) become tensor ports."""
-    for arg, what in _NOT_YET.items():
-        if values.get(arg) is not None:
-            raise NotImplementedOptionError(f"sdpa(): {arg}= ({what}) is not implemented yet in cudnn_py")
     unpack_scale_and_dropout(values, OP)
 
 
@@ -284,6 +283,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
                         f"head), got {list(sink.dim)}")
         if d["s_q"] == 1:
             raise ValueError(f"{_where(node)}: no sink token in decode (s_q == 1), as in the frontend")
+    _check_block_mask(node, d)
     scale = ins.get("ATTN_SCALE")
     if scale is not None and layout.numel(scale.dim) != 1:
         raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
@@ -343,6 +343,30 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
 
 
+def block_mask_dims(d: Mapping[str, int]) -> list[int]:
+    """(b, h_q, ceil(s_q / 128), ceil(s_kv / 128)): one entry per 128 x 128 tile of the scores."""
+    tiles = lambda n: -(-n // BLOCK_MASK_TILE)  # noqa: E731
+    return [d["b"], d["h_q"], tiles(d["s_q"]), tiles(d["s_kv"])]
+
+
+def _check_block_mask(node: Node, d: Mapping[str, int]) -> None:
+    """INT8 with exactly the tile dims: the header names no broadcast, so none is accepted (not even a unit
+    batch or head dim)."""
+    mask = node.inputs.get("BLOCK_MASK")
+    if mask is None:
+        return
+    require_dims(op_name(node), node, mask)
+    want = block_mask_dims(d)
+    if [int(x) for x in mask.dim] != want:
+        raise _fail(node, mask, f"a block mask needs dims [b, h_q, ceil(s_q / 128), ceil(s_kv / 128)] = {want} "
+                    f"(s_q {d['s_q']}, s_kv {d['s_kv']}; one entry per 128 x 128 tile of the scores, no "
+                    f"broadcasting), got {list(mask.dim)}")
+    if mask.data_type is not data_type.INT8:
+        raise _fail(node, mask, f"a block mask must be INT8 (set data_type=INT8), got {mask.data_type.name}")
+    if mask.ragged_offset is not None:
+        raise _fail(node, mask, "a block mask cannot be ragged")
+
+
 def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
     q, o = node.inputs["Q"], node.outputs["O"]
     o_dims = [d["b"], d["h_q"], d["s_q"], d["d_v"]]
@@ -387,6 +411,8 @@ def unified_refusal(node: Node, available: Any) -> str | None:
         return "the unified op's padding mask (seq_len_q / seq_len_kv) needs cuDNN >= 9.15.0"
     if paged(node) and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC", PAGED_UNIFIED_MIN_VERSION):
         return "the unified op's paged attention needs cuDNN >= 9.15.0"
+    if "BLOCK_MASK" in ins and not available(BLOCK_MASK_ATTRIBUTE, BLOCK_MASK_MIN_VERSION):
+        return "the unified op's block mask needs cuDNN >= 9.14.0"
     if p["dropout"] == "mask":
         return "the unified op takes no custom dropout mask"
     if drops(p):
@@ -421,10 +447,18 @@ def use_unified(node: Node, available: Any) -> bool:
         reason = "implementation=COMPOSITE was asked for" if why is None else f"the unified op cannot run: {why}"
         raise cudnnGraphNotSupportedError(f"{_where(node)}: unfuse_fma=True is an option of the unified SDPA_FWD op "
                                           f"only, and {reason}")
+    block_mask = "BLOCK_MASK" in node.inputs
     if impl is attention_implementation.COMPOSITE:
+        if block_mask:  # the frontend's words (sdpa_support_surface.h)
+            raise cudnnGraphNotSupportedError(f"{_where(node)}: implementation=COMPOSITE: Composite SDPA node doesn't "
+                                              "support Block_mask input (block_mask= needs implementation=UNIFIED "
+                                              "or AUTO)")
         return False
     if impl is attention_implementation.UNIFIED and why is not None:
         raise cudnnGraphNotSupportedError(f"{_where(node)}: implementation=UNIFIED is not supported: {why}")
+    if block_mask and why is not None:  # AUTO: the composite takes no block mask, so there is nothing to fall back to
+        raise cudnnGraphNotSupportedError(f"{_where(node)}: block_mask= needs the unified SDPA_FWD op (the composite "
+                                          f"attention takes no block mask), which cannot take this node: {why}")
     return why is None
 
 
