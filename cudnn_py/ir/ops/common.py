@@ -2,6 +2,7 @@
 (``node_lowering.md`` §0.3), and the tensor checks run after inference."""
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,27 @@ def as_float(default: float):
 
 def optional_float(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def int_at_least(minimum: int | None, *, optional: bool = False):
+    """A Param converter for an integer argument (numpy ints too; bools, floats and strings refused) that is
+    ``>= minimum`` (``None``: any int, e.g. an axis). ``optional``: None passes through as None. The spec
+    prefixes the error with the op and the argument (``OpSpec.node_params``); this names the value and the rule."""
+    rule = "an int" if minimum is None else f"an int >= {minimum}"
+
+    def convert(v: Any) -> int | None:
+        if v is None and optional:
+            return None
+        if isinstance(v, bool):
+            raise TypeError(f"needs {rule}, got {v!r}")
+        try:
+            n = operator.index(v)
+        except TypeError:
+            raise TypeError(f"needs {rule}, got {v!r}") from None
+        if minimum is not None and n < minimum:
+            raise ValueError(f"needs {rule}, got {n}")
+        return n
+    return convert
 
 
 def member(enum_cls: Any, exclude: tuple = ()):

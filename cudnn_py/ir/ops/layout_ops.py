@@ -5,7 +5,6 @@ concatenate (along one axis; the output dims are inferred, where the official fr
 """
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ...enums import data_type, dtype_info, reshape_mode
@@ -14,21 +13,11 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, member, require_dims
+from .common import InferenceContext, fill_data_types, int_at_least, member, require_dims
 
 
 def _int_list(v: Any) -> list[int]:
     return list(int_list(v, "permutation"))
-
-
-def _index(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"needs an int, got {v!r}")
-    return operator.index(v)
-
-
-def _optional_index(v: Any) -> int | None:
-    return None if v is None else _index(v)
 
 
 def _slices(v: Any) -> tuple[slice, ...]:
@@ -211,8 +200,8 @@ TRANSPOSE = OpSpec(
 
 CONCATENATE = OpSpec(
     method="concatenate", kind="concatenate", inputs=(Port("X", "inputs", is_list=True),), outputs=(Output("Y"),),
-    infer=infer_concatenate, params=(Param("axis", convert=_index), Param("in_place_index", None,
-                                                                          convert=_optional_index)),
+    infer=infer_concatenate, params=(Param("axis", convert=int_at_least(None)), Param("in_place_index", None,
+                                                                          convert=int_at_least(None, optional=True))),
     order=("inputs", "axis", "in_place_index", "name"), varargs=True, out_dims=True,
     requires=("CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR",),
     doc="concatenate(inputs, axis, in_place_index=None) -> Y (output dims inferred).")

@@ -10,8 +10,7 @@ from __future__ import annotations
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, as_float, fill_data_types, require_dims
-from .layout_ops import _optional_index
+from .common import InferenceContext, as_float, fill_data_types, int_at_least, require_dims
 
 
 def _infer(op: str, x_port: str, y_port: str):
@@ -39,7 +38,8 @@ def _infer(op: str, x_port: str, y_port: str):
 
 
 def _params() -> tuple[Param, ...]:
-    return (Param("output_scale", 1.0, convert=as_float(1.0)), Param("rope_dim", None, convert=_optional_index))
+    return (Param("output_scale", 1.0, convert=as_float(1.0)),
+            Param("rope_dim", None, convert=int_at_least(None, optional=True)))
 
 
 ROPE = OpSpec(
