@@ -33,3 +33,43 @@ def test_int_params_name_the_op_the_argument_and_the_value():
         g.concatenate([x, x], True)
     with pytest.raises(TypeError, match=r"gen_index\(\): argument 'axis': needs an int, got 1.5"):
         g.gen_index(x, 1.5)
+
+
+def test_a_set_output_of_other_dims_is_refused_naming_the_op_node_and_the_expected_dims():
+    g = cudnn.pygraph(io_data_type=F)
+    x = g.tensor([2, 3, 4], name="x")
+    g.transpose(x, [2, 0, 1], name="t").set_output(True).set_dim([4, 3, 2])
+    with pytest.raises(ValueError, match=r"transpose node 't'.*dims \[4, 3, 2\] differ from X's \[2, 3, 4\] "
+                                         r"permuted by \[2, 0, 1\]: \[4, 2, 3\]"):
+        g.validate_ir()
+    g = cudnn.pygraph(io_data_type=F)
+    x = g.tensor([2, 3, 4], name="x")
+    g.concatenate([x, x], 1, name="cat").set_output(True).set_dim([2, 3, 4])
+    with pytest.raises(ValueError, match=r"concatenate node 'cat'.*differ from the concatenation's \[2, 6, 4\]"):
+        g.validate_ir()
+    g = cudnn.pygraph(io_data_type=F)
+    x = g.tensor([1, 4, 4], name="x")
+    g.diagonal_band_mask(x, right_bound=0, name="band").set_output(True).set_dim([1, 4, 3])
+    with pytest.raises(ValueError, match=r"diagonal_band_mask node 'band'.*differ from the input's \[1, 4, 4\]"):
+        g.validate_ir()
+
+
+def test_a_norm_gradient_of_other_dims_than_its_operand_is_refused():
+    g = cudnn.pygraph(io_data_type=F)
+    dy, x, s = g.tensor([2, 3, 4], name="dy"), g.tensor([2, 3, 4], name="x"), g.tensor([1, 3, 4], name="s")
+    m, iv = g.tensor([2, 1, 1], name="m"), g.tensor([2, 1, 1], name="iv")
+    dx, ds, db = g.layernorm_backward(dy, x, s, m, iv, name="lnb")
+    for t in (dx, ds, db):
+        t.set_output(True)
+    ds.set_dim([1, 3, 5])
+    with pytest.raises(ValueError, match=r"layernorm_backward node 'lnb'.*dims \[1, 3, 5\] differ from scale's "
+                                         r"\[1, 3, 4\]"):
+        g.validate_ir()
+    g2 = cudnn.pygraph(io_data_type=F)
+    dy, x, s = g2.tensor([2, 3, 4], name="dy"), g2.tensor([2, 3, 4], name="x"), g2.tensor([1, 3, 4], name="s")
+    m, iv = g2.tensor([2, 1, 1], name="m"), g2.tensor([2, 1, 1], name="iv")
+    dx, ds, db = g2.layernorm_backward(dy, x, s, m, iv, name="lnb")
+    for t in (dx, ds, db):
+        t.set_output(True)
+    g2.validate_ir()
+    assert list(dx.dim) == [2, 3, 4] and list(ds.dim) == list(db.dim) == [1, 3, 4]

@@ -41,6 +41,23 @@ def require_dims(op: str, node: Node, t: Tensor) -> None:
         raise shape_error(op, node.name, t, "dims are not set (set_dim) and cannot be inferred")
 
 
+def fill_or_check_dims(op: str, node: Node, t: Tensor, expected: list[int], what: str) -> None:
+    """An output's dims: ``expected`` where the user left them unset, else they must equal it. ``what`` names the
+    expectation in the error: "dims [..] differ from <what> [..]"."""
+    expected = [int(d) for d in expected]
+    if not t.dim:
+        t._infer_set("dim", expected)
+    elif [int(d) for d in t.dim] != expected:
+        raise shape_error(op, node.name, t, f"dims {list(t.dim)} differ from {what} {expected}")
+
+
+def like_input(op: str, node: Node, y: Tensor, x: Tensor, what: str = "the input's") -> None:
+    """An output shaped as its input: X's dims (checked where set) and, unless set, X's strides."""
+    fill_or_check_dims(op, node, y, list(x.dim), what)
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+
+
 def check_tensor(t: Tensor) -> None:
     """Tensor_attributes::validate, plus an explicit data-type check."""
     label = f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"

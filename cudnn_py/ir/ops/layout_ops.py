@@ -13,7 +13,7 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, int_at_least, member, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, member, require_dims
 
 
 def _int_list(v: Any) -> list[int]:
@@ -94,10 +94,7 @@ def infer_slice(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, x, f"slices {list(slices)} select no element of dims {list(x.dim)} "
                           f"(output dims would be {expected})")
     node.params["ranges"] = ranges
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not the slice's {expected}")
+    fill_or_check_dims(op, node, y, expected, "the slice's")
     strides = [int(st) * step for st, (_, _, step) in zip(x.stride, ranges)]
     if not y.stride:
         y._infer_set("stride", strides)
@@ -131,10 +128,7 @@ def infer_transpose(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, x, f"permutation {perm} is not a permutation of the {len(x.dim)} axes of "
                           f"dims {list(x.dim)}")
     expected = [int(x.dim[p]) for p in perm]
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not X's {list(x.dim)} permuted by {perm}")
+    fill_or_check_dims(op, node, y, expected, f"X's {list(x.dim)} permuted by {perm}:")
     if not y.stride:
         y._infer_set("stride", [int(x.stride[p]) for p in perm])
     _output_type_from_input(node, ctx, x, y)
@@ -159,10 +153,7 @@ def infer_concatenate(node: Node, ctx: InferenceContext) -> None:
                               f"{axis}")
     expected = list(xs[0].dim)
     expected[axis] = sum(int(t.dim[axis]) for t in xs)
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not the concatenation's {expected}")
+    fill_or_check_dims(op, node, y, expected, "the concatenation's")
     if not y.stride:
         y._infer_set("stride", layout.strides_from_order(
             y.dim, layout.order_preserving_format(xs[0].stride, len(y.dim))))

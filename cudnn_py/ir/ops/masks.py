@@ -22,7 +22,7 @@ from ...enums import attention_implementation, data_type, diagonal_alignment
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, int_at_least, member, require_dims
+from .common import InferenceContext, fill_data_types, int_at_least, like_input, member, require_dims
 
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
 # The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
@@ -35,12 +35,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     require_dims(op, node, x)
     if len(x.dim) < 2:
         raise shape_error(op, node.name, x, f"needs rank >= 2 (rows and columns last), got dims {list(x.dim)}")
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    elif list(y.dim) != list(x.dim):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from the input's {list(x.dim)}")
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    like_input(op, node, y, x)
     fill_data_types(node, ctx, x)
 
 

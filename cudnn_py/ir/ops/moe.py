@@ -25,7 +25,7 @@ from ...errors import NotImplementedOptionError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, int_at_least, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, require_dims
 
 # The frontend's own MoE tests need cuDNN 9.18 (python_api.md §3: test_moe_grouped_matmul.py), although the
 # descriptor exists since 9.15; we gate on the release its tests vouch for.
@@ -116,10 +116,7 @@ def infer_forward(node: Node, ctx: InferenceContext) -> None:
             _check_per_row(op, node, ks, m, "token_ks")
     rows = int(index.dim[1]) if mode is _MODE.GATHER and index is not None else t_rows
     expected = [1, rows, int(weight.dim[2])]
-    if not out.dim:
-        out._infer_set("dim", expected)
-    elif list(out.dim) != expected:
-        raise shape_error(op, node.name, out, f"dims {list(out.dim)} differ from the expected {expected}")
+    fill_or_check_dims(op, node, out, expected, "the expected")
     if not out.stride:
         out._infer_set("stride", layout.row_major_strides(out.dim))
     _default_float_compute(node, ctx)
@@ -139,10 +136,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
     _check_offsets(op, node, offsets, experts)
     k, n = int(token.dim[2]), int(dout.dim[2])
     expected = [experts, k, n]
-    if not dweight.dim:
-        dweight._infer_set("dim", expected)
-    elif list(dweight.dim) != expected:
-        raise shape_error(op, node.name, dweight, f"dims {list(dweight.dim)} differ from [experts, K, N] = {expected}")
+    fill_or_check_dims(op, node, dweight, expected, "[experts, K, N] =")
     if not dweight.stride:
         dweight._infer_set("stride", [k * n, 1, k])  # column-major per expert, as the frontend infers
     _default_float_compute(node, ctx)

@@ -23,7 +23,7 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, int_at_least, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, require_dims
 
 BLACKWELL = 100  # compute capability 10.0: the first GPUs with block-scale engines
 # the backend kept the negative-scale attribute unset before 9.14 (node_lowering.md §9.2, the frontend's gate)
@@ -59,10 +59,7 @@ def block_axis_order(x_stride: list, rank: int, axis: int, transpose: bool) -> l
 
 
 def _fill(op: str, node: Node, t: Any, expected: list[int], order: list[int]) -> None:
-    if not t.dim:
-        t._infer_set("dim", expected)
-    elif list(t.dim) != expected:
-        raise shape_error(op, node.name, t, f"dims {list(t.dim)} differ from the expected {expected}")
+    fill_or_check_dims(op, node, t, expected, "the expected")
     if not t.stride:
         t._infer_set("stride", layout.strides_from_order(t.dim, order))
 
