@@ -85,11 +85,9 @@ def dims_of(spec: dict) -> dict[str, list[int]]:
 
 
 def strides_of(dims: list[int], layout: str) -> list[int]:
-    order = ([1] + list(range(len(dims) - 1, 1, -1)) + [0]) if layout == "nhwc" else list(range(len(dims) - 1, -1, -1))
-    strides, acc = [0] * len(dims), 1
-    for axis in order:  # innermost first
-        strides[axis], acc = acc, acc * dims[axis]
-    return strides
+    from cudnn_py.ir.layout import nhwc_strides, row_major_strides
+
+    return nhwc_strides(dims) if layout == "nhwc" else row_major_strides(dims)
 
 
 ROLES = {"fprop": ("x", "w"), "dgrad": ("y", "w"), "wgrad": ("x", "y")}

@@ -73,3 +73,11 @@ def test_a_norm_gradient_of_other_dims_than_its_operand_is_refused():
         t.set_output(True)
     g2.validate_ir()
     assert list(dx.dim) == [2, 3, 4] and list(ds.dim) == list(db.dim) == [1, 3, 4]
+
+
+def test_nhwc_strides_are_channels_last_and_row_major_below_rank_3():
+    from cudnn_py.ir.layout import nhwc_strides
+
+    assert nhwc_strides([2, 3, 4, 5]) == [60, 1, 15, 3]
+    assert nhwc_strides([2, 3, 4, 5, 6]) == [360, 1, 90, 18, 3]
+    assert nhwc_strides([3, 4]) == [4, 1]

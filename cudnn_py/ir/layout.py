@@ -40,6 +40,11 @@ def nhwc_order(rank: int) -> list[int]:
     return order
 
 
+def nhwc_strides(dim: Sequence[int]) -> list[int]:
+    """Dense channels-last strides (NHWC, NDHWC; row-major below rank 3), the frontend's default for conv outputs."""
+    return strides_from_order(dim, nhwc_order(len(dim)))
+
+
 def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> list[int]:
     """Rank input axes by ascending stride; extra output axes come after (generate_stride_order_preserving_format).
     Equal strides (size-1 axes) tie-break towards the later axis being faster, as row-major would; the C++ sort
