@@ -13,6 +13,16 @@ def row_major_strides(dim: Sequence[int]) -> list[int]:
     return strides[::-1]
 
 
+def pointer_alignment(ptr: int, cap: int = 16) -> int:
+    """The largest power of two (<= cap) dividing ``ptr`` (a byte address or offset)."""
+    if ptr == 0:
+        return cap
+    a = 1
+    while a < cap and ptr % (a * 2) == 0:
+        a *= 2
+    return a
+
+
 def span(dim: Sequence[int], stride: Sequence[int]) -> int:
     """The elements a strided tensor reaches, from its first to its last (1 + the largest offset)."""
     return 1 + sum((int(d) - 1) * int(s) for d, s in zip(dim, stride))

@@ -119,6 +119,14 @@ def slice_offset_elements(ranges: list[tuple[int, int, int]], strides: list[int]
     return sum(start * int(st) for (start, _, _), st in zip(ranges, strides))
 
 
+def slice_offset_bytes(node: Node) -> int:
+    """Byte offset of a slice's first element in X's memory (inference refused sub-byte offsets). On a program
+    node too: legalize only prepends axes, so X's last strides are the user's."""
+    x, ranges = node.inputs["X"], node.params["ranges"]
+    user_strides = list(x.stride)[len(x.stride) - len(ranges):]
+    return slice_offset_elements(ranges, user_strides) * dtype_info(x.data_type).bits // 8
+
+
 def infer_transpose(node: Node, ctx: InferenceContext) -> None:
     op = "transpose"
     x, y = node.inputs["X"], node.outputs["Y"]
