@@ -81,3 +81,13 @@ def test_nhwc_strides_are_channels_last_and_row_major_below_rank_3():
     assert nhwc_strides([2, 3, 4, 5]) == [60, 1, 15, 3]
     assert nhwc_strides([2, 3, 4, 5, 6]) == [360, 1, 90, 18, 3]
     assert nhwc_strides([3, 4]) == [4, 1]
+
+
+def test_an_adopted_output_exists_only_when_its_argument_is_given():
+    from cudnn_py.ir.spec import Output
+
+    out = Output("RNG_DUMP", adopt="rng_dump")
+    assert out.given == ("rng_dump",)
+    assert not out.exists({}, {"rng_dump": None}) and not out.exists({}, None)
+    assert out.exists({}, {"rng_dump": object()})
+    assert Output("D", given=("d",), adopt="d").given == ("d",)  # not twice
