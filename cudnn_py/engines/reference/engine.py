@@ -57,6 +57,7 @@ class ReferenceEngine(BaseEngine):
                 raise cudnnGraphNotSupportedError(f"reference engine: {why} (node {node.name!r})")
 
     def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        self.check_support(graph)  # a plan built without routing refuses what routing would have
         return ReferencePlan(graph, config, self._nodes(graph))
 
 
