@@ -16,7 +16,6 @@ benchmarked here deviceless (tests/test_attention_benchmark.py). Both libraries 
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from typing import Any
@@ -38,14 +37,6 @@ def shapes(case: dict[str, Any]) -> dict[str, list[int]]:
     b, hq, hk, sq, skv, d = (case[x] for x in ("b", "h_q", "h_kv", "s_q", "s_kv", "d"))
     return {"q": [b, hq, sq, d], "k": [b, hk, skv, d], "v": [b, hk, skv, d], "o": [b, hq, sq, d],
             "dO": [b, hq, sq, d], "stats": [b, hq, sq, 1]}
-
-
-def dense(dims: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for d in reversed(dims):
-        strides.insert(0, acc)
-        acc *= d
-    return strides
 
 
 def flops(case: dict[str, Any], backward: bool = False) -> float:
@@ -144,13 +135,6 @@ def _reference(t, case, with_grads):
     return o, lse, (dq, dk, dv)
 
 
-def _rel_err(out, ref):
-    out = out.float()
-    if not bool(out.isfinite().all()):
-        return math.inf
-    return ((out - ref).norm() / ref.norm()).item()
-
-
 def _torch_runs(t, case, backward):
     """torch's SDPA per backend (flash / efficient / cudnn), on the same tensors; a backend that refuses the
     case is left out (its reason kept)."""
@@ -223,7 +207,7 @@ def _case(results, ctx, key, case, backward):
             floor["raw_ctypes"] = lambda raw=raw, args=args: raw(*args)
     torch.cuda.synchronize()
     for name in ctx.LIBS:
-        row[f"{name}_rel_err"] = max(_rel_err(bufs[name][n], refs[n]) for n in outs)
+        row[f"{name}_rel_err"] = max(ctx.rel_err(bufs[name][n], refs[n]) for n in outs)
     host = _host_us(ctx, {**{name: runs[name] for name in ctx.LIBS}, **floor})
     for name in ctx.LIBS:
         row[f"{name}_host_us"] = host[name]

@@ -117,24 +117,12 @@ def _best_of_all_plans(ctx, lib, handle, make, reps=20):
     for i in range(count):
         ws = torch.empty(max(1, g.get_workspace_size_plan_at_index(i)), device="cuda", dtype=torch.uint8)
         try:
-            ms = _median_ms(lambda i=i, ws=ws: g.execute_plan_at_index(pack, ws, i, handle=handle), reps)
+            ms = ctx.bench_gpu(lambda i=i, ws=ws: g.execute_plan_at_index(pack, ws, i, handle=handle), reps, warm=3)
         except Exception:  # a plan that built but does not execute is not a candidate
             continue
         if ms < best[0]:
             best = (ms, g.get_plan_name_at_index(i), count)
     return best[0], best[1], count
-
-
-def _median_ms(fn, reps, warm=3):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
 
 
 def _finish(ctx, row, builds, runs):
@@ -146,10 +134,6 @@ def _finish(ctx, row, builds, runs):
     row["throughput_ratio_vs_official"] = row["official_ms"] / row["cudnn_py_ms"]
     row["build_ratio_vs_official"] = row["cudnn_py_build_ms"] / row["official_build_ms"]
     row["same_engine"] = row["official_plan0"] == row["cudnn_py_plan0"]
-
-
-def _rel_err(out, ref):
-    return ((out.float() - ref).norm() / ref.norm()).item()
 
 
 # ---- conv ----------------------------------------------------------------------------------------------------------
@@ -182,7 +166,7 @@ def conv_cases(results, ctx):
             t[out].fill_(float("nan"))
             run()
             torch.cuda.synchronize()
-            errs[name] = _rel_err(t[out], refs[direction])
+            errs[name] = ctx.rel_err(t[out], refs[direction])
         if direction == "fprop":
             runs["torch"] = lambda: torch.nn.functional.conv2d(t["x"], t["w"], padding=1)
         else:
@@ -234,7 +218,7 @@ def norm_cases(results, ctx):
             t[out].fill_(float("nan"))
             run()
             torch.cuda.synchronize()
-            row[f"{name}_rel_err"] = _rel_err(t[out], refs[case])
+            row[f"{name}_rel_err"] = ctx.rel_err(t[out], refs[case])
         runs["torch"] = _torch_norm(case, x2, dy2, s_bf, b_bf)
         _finish(ctx, row, builds, runs)
         for name, lib in ctx.LIBS.items():

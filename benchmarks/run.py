@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -45,6 +46,15 @@ def bench_gpu(fn, reps=50, warm=10):
         s.record(); fn(); e.record(); torch.cuda.synchronize()
         ts.append(s.elapsed_time(e))
     return statistics.median(ts)
+
+
+def rel_err(out, ref) -> float:
+    """||out - ref|| / ||ref||, in the reference's precision; inf where an output element is not finite (the NaN
+    poison left where a kernel did not write, or an overflow)."""
+    out = out.to(ref.dtype)
+    if not bool(out.isfinite().all()):
+        return math.inf
+    return ((out - ref).norm() / ref.norm()).item()
 
 
 STAGES: dict = {}  # cudnn_py build time per stage, per case (where the build time goes)
@@ -126,7 +136,7 @@ def matmul_case(results, B_, M, N, K):
         row[f"{k}_ms"] = ms
     torch.cuda.synchronize()
     for name in LIBS:
-        row[f"{name}_rel_err"] = ((outs[name].double() - ref).norm() / ref.norm()).item()
+        row[f"{name}_rel_err"] = rel_err(outs[name], ref)
     fl = 2 * B_ * M * N * K
     for k in ("official", "cudnn_py", "torch"):
         row[f"{k}_tflops"] = fl / row[f"{k}_ms"] / 1e9

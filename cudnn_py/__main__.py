@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "(the IR as built and lowered, descriptors, heuristics, plans, errata)")
     ep.add_argument("script")
     ep.add_argument("--graph", help="only the pygraph bound to this global name")
-    ep.add_argument("--format", choices=["text", "json", "dot"], default="text")
+    ep.add_argument("--format", choices=["text", "json", "dot"], default="text",
+                    help="json: one document, the report with --graph, else {global name: report}")
     ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
                                                     "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
     args = ap.parse_args(argv)
@@ -230,9 +231,10 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
 
 def explain_command(script: str, name: str | None, fmt: str, render: str | None = None) -> int:
     """Run ``script`` as __main__ would run it, then explain the pygraph objects it leaves in its globals."""
+    import json
     import runpy
 
-    from .graph import pygraph
+    from .graph import explain, pygraph
 
     try:
         namespace = runpy.run_path(script, run_name="__main__")
@@ -246,16 +248,20 @@ def explain_command(script: str, name: str | None, fmt: str, render: str | None 
     if render is not None and len(graphs) > 1:
         print(f"--render writes one image: pick one of {sorted(graphs)} with --graph", file=sys.stderr)
         return 2
-    for key, g in graphs.items():
-        if len(graphs) > 1 and fmt == "text":
-            print(f"==== {key} ====")
-        print(g.explain(fmt))
-        if render is not None:
-            try:
-                print(f"wrote {g.render_dot(render)}", file=sys.stderr)
-            except RuntimeError as e:
-                print(f"cannot render {render}: {e}", file=sys.stderr)
-                return 2
+    docs = {key: explain.report(g) for key, g in graphs.items()}  # one report per graph, for every output
+    if fmt == "json":  # one JSON document: the report with --graph, else {global name: report}
+        print(json.dumps(docs[name] if name is not None else docs, indent=1, default=str))
+    else:
+        for key, doc in docs.items():
+            if len(docs) > 1 and fmt == "text":
+                print(f"==== {key} ====")
+            print(explain.formatted(doc, fmt))
+    if render is not None:
+        try:
+            print(f"wrote {explain.render_dot(next(iter(docs.values())), render)}", file=sys.stderr)
+        except RuntimeError as e:
+            print(f"cannot render {render}: {e}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -85,11 +85,9 @@ def dims_of(spec: dict) -> dict[str, list[int]]:
 
 
 def strides_of(dims: list[int], layout: str) -> list[int]:
-    order = ([1] + list(range(len(dims) - 1, 1, -1)) + [0]) if layout == "nhwc" else list(range(len(dims) - 1, -1, -1))
-    strides, acc = [0] * len(dims), 1
-    for axis in order:  # innermost first
-        strides[axis], acc = acc, acc * dims[axis]
-    return strides
+    from cudnn_py.ir.layout import nhwc_strides, row_major_strides
+
+    return nhwc_strides(dims) if layout == "nhwc" else row_major_strides(dims)
 
 
 ROLES = {"fprop": ("x", "w"), "dgrad": ("y", "w"), "wgrad": ("x", "y")}
@@ -197,8 +195,9 @@ def worker(seed: int, cases: list[int]) -> None:
     harness.worker(make_case, run_case, "direction", seed, cases)
 
 
-def run_all(seed: int, n: int, workers: int, out_path: str, timeout: float) -> None:
-    harness.run_all("fuzz.conv_fuzz", make_case, "direction", seed, n, workers, out_path, timeout)
+def run_all(seed: int, n: int, workers: int, out_path: str, timeout: float,
+            case_timeout: float = harness.CASE_TIMEOUT_S) -> None:
+    harness.run_all("fuzz.conv_fuzz", make_case, "direction", seed, n, workers, out_path, timeout, case_timeout)
 
 
 def summary(seed: int, out_path: str) -> str:
@@ -221,16 +220,8 @@ def deviceless(seed: int, n: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--cases", type=int, default=200)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--out", default="conv_fuzz.jsonl")
-    ap.add_argument("--timeout", type=float, default=480.0, help="seconds before no new worker is started")
-    ap.add_argument("--case", type=int, help="run one case in this process and print it")
-    ap.add_argument("--show", action="store_true")
+    harness.add_run_args(ap, out="conv_fuzz.jsonl")
     ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--ids", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker(args.seed, [int(x) for x in args.ids.split(",") if x])
@@ -243,10 +234,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(spec, indent=1))
         print(json.dumps(run_case(spec)))
         return 0
-    run_all(args.seed, args.cases, args.workers, args.out, args.timeout)
+    run_all(args.seed, args.cases, args.workers, args.out, args.timeout, args.case_timeout)
     print(summary(args.seed, args.out))
-    bad = sum(1 for line in open(args.out) if json.loads(line)["outcome"] in ("wrong", "died", "error"))
-    return 1 if bad else 0
+    return 1 if harness.failures(args.out) else 0
 
 
 if __name__ == "__main__":

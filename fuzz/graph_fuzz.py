@@ -272,8 +272,10 @@ def worker(seed: int, cases: list[int]) -> None:
     harness.worker(make_case, run_case, "kind", seed, cases)
 
 
-def run_all(seed: int, n: int, workers: int, out_path: str | None, timeout: float) -> Counter:
-    results = harness.run_all("fuzz.graph_fuzz", make_case, "kind", seed, n, workers, out_path, timeout)
+def run_all(seed: int, n: int, workers: int, out_path: str | None, timeout: float,
+            case_timeout: float = harness.CASE_TIMEOUT_S) -> Counter:
+    results = harness.run_all("fuzz.graph_fuzz", make_case, "kind", seed, n, workers, out_path, timeout,
+                              case_timeout)
     return Counter((r["kind"], r["outcome"]) for r in results.values())
 
 
@@ -284,15 +286,7 @@ def summary(seed: int, out_path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--cases", type=int, default=200)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--out", default="fuzz.jsonl")
-    ap.add_argument("--timeout", type=float, default=480.0, help="seconds before no new worker is started")
-    ap.add_argument("--case", type=int, help="run one case in this process and print it")
-    ap.add_argument("--show", action="store_true")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--ids", default="", help=argparse.SUPPRESS)
+    harness.add_run_args(ap, out="fuzz.jsonl")
     args = ap.parse_args(argv)
     if args.worker:
         worker(args.seed, [int(x) for x in args.ids.split(",") if x])
@@ -303,11 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(spec, indent=1))
         print(json.dumps(run_case(spec)))
         return 0
-    run_all(args.seed, args.cases, args.workers, args.out, args.timeout)
-    text = summary(args.seed, args.out)
-    print(text)
-    bad = sum(1 for line in open(args.out) if json.loads(line)["outcome"] in ("wrong", "died", "error"))
-    return 1 if bad else 0
+    run_all(args.seed, args.cases, args.workers, args.out, args.timeout, args.case_timeout)
+    print(summary(args.seed, args.out))
+    return 1 if harness.failures(args.out) else 0
 
 
 if __name__ == "__main__":

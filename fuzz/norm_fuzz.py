@@ -46,13 +46,9 @@ def make_case(seed: int, case: int) -> dict:
 
 
 def _strides(dims: list, layout: str) -> list:
-    order = list(range(len(dims) - 1, -1, -1))
-    if layout == "channels_last" and len(dims) >= 3:
-        order = [1] + list(range(len(dims) - 1, 1, -1)) + [0]  # C fastest, then W, H, ..., N
-    strides, step = [0] * len(dims), 1
-    for axis in order:
-        strides[axis], step = step, step * dims[axis]
-    return strides
+    from cudnn_py.ir.layout import nhwc_strides, row_major_strides
+
+    return nhwc_strides(dims) if layout == "channels_last" else row_major_strides(dims)
 
 
 def build(c: dict):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import cudnn_py as cudnn
+from cudnn_py.ir.layout import row_major_strides
 
 _SPEC = importlib.util.spec_from_file_location(  # benchmarks/ is not a package
     "benchmarks_attention", Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py")
@@ -24,7 +25,7 @@ def small(case):
 @pytest.mark.parametrize("name", list(bench.CASES))
 def test_benchmarked_forward_graphs_validate_deviceless(name):
     case = small(bench.CASES[name])
-    layouts = {n: (dims, bench.dense(dims)) for n, dims in bench.shapes(case).items()}
+    layouts = {n: (dims, row_major_strides(dims)) for n, dims in bench.shapes(case).items()}
     g, names = bench.forward_graph(cudnn, None, case, layouts)
     g.validate()
     assert sorted(names.values()) == ["k", "o", "q", "v"]
@@ -35,7 +36,7 @@ def test_benchmarked_forward_graphs_validate_deviceless(name):
 @pytest.mark.parametrize("name", bench.BACKWARD_CASES)
 def test_benchmarked_backward_graphs_validate_deviceless(name):
     case = small(bench.CASES[name])
-    layouts = {n: (dims, bench.dense(dims)) for n, dims in bench.shapes(case).items()}
+    layouts = {n: (dims, row_major_strides(dims)) for n, dims in bench.shapes(case).items()}
     g, names = bench.backward_graph(cudnn, None, case, layouts)
     g.validate()
     grads = {n: t for t, n in names.items() if n.startswith("d") and n != "dO"}

@@ -12,6 +12,7 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.enums import convolution_mode  # not re-exported at the top level (as in the classic module)
+from cudnn_py.ir.layout import nhwc_strides, row_major_strides
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -30,24 +31,8 @@ def rel_err(out, ref):
     return ((out.double() - ref).norm() / ref.norm()).item()
 
 
-def channels_last_strides(dims):
-    """NHWC / NDHWC strides for N, C, spatial... dims."""
-    order = [1] + list(range(len(dims) - 1, 1, -1)) + [0]  # innermost first
-    strides, acc = [0] * len(dims), 1
-    for axis in order:
-        strides[axis], acc = acc, acc * dims[axis]
-    return strides
-
-
-def packed_strides(dims):
-    strides, acc = [0] * len(dims), 1
-    for axis in range(len(dims) - 1, -1, -1):
-        strides[axis], acc = acc, acc * dims[axis]
-    return strides
-
-
 def strides_for(dims, layout):
-    return channels_last_strides(dims) if layout == "nhwc" else packed_strides(dims)
+    return nhwc_strides(dims) if layout == "nhwc" else row_major_strides(dims)
 
 
 def random_tensor(gen, dims, layout, dtype):
@@ -338,7 +323,7 @@ def test_conv_reduction_per_channel():
     g = graph(H)
     X, W = g.tensor_like(x), g.tensor_like(w)
     R = g.reduction(g.conv_fprop(X, W, **KW), cudnn.reduction_mode.ADD).set_output(True)
-    R.set_dim([1, 64, 1, 1]).set_stride(channels_last_strides([1, 64, 1, 1])).set_data_type(F)
+    R.set_dim([1, 64, 1, 1]).set_stride(nhwc_strides([1, 64, 1, 1])).set_data_type(F)
     g.validate()
     r = poisoned(R)
     build_and_run(g, {X: x, W: w, R: r})
@@ -353,7 +338,7 @@ def test_scale_bias_relu_wgrad():
     g = graph(H)
     X, DY, S, B = (g.tensor_like(t) for t in (x, dy, s, b))
     DW = g.conv_wgrad(g.relu(g.bias(g.scale(X, S), B)), DY, **KW, out_dims=[64, 32, 3, 3]).set_output(True)
-    DW.set_stride(channels_last_strides([64, 32, 3, 3])).set_data_type(H)
+    DW.set_stride(nhwc_strides([64, 32, 3, 3])).set_data_type(H)
     g.validate()
     dw = poisoned(DW)
     build_and_run(g, {X: x, DY: dy, S: s, B: b, DW: dw})

@@ -145,3 +145,17 @@ def test_building_validating_and_running_never_import_a_framework():
     """.replace("ROOT_PATH", repr(ROOT)))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_one_load_checks_the_version_once():
+    r = run("""
+        from cudnn_py.backend import loader
+        calls = []
+        real = loader._check_version
+        loader._check_version = lambda *a: (calls.append(a), real(*a))[1]
+        loader.load_library()
+        loader.load_library()
+        print(len(calls), calls[0][2])
+    """, CUDNN_PY_LIBRARY_VETTED="1")  # vetting checks the child's verdict too, before the library is mapped
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0"]

@@ -345,7 +345,7 @@ def test_genstats_per_channel_sums_and_lowering():
     bad = cudnn.pygraph(io_data_type=D, compute_data_type=D)
     s_bad, _ = bad.genstats(bad.tensor([2, 3, 4, 5], name="x"))
     s_bad.set_dim([1, 4, 1, 1])
-    with pytest.raises(ValueError, match=r"not per channel \[1, 3, 1, 1\]"):
+    with pytest.raises(ValueError, match=r"\[1, 4, 1, 1\] differ from the per-channel dims for X.*: \[1, 3, 1, 1\]"):
         bad.validate_ir()
     # on cuDNN 9.28: conv-output statistics as the frontend's conv_genstats sample builds them, deviceless
     g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
@@ -457,16 +457,20 @@ def test_batchnorm_peer_stats_are_lowered_and_refused_by_the_reference():
     g.validate()
     descs = g.session.lowered.operations[0].attributes["CUDNN_ATTR_OPERATION_NORM_FWD_PEER_STAT_DESCS"]
     assert len(descs) == 2
-    gr = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine()])
+    engine = ReferenceEngine()
+    gr = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[engine])
     xr = gr.tensor([2, 3, 2, 2], name="x")
     sr, br = gr.tensor([1, 3, 1, 1], name="s"), gr.tensor([1, 3, 1, 1], name="b")
     outs = gr.batchnorm(xr, sr, br, None, None, 1e-3, None, [gr.tensor([2, 12, 1, 1], name="peer")])
     for t in outs[:3]:
         t.set_output(True)
-    bufs = {t: np.zeros(tuple(t.dim)) for t in outs[:3]}
-    with pytest.raises(ValueError, match="peer statistics come from other GPUs"):
-        gr.execute({xr: RNG.standard_normal((2, 3, 2, 2)), sr: np.ones((1, 3, 1, 1)), br: np.ones((1, 3, 1, 1)),
-                    **bufs})
+    gr.validate_ir()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="reference engine: batchnorm: peer statistics "
+                                                                 "come from other GPUs.*node"):
+        engine.check_support(gr)  # at check_support, so that the Router routes around it
+    from cudnn_py.engines.router import Router
+
+    assert [p.engine_id for p in Router().plan(gr, [engine])] == [Router().plan(gr, [])[0].engine_id]  # cuDNN only
 
 
 def test_forward_norms_take_the_classic_and_the_1_32_positional_orders():

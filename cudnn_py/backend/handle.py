@@ -99,16 +99,24 @@ def create_handle(device: int | None = None) -> Handle:
     return Handle(out.value, dev, ctx)
 
 
-def device_of(handle: Any) -> int | None:
-    """The device of a live handle (None: unknown, as for a handle adopted without one)."""
+def placement_of(handle: Any) -> tuple[int | None, int | None]:
+    """(device, CUDA context) of a handle, read from one registry record, so the pair cannot mix two states of a
+    handle destroyed (or re-registered) by another thread in between. None: unknown (a handle adopted without a
+    device); a handle the registry does not know answers from its own attributes."""
     rec = live.lookup(handle)
-    return rec.device if rec is not None else getattr(handle, "device", None)
+    if rec is not None:
+        return rec.device, rec.context
+    return getattr(handle, "device", None), getattr(handle, "context", None)
+
+
+def device_of(handle: Any) -> int | None:
+    """The device of a handle (None: unknown, as for a handle adopted without one)."""
+    return placement_of(handle)[0]
 
 
 def context_of(handle: Any) -> int | None:
-    """The CUDA context a live handle was created in (None: unknown)."""
-    rec = live.lookup(handle)
-    return rec.context if rec is not None else getattr(handle, "context", None)
+    """The CUDA context a handle was created in (None: unknown)."""
+    return placement_of(handle)[1]
 
 
 def live_handle(handle: Any, what: str = "handle") -> int:

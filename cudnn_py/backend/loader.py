@@ -442,10 +442,10 @@ def load_library() -> LoadedLibrary:
         cdll.cudnnGetVersion.argtypes = cdll.cudnnGetCudartVersion.argtypes = []
         cdll.cudnnGraphVersionCheck.restype, cdll.cudnnGraphVersionCheck.argtypes = ctypes.c_int, []
         version = int(cdll.cudnnGetVersion())
-        _check_version(path, version, 0)
+        # one check: the major first, then the sub-libraries (every symbol called here is exported: _try_cdll)
+        _check_version(path, version, int(cdll.cudnnGraphVersionCheck()))
         info = LoadedLibrary(path=path, found_via=how, cdll=cdll, version=version, attempts=attempts, vetted=vetted)
         info.cudart_version = int(cdll.cudnnGetCudartVersion())
-        _check_version(path, version, int(cdll.cudnnGraphVersionCheck()))
         if vetting_ms:
             info.vetted += f" ({vetting_ms:.0f} ms)"
         _loaded = info

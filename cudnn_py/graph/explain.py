@@ -11,6 +11,10 @@ One report, built from what the graph and its planning session hold (nothing is 
 * the errata of the loaded cuDNN and whether one refused the graph;
 * where validation or planning stopped, the error.
 
+A graph not yet validated is validated by ``explain()`` (as ``build_operation_graph()`` and
+``create_execution_plans()`` do), so that the report can show inference, the lowering and where it stopped; the
+report says so (``validated_by_explain``, and a line of the text), since validating creates the planning session.
+
 ``explain()`` returns text; ``explain("json")`` a JSON string; ``explain("dot")`` Graphviz text of the IR and of
 the lowered graph. ``render_dot(path)`` writes an image when Graphviz's ``dot`` is installed.
 """
@@ -31,6 +35,7 @@ def report(g: Any) -> dict:
     doc: dict[str, Any] = {"graph": g.name}
     try:
         if not g.is_validated:
+            doc["validated_by_explain"] = True
             g.validate()
     except Exception as e:
         doc["error"] = f"validate: {type(e).__name__}: {e}"
@@ -127,6 +132,17 @@ def _config(session: Any, i: int, c: Any) -> dict:
     return entry
 
 
+def formatted(doc: dict, format: str) -> str:
+    """The report as ``format``: "text", "json" or "dot" (Graphviz)."""
+    if format == "json":
+        return json.dumps(doc, indent=1, default=str)
+    if format == "dot":
+        return dot(doc)
+    if format != "text":
+        raise ValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
+    return text(doc)
+
+
 def text(doc: dict) -> str:
     out = [f"graph {doc['graph']!r}"]
     cud = doc.get("cudnn", {})
@@ -136,6 +152,8 @@ def text(doc: dict) -> str:
     for m in cud.get("errata_matched", []):
         gpus = "" if m.get("gpus", "every GPU") == "every GPU" else f" (on {m['gpus']})"
         out.append(f"erratum {m['id']} matches this graph{gpus}: {m['where']}")
+    if doc.get("validated_by_explain"):
+        out.append("not validated before explain(): explain() ran validate()")
     if "error" in doc:
         out.append(f"STOPPED: {doc['error']}")
     if "phase" in doc:
@@ -280,5 +298,12 @@ def render_dot(doc: dict, path: str) -> str:
     if exe is None:
         raise RuntimeError("Graphviz's `dot` is not installed: use explain('dot') for the text")
     fmt = path.rsplit(".", 1)[-1] if "." in path else "svg"
-    subprocess.run([exe, f"-T{fmt}", "-o", path], input=dot(doc), text=True, check=True, timeout=60)
+    cmd = [exe, f"-T{fmt}", "-o", path]
+    try:
+        done = subprocess.run(cmd, input=dot(doc), text=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"render_dot: `{' '.join(cmd)}` did not run: {e}") from None
+    if done.returncode != 0:
+        raise RuntimeError(f"render_dot: `{' '.join(cmd)}` failed with exit status {done.returncode}: "
+                           f"{done.stderr.strip() or '(no message on stderr)'}")
     return path

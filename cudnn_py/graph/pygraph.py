@@ -13,7 +13,6 @@ cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOpt
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -502,17 +501,13 @@ class pygraph(Graph):
     def explain(self, format: str = "text") -> str:
         """What cudnn_py did with this graph (``graph/explain.py``): the IR as built and as lowered, every backend
         descriptor, the heuristics and engine configs with their notes, plans and failures, the errata.
-        ``format``: "text", "json" or "dot" (Graphviz)."""
+        ``format``: "text", "json" or "dot" (Graphviz). A graph not yet validated is validated first, and the report
+        says so."""
         from . import explain
 
-        doc = explain.report(self)
-        if format == "json":
-            return json.dumps(doc, indent=1, default=str)
-        if format == "dot":
-            return explain.dot(doc)
-        if format != "text":
+        if format not in ("text", "json", "dot"):  # before the report: a bad format changes nothing
             raise ValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
-        return explain.text(doc)
+        return explain.formatted(explain.report(self), format)
 
     def render_dot(self, path: str) -> str:
         """Write the Graphviz image of the IR (as built and as lowered) to ``path``; needs Graphviz's ``dot``."""

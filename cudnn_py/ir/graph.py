@@ -158,6 +158,11 @@ class Graph(BuilderMixin):
         taken = set(self._by_uid)
         return (u for u in itertools.count(self._next_uid) if u not in taken)
 
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever the IR changes (before the freeze; a frozen graph does not change), so that
+        what was derived from it can drop."""
+        self._observers.append(callback)
+
     def _freeze(self) -> None:
         """Freeze tensors, nodes and context: every later mutation raises RuntimeError."""
         if self._frozen:

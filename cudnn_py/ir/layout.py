@@ -13,6 +13,16 @@ def row_major_strides(dim: Sequence[int]) -> list[int]:
     return strides[::-1]
 
 
+def pointer_alignment(ptr: int, cap: int = 16) -> int:
+    """The largest power of two (<= cap) dividing ``ptr`` (a byte address or offset)."""
+    if ptr == 0:
+        return cap
+    a = 1
+    while a < cap and ptr % (a * 2) == 0:
+        a *= 2
+    return a
+
+
 def span(dim: Sequence[int], stride: Sequence[int]) -> int:
     """The elements a strided tensor reaches, from its first to its last (1 + the largest offset)."""
     return 1 + sum((int(d) - 1) * int(s) for d, s in zip(dim, stride))
@@ -38,6 +48,11 @@ def nhwc_order(rank: int) -> list[int]:
         order[axis] = i + 1
     order[0] = rank - 1
     return order
+
+
+def nhwc_strides(dim: Sequence[int]) -> list[int]:
+    """Dense channels-last strides (NHWC, NDHWC; row-major below rank 3), the frontend's default for conv outputs."""
+    return strides_from_order(dim, nhwc_order(len(dim)))
 
 
 def order_preserving_format(in_stride: Sequence[int], out_rank: int) -> list[int]:

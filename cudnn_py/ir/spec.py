@@ -73,8 +73,13 @@ class Output:
     label: str = "{node}::{port}"  # the output tensor's default name (the frontend's, which a few ops vary)
     given: tuple[str, ...] = ()  # classic arguments that must all be given (not None) for the output to exist
     # the classic argument whose tensor *is* this output (SDPA's rng_dump, dBias): the caller's tensor is adopted
-    # instead of a new one, and it is not part of the returned list
+    # instead of a new one, and it is not part of the returned list. It implies ``given``: without the caller's
+    # tensor there is nothing to adopt, so the output does not exist
     adopt: str = ""
+
+    def __post_init__(self) -> None:
+        if self.adopt and self.adopt not in self.given:
+            object.__setattr__(self, "given", (*self.given, self.adopt))
 
     def exists(self, params: Mapping[str, Any], values: Mapping[str, Any] | None = None) -> bool:
         if self.given and (values is None or any(values.get(arg) is None for arg in self.given)):

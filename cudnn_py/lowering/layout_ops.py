@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import Descriptor, versions
-from ..enums import dtype_info, reshape_mode
-from ..ir.ops.layout_ops import slice_offset_elements
+from ..enums import reshape_mode
+from ..ir.ops.layout_ops import slice_offset_bytes
 from .registry import lowers
-from .tensors import pointer_alignment
 
 RESHAPE_MODE = "CUDNN_ATTR_OPERATION_RESHAPE_MODE"
 NATIVE_SLICE = "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR"
@@ -49,13 +48,10 @@ def lower_transpose(node: Any, tensors: Any) -> list[Descriptor]:
 
 @lowers("slice")
 def lower_slice(node: Any, tensors: Any) -> list[Descriptor]:
-    """Y is always a view of X: the executor binds Y's pointer to X's plus the offset (``slice_aliases``). So Y is
-    non-virtual in the program, and its byte alignment is what the offset leaves of X's."""
+    """Y is always a view of X: the executor binds Y's pointer to X's plus the offset (``slice_aliases``); the
+    legalize pass made Y non-virtual with the alignment the offset leaves."""
     x, y = node.inputs["X"], node.outputs["Y"]
     ranges = [(0, 1, 1)] * _padding(x, len(node.params["ranges"])) + list(node.params["ranges"])
-    offset = slice_offset_bytes(node)
-    y._raw_set("is_virtual", False)  # the program's copy: the user's graph keeps what the user chose
-    y._raw_set("alignment", min(int(x.alignment or 16), pointer_alignment(offset)))
     if not versions.available(NATIVE_SLICE):
         return []  # before 9.22: the consumers read the view; there is no operation
     op = Descriptor(NATIVE_SLICE)
@@ -65,13 +61,6 @@ def lower_slice(node: Any, tensors: Any) -> list[Descriptor]:
     op.set("CUDNN_ATTR_OPERATION_SLICE_LIMIT_INDICES", [r[1] for r in ranges])
     op.set("CUDNN_ATTR_OPERATION_SLICE_STRIDES", [r[2] for r in ranges])
     return [op.finalize()]
-
-
-def slice_offset_bytes(node: Any) -> int:
-    """Byte offset of Y's first element in X's memory (inference refused sub-byte offsets)."""
-    x, ranges = node.inputs["X"], node.params["ranges"]
-    user_strides = list(x.stride)[len(x.stride) - len(ranges):]  # legalize only prepends axes
-    return slice_offset_elements(ranges, user_strides) * dtype_info(x.data_type).bits // 8
 
 
 def slice_aliases(program: Any) -> dict[int, tuple[int, int]]:

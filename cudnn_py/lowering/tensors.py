@@ -10,16 +10,7 @@ from typing import Any
 
 from ..backend import Descriptor, versions
 from ..enums import dtype_info, to_backend_data_type
-
-
-def pointer_alignment(ptr: int, cap: int = 16) -> int:
-    """The largest power of two (≤ cap) dividing ``ptr``."""
-    if ptr == 0:
-        return cap
-    a = 1
-    while a < cap and ptr % (a * 2) == 0:
-        a *= 2
-    return a
+from ..ir.layout import pointer_alignment  # noqa: F401  (the lowering's public name for it)
 
 
 def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) -> Descriptor:

@@ -39,7 +39,7 @@ from .. import enums
 from ..backend import Descriptor, versions
 from ..backend import context as cuda_context
 from ..backend.enums import enum_class
-from ..backend.handle import context_of, default_handle, device_of
+from ..backend.handle import context_of, default_handle, placement_of
 from ..errors import (
     CudaUnavailableError,
     CudnnError,
@@ -269,7 +269,7 @@ class PlanningSession:
         self._advance(Phase.OPERATION_GRAPH)
 
     def _bind_device(self, handle: Any) -> None:
-        self.device, self.context = device_of(handle), context_of(handle)
+        self.device, self.context = placement_of(handle)  # one read of the handle registry
         if self.executor is not None:
             self.executor.set_device(self.device)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 import numpy as np
@@ -22,13 +23,31 @@ class ReferenceEngine(BaseEngine):
 
     def __init__(self, program: bool = False) -> None:
         self.program = program
+        # graph -> its prepared program's nodes: check_support (routing) and build_plan read the same program, so
+        # the passes run once per graph; an edit of the graph (only possible before the freeze) drops it
+        self._programs: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
+        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def _nodes(self, graph: Any) -> list:
         if not self.program:
             return graph.nodes
-        from ...ir.passes import PassOptions, prepare  # the passes only ask what the running cuDNN offers
+        nodes = self._programs.get(graph)
+        if nodes is None:
+            from ...ir.passes import PassOptions, prepare  # the passes only ask what the running cuDNN offers
 
-        return prepare(graph, PassOptions(available=lambda feature, at_least=0: False)).nodes
+            nodes = prepare(graph, PassOptions(available=lambda feature, at_least=0: False)).nodes
+            if not graph.is_validated:  # inference has yet to fill the dims the passes read: nothing to keep
+                return nodes
+            self._programs[graph] = nodes
+            if graph not in self._watched:
+                self._watched.add(graph)
+                ref = weakref.ref(graph)
+                graph.on_change(lambda: self._forget(ref()))
+        return nodes
+
+    def _forget(self, graph: Any) -> None:
+        if graph is not None:
+            self._programs.pop(graph, None)
 
     def check_support(self, graph: Any) -> None:
         for node in self._nodes(graph):
@@ -38,6 +57,7 @@ class ReferenceEngine(BaseEngine):
                 raise cudnnGraphNotSupportedError(f"reference engine: {why} (node {node.name!r})")
 
     def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        self.check_support(graph)  # a plan built without routing refuses what routing would have
         return ReferencePlan(graph, config, self._nodes(graph))
 
 

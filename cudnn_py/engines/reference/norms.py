@@ -9,20 +9,22 @@ from ...ir.ops.norms import normalized_axes
 from .registry import Read, WithExtra, reference, scalar
 
 
-def _refuse_peer_stats(node: Any) -> None:
+def _why_not_peer_stats(node: Any) -> str | None:
+    """Refused at check_support (so the Router routes around the reference): the peers' statistics live on the
+    other GPUs of a data-parallel batchnorm, which the float64 reference cannot read."""
     if node.list_input("PEER_STATS"):
-        raise ValueError(f"{node.spec.method if node.spec else node.op} {node.name!r}: peer statistics come from "
-                         "other GPUs; the float64 reference has no peers")
+        return (f"{node.spec.method if node.spec else node.op}: peer statistics come from other GPUs; the float64 "
+                "reference has no peers")
+    return None
 
 
-@reference("norm_forward")
+@reference("norm_forward", check=_why_not_peer_stats)
 def _norm_forward(node: Any, read: Read) -> np.ndarray:
     """y = (x - mean) * inv_std * scale + bias over the axes where scale is not 1 (RMS: no mean); the statistics
     go to the MEAN / INV_VARIANCE outputs through ``node.reference_extra`` (see ReferencePlan)."""
     x, scale = read(node.inputs["X"]), read(node.inputs["SCALE"])
     if "EPSILON" not in node.inputs:  # batchnorm inference: the statistics are given
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
-    _refuse_peer_stats(node)
     eps = scalar(read, node.inputs["EPSILON"])
     axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
     rms = node.params["mode"] == "CUDNN_RMS_NORM"
@@ -57,11 +59,10 @@ def _genstats(node: Any, read: Read) -> np.ndarray:
                                                                                              keepdims=True)})
 
 
-@reference("norm_backward")
+@reference("norm_backward", check=_why_not_peer_stats)
 def _norm_backward(node: Any, read: Read) -> np.ndarray:
     """Gradients of y = xhat * scale + bias, xhat = (x - mean) * inv (RMS: x * inv), over the normalized axes
     (layer / RMS: where scale is not 1; instance: the spatial axes): dscale, dbias sum where scale is 1."""
-    _refuse_peer_stats(node)
     dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
     inv = read(node.inputs["INV_VARIANCE"])
     rms = node.params["mode"] == "CUDNN_RMS_NORM"

@@ -2,6 +2,7 @@
 (``node_lowering.md`` §0.3), and the tensor checks run after inference."""
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,23 @@ def require_dims(op: str, node: Node, t: Tensor) -> None:
         raise shape_error(op, node.name, t, "dims are not set (set_dim) and cannot be inferred")
 
 
+def fill_or_check_dims(op: str, node: Node, t: Tensor, expected: list[int], what: str) -> None:
+    """An output's dims: ``expected`` where the user left them unset, else they must equal it. ``what`` names the
+    expectation in the error: "dims [..] differ from <what> [..]"."""
+    expected = [int(d) for d in expected]
+    if not t.dim:
+        t._infer_set("dim", expected)
+    elif [int(d) for d in t.dim] != expected:
+        raise shape_error(op, node.name, t, f"dims {list(t.dim)} differ from {what} {expected}")
+
+
+def like_input(op: str, node: Node, y: Tensor, x: Tensor, what: str = "the input's") -> None:
+    """An output shaped as its input: X's dims (checked where set) and, unless set, X's strides."""
+    fill_or_check_dims(op, node, y, list(x.dim), what)
+    if not y.stride:
+        y._infer_set("stride", list(x.stride))
+
+
 def check_tensor(t: Tensor) -> None:
     """Tensor_attributes::validate, plus an explicit data-type check."""
     label = f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"
@@ -66,6 +84,27 @@ def as_float(default: float):
 
 def optional_float(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def int_at_least(minimum: int | None, *, optional: bool = False):
+    """A Param converter for an integer argument (numpy ints too; bools, floats and strings refused) that is
+    ``>= minimum`` (``None``: any int, e.g. an axis). ``optional``: None passes through as None. The spec
+    prefixes the error with the op and the argument (``OpSpec.node_params``); this names the value and the rule."""
+    rule = "an int" if minimum is None else f"an int >= {minimum}"
+
+    def convert(v: Any) -> int | None:
+        if v is None and optional:
+            return None
+        if isinstance(v, bool):
+            raise TypeError(f"needs {rule}, got {v!r}")
+        try:
+            n = operator.index(v)
+        except TypeError:
+            raise TypeError(f"needs {rule}, got {v!r}") from None
+        if minimum is not None and n < minimum:
+            raise ValueError(f"needs {rule}, got {n}")
+        return n
+    return convert
 
 
 def member(enum_cls: Any, exclude: tuple = ()):

@@ -89,10 +89,6 @@ def conv_output_dims(x: Any, w: Any, p: Mapping[str, Any]) -> list[int]:
     return dims
 
 
-def _nhwc_strides(dims: list[int]) -> list[int]:
-    return layout.strides_from_order(dims, layout.nhwc_order(len(dims)))
-
-
 def _set_output(op: str, node: Node, out: Any, expected: list[int] | None, what: str) -> None:
     if not out.dim:
         if expected is None:
@@ -104,7 +100,7 @@ def _set_output(op: str, node: Node, out: Any, expected: list[int] | None, what:
     if any(d <= 0 for d in out.dim):
         raise shape_error(op, node.name, out, f"the convolution leaves no output (dims {list(out.dim)})")
     if not out.stride:
-        out._infer_set("stride", _nhwc_strides(list(out.dim)))  # the frontend's default: channels-last
+        out._infer_set("stride", layout.nhwc_strides(out.dim))  # the frontend's default: channels-last
 
 
 def _check_dy(op: str, node: Node, dy: Any, image: Any, filt: Any, image_name: str, filt_name: str) -> None:

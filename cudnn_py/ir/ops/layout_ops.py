@@ -5,7 +5,6 @@ concatenate (along one axis; the output dims are inferred, where the official fr
 """
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ...enums import data_type, dtype_info, reshape_mode
@@ -14,21 +13,11 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, member, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, member, require_dims
 
 
 def _int_list(v: Any) -> list[int]:
     return list(int_list(v, "permutation"))
-
-
-def _index(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"needs an int, got {v!r}")
-    return operator.index(v)
-
-
-def _optional_index(v: Any) -> int | None:
-    return None if v is None else _index(v)
 
 
 def _slices(v: Any) -> tuple[slice, ...]:
@@ -105,10 +94,7 @@ def infer_slice(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, x, f"slices {list(slices)} select no element of dims {list(x.dim)} "
                           f"(output dims would be {expected})")
     node.params["ranges"] = ranges
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not the slice's {expected}")
+    fill_or_check_dims(op, node, y, expected, "the slice's")
     strides = [int(st) * step for st, (_, _, step) in zip(x.stride, ranges)]
     if not y.stride:
         y._infer_set("stride", strides)
@@ -133,6 +119,14 @@ def slice_offset_elements(ranges: list[tuple[int, int, int]], strides: list[int]
     return sum(start * int(st) for (start, _, _), st in zip(ranges, strides))
 
 
+def slice_offset_bytes(node: Node) -> int:
+    """Byte offset of a slice's first element in X's memory (inference refused sub-byte offsets). On a program
+    node too: legalize only prepends axes, so X's last strides are the user's."""
+    x, ranges = node.inputs["X"], node.params["ranges"]
+    user_strides = list(x.stride)[len(x.stride) - len(ranges):]
+    return slice_offset_elements(ranges, user_strides) * dtype_info(x.data_type).bits // 8
+
+
 def infer_transpose(node: Node, ctx: InferenceContext) -> None:
     op = "transpose"
     x, y = node.inputs["X"], node.outputs["Y"]
@@ -142,10 +136,7 @@ def infer_transpose(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, x, f"permutation {perm} is not a permutation of the {len(x.dim)} axes of "
                           f"dims {list(x.dim)}")
     expected = [int(x.dim[p]) for p in perm]
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not X's {list(x.dim)} permuted by {perm}")
+    fill_or_check_dims(op, node, y, expected, f"X's {list(x.dim)} permuted by {perm}:")
     if not y.stride:
         y._infer_set("stride", [int(x.stride[p]) for p in perm])
     _output_type_from_input(node, ctx, x, y)
@@ -170,10 +161,7 @@ def infer_concatenate(node: Node, ctx: InferenceContext) -> None:
                               f"{axis}")
     expected = list(xs[0].dim)
     expected[axis] = sum(int(t.dim[axis]) for t in xs)
-    if not y.dim:
-        y._infer_set("dim", expected)
-    elif list(y.dim) != expected:
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} are not the concatenation's {expected}")
+    fill_or_check_dims(op, node, y, expected, "the concatenation's")
     if not y.stride:
         y._infer_set("stride", layout.strides_from_order(
             y.dim, layout.order_preserving_format(xs[0].stride, len(y.dim))))
@@ -211,8 +199,8 @@ TRANSPOSE = OpSpec(
 
 CONCATENATE = OpSpec(
     method="concatenate", kind="concatenate", inputs=(Port("X", "inputs", is_list=True),), outputs=(Output("Y"),),
-    infer=infer_concatenate, params=(Param("axis", convert=_index), Param("in_place_index", None,
-                                                                          convert=_optional_index)),
+    infer=infer_concatenate, params=(Param("axis", convert=int_at_least(None)), Param("in_place_index", None,
+                                                                          convert=int_at_least(None, optional=True))),
     order=("inputs", "axis", "in_place_index", "name"), varargs=True, out_dims=True,
     requires=("CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR",),
     doc="concatenate(inputs, axis, in_place_index=None) -> Y (output dims inferred).")

@@ -16,14 +16,13 @@ a cudnn_py extension of the classic surface (the official frontend keeps the op 
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any
 
 from ...enums import attention_implementation, data_type, diagonal_alignment
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, member, require_dims
+from .common import InferenceContext, fill_data_types, int_at_least, like_input, member, require_dims
 
 UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
 # The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
@@ -36,24 +35,8 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     require_dims(op, node, x)
     if len(x.dim) < 2:
         raise shape_error(op, node.name, x, f"needs rank >= 2 (rows and columns last), got dims {list(x.dim)}")
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    elif list(y.dim) != list(x.dim):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from the input's {list(x.dim)}")
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
+    like_input(op, node, y, x)
     fill_data_types(node, ctx, x)
-
-
-def _bound(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        raise TypeError(f"a bound must be an int, got {v!r}")
-    b = operator.index(v)
-    if b < 0:
-        raise ValueError(f"a bound must be >= 0, got {b}")
-    return b
 
 
 def _finish(params: dict[str, Any]) -> None:
@@ -149,8 +132,8 @@ DIAGONAL_BAND_MASK_OP = OpSpec(
 DIAGONAL_BAND_MASK = OpSpec(
     method="diagonal_band_mask", kind="diagonal_band_mask",
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
-    params=(Param("left_bound", None, convert=_bound),
-            Param("right_bound", None, convert=_bound),
+    params=(Param("left_bound", None, convert=int_at_least(0, optional=True)),
+            Param("right_bound", None, convert=int_at_least(0, optional=True)),
             Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
             Param("fill_value", -math.inf, convert=float),
             Param("implementation", attention_implementation.AUTO, convert=member(attention_implementation))),

@@ -18,7 +18,6 @@ the frontend's COMBINE mode has no backend counterpart in cuDNN 9.28 and is refu
 """
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ...enums import data_type, moe_grouped_matmul_mode
@@ -26,7 +25,7 @@ from ...errors import NotImplementedOptionError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, require_dims
 
 # The frontend's own MoE tests need cuDNN 9.18 (python_api.md §3: test_moe_grouped_matmul.py), although the
 # descriptor exists since 9.15; we gate on the release its tests vouch for.
@@ -42,15 +41,6 @@ def _mode(v: Any) -> Any:
         raise NotImplementedOptionError("moe_grouped_matmul(mode=moe_grouped_matmul_mode.COMBINE): cuDNN's backend "
                                         "(9.28) has no COMBINE mode; use NONE, GATHER or SCATTER")
     return v
-
-
-def _top_k(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"needs an int, got {v!r}")
-    n = operator.index(v)
-    if n < 0:
-        raise ValueError(f"needs a non-negative int, got {n}")
-    return n
 
 
 def _default_float_compute(node: Node, ctx: InferenceContext) -> None:
@@ -126,10 +116,7 @@ def infer_forward(node: Node, ctx: InferenceContext) -> None:
             _check_per_row(op, node, ks, m, "token_ks")
     rows = int(index.dim[1]) if mode is _MODE.GATHER and index is not None else t_rows
     expected = [1, rows, int(weight.dim[2])]
-    if not out.dim:
-        out._infer_set("dim", expected)
-    elif list(out.dim) != expected:
-        raise shape_error(op, node.name, out, f"dims {list(out.dim)} differ from the expected {expected}")
+    fill_or_check_dims(op, node, out, expected, "the expected")
     if not out.stride:
         out._infer_set("stride", layout.row_major_strides(out.dim))
     _default_float_compute(node, ctx)
@@ -149,10 +136,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
     _check_offsets(op, node, offsets, experts)
     k, n = int(token.dim[2]), int(dout.dim[2])
     expected = [experts, k, n]
-    if not dweight.dim:
-        dweight._infer_set("dim", expected)
-    elif list(dweight.dim) != expected:
-        raise shape_error(op, node.name, dweight, f"dims {list(dweight.dim)} differ from [experts, K, N] = {expected}")
+    fill_or_check_dims(op, node, dweight, expected, "[experts, K, N] =")
     if not dweight.stride:
         dweight._infer_set("stride", [k * n, 1, k])  # column-major per expert, as the frontend infers
     _default_float_compute(node, ctx)
@@ -163,7 +147,7 @@ MOE_GROUPED_MATMUL = OpSpec(
     inputs=(Port("TOKEN", "token"), Port("WEIGHT", "weight"), Port("FIRST_TOKEN_OFFSET", "first_token_offset"),
             Port("TOKEN_INDEX", "token_index", optional=True), Port("TOKEN_KS", "token_ks", optional=True)),
     outputs=(Output("OUTPUT", label="{node}::Output"),), infer=infer_forward,
-    params=(Param("mode", _MODE.NONE, convert=_mode), Param("top_k", 0, convert=_top_k)),
+    params=(Param("mode", _MODE.NONE, convert=_mode), Param("top_k", 0, convert=int_at_least(0))),
     order=("token", "weight", "first_token_offset", "token_index", "token_ks", "mode", "compute_data_type",
            "top_k", "name"),
     varargs=True, out_dims=True,

@@ -16,7 +16,7 @@ from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, like_input, require_dims
 
 
 def _phase(v: Any) -> Any:
@@ -27,16 +27,6 @@ def _phase(v: Any) -> Any:
 
 def _training(params: Mapping[str, Any]) -> bool:
     return params["norm_forward_phase"] is norm_forward_phase.TRAINING
-
-
-def _y_like_x(op: str, node: Node, y: Any, x: Any) -> None:
-    """The normalized output has X's dims (checked where set) and, unless set, X's strides."""
-    if not y.dim:
-        y._infer_set("dim", list(x.dim))
-    elif list(y.dim) != list(x.dim):
-        raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from X's {list(x.dim)}")
-    if not y.stride:
-        y._infer_set("stride", list(x.stride))
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
@@ -58,7 +48,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     bias = node.inputs.get("BIAS")
     if bias is not None and list(bias.dim) != list(scale.dim):
         raise shape_error(op, node.name, bias, f"dims {list(bias.dim)} differ from the scale's {list(scale.dim)}")
-    _y_like_x(op, node, y, x)
+    like_input(op, node, y, x, "X's")  # the normalized output
     stats_dims = normalized_stats_dims(node.params["mode"], list(scale.dim), list(x.dim))
     for port in ("MEAN", "INV_VARIANCE"):
         t = node.outputs.get(port)
@@ -135,11 +125,7 @@ def fit_per_channel(op: str, node: Node, x: Any, tensors: list, statistics: bool
     ``statistics`` outputs are kept in float unless set."""
     per_channel = per_channel_dims(list(x.dim))
     for t in tensors:
-        if not t.dim:
-            t._infer_set("dim", per_channel)
-        elif list(t.dim) != per_channel:
-            raise shape_error(op, node.name, t, f"dims {list(t.dim)} are not per channel {per_channel} for X "
-                              f"{list(x.dim)}")
+        fill_or_check_dims(op, node, t, per_channel, f"the per-channel dims for X {list(x.dim)}:")
         if not t.stride:
             t._infer_set("stride", layout.strides_from_order(per_channel, layout.nhwc_order(len(per_channel))))
         if statistics and t.data_type is data_type.NOT_SET:
@@ -152,7 +138,7 @@ def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
     x, y = node.inputs["X"], node.outputs["Y"]
     require_dims(op, node, x)
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("MEAN", "INV_VARIANCE", "SCALE", "BIAS")])
-    _y_like_x(op, node, y, x)
+    like_input(op, node, y, x, "X's")  # the normalized output
     fill_data_types(node, ctx, x)
 
 
@@ -202,14 +188,10 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         stat = node.inputs.get(port)
         if stat is not None and stat.dim and list(stat.dim) != stats:
             raise shape_error(op, node.name, stat, f"dims {list(stat.dim)} are not the statistics' {stats}")
-    for port, like in (("DX", x), ("DSCALE", scale), ("DBIAS", scale)):
+    for port, like, what in (("DX", x, "X's"), ("DSCALE", scale, "scale's"), ("DBIAS", scale, "scale's")):
         grad = node.outputs.get(port)
-        if grad is None:
-            continue
-        if not grad.dim:
-            grad._infer_set("dim", list(like.dim))
-        if not grad.stride:
-            grad._infer_set("stride", list(like.stride))
+        if grad is not None:  # a gradient has its operand's dims
+            like_input(op, node, grad, like, what)
     fill_data_types(node, ctx, x)
 
 
@@ -282,7 +264,7 @@ def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
                          f"and momentum together; got only {', '.join(p.lower() for p in running)}")
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR")
                                   if p in node.inputs])
-    _y_like_x(op, node, y, x)
+    like_input(op, node, y, x, "X's")  # the normalized output
     fit_per_channel(op, node, x, [node.outputs[p] for p in ("MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
                                                              "NEXT_RUNNING_VAR") if p in node.outputs],
                     statistics=True)

@@ -6,7 +6,6 @@ IN_0 as dy and IN_1 as x. The mode's backend name goes into ``params["mode"]``; 
 """
 from __future__ import annotations
 
-import operator
 import sys
 from typing import Any
 
@@ -16,7 +15,7 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
-from .common import InferenceContext, as_float, fill_data_types, optional_float, require_dims
+from .common import InferenceContext, as_float, fill_data_types, int_at_least, optional_float, require_dims
 
 DBL_MAX = sys.float_info.max
 FLT_MAX = 3.4028234663852886e38
@@ -71,15 +70,6 @@ def _first_unbroadcastable(ins: list[Tensor]) -> Tensor:
         if layout.broadcast([t.dim for t in ins[: i + 1]]) is None:
             return ins[i]
     return ins[0]
-
-
-def _axis(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"axis must be an int, got {v!r}")
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise TypeError(f"axis must be an int, got {v!r}") from None
 
 
 # ---- the specs ------------------------------------------------------------------------------------------------------
@@ -146,6 +136,6 @@ SPECS += [
     # 1.23 put compute_data_type before swish_beta here (python_api.md §4.1)
     _spec("swish_backward", "SWISH_BWD", ("loss", "input"), _SWISH, _TAIL_1_32,
           legacy_tail=("compute_data_type", "swish_beta", "name")),
-    _spec("gen_index", "GEN_INDEX", ("input",), (Param("axis", convert=_axis),), _TAIL_1_32),
+    _spec("gen_index", "GEN_INDEX", ("input",), (Param("axis", convert=int_at_least(None)),), _TAIL_1_32),
 ]
 register(*SPECS)

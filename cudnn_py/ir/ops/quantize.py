@@ -15,7 +15,6 @@ when planning starts, with a message naming the architecture.
 """
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ...enums import data_type
@@ -24,28 +23,11 @@ from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import int_list
-from .common import InferenceContext, fill_data_types, require_dims
+from .common import InferenceContext, fill_data_types, fill_or_check_dims, int_at_least, require_dims
 
 BLACKWELL = 100  # compute capability 10.0: the first GPUs with block-scale engines
 # the backend kept the negative-scale attribute unset before 9.14 (node_lowering.md §9.2, the frontend's gate)
 NEG_SCALE_MIN_VERSION = 91400
-
-
-def _positive_int(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"needs a positive int, got {v!r}")
-    n = operator.index(v)
-    if n <= 0:
-        raise ValueError(f"needs a positive int, got {n}")
-    return n
-
-
-def _optional_axis(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        raise TypeError(f"needs an int axis, got {v!r}")
-    return operator.index(v)
 
 
 def _block_sizes(v: Any) -> list[int]:
@@ -77,10 +59,7 @@ def block_axis_order(x_stride: list, rank: int, axis: int, transpose: bool) -> l
 
 
 def _fill(op: str, node: Node, t: Any, expected: list[int], order: list[int]) -> None:
-    if not t.dim:
-        t._infer_set("dim", expected)
-    elif list(t.dim) != expected:
-        raise shape_error(op, node.name, t, f"dims {list(t.dim)} differ from the expected {expected}")
+    fill_or_check_dims(op, node, t, expected, "the expected")
     if not t.stride:
         t._infer_set("stride", layout.strides_from_order(t.dim, order))
 
@@ -176,7 +155,8 @@ BLOCK_SCALE_QUANTIZE = OpSpec(
     method="block_scale_quantize", kind="block_scale_quantize",
     inputs=(Port("X", "input"),), outputs=(Output("Y"), Output("SCALE", label="{node}::scale")),
     infer=infer_quantize,
-    params=(Param("block_size", convert=_positive_int), Param("axis", None, convert=_optional_axis),
+    params=(Param("block_size", convert=int_at_least(1)),
+            Param("axis", None, convert=int_at_least(None, optional=True)),
             Param("transpose", False, convert=_strict_bool)),
     order=("input", "block_size", "axis", "transpose", "compute_data_type", "name"),
     varargs=True, out_dims=True, returns_list=True,

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, fill_data_types
+from .common import InferenceContext, fill_data_types, fill_or_check_dims
 
 
 def _probability(v: Any) -> float:
@@ -31,10 +30,7 @@ def _dims(v: Any) -> list[int]:
 
 def infer(node: Node, ctx: InferenceContext) -> None:
     y, dims = node.outputs["Y"], node.params["dims"]
-    if not y.dim:
-        y._infer_set("dim", list(dims))
-    elif list(y.dim) != list(dims):
-        raise shape_error("rng", node.name, y, f"dims {list(y.dim)} differ from the requested {dims}")
+    fill_or_check_dims("rng", node, y, list(dims), "the requested")
     if not y.stride:
         y._infer_set("stride", layout.row_major_strides(y.dim))
     fill_data_types(node, ctx, None)

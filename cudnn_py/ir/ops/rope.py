@@ -10,8 +10,7 @@ from __future__ import annotations
 from ...errors import shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
-from .common import InferenceContext, as_float, fill_data_types, require_dims
-from .layout_ops import _optional_index
+from .common import InferenceContext, as_float, fill_data_types, int_at_least, like_input, require_dims
 
 
 def _infer(op: str, x_port: str, y_port: str):
@@ -28,18 +27,14 @@ def _infer(op: str, x_port: str, y_port: str):
         rope_dim = node.params["rope_dim"]
         if rope_dim is not None and not (0 < rope_dim <= d and rope_dim % 2 == 0):
             raise shape_error(op, node.name, x, f"rope_dim {rope_dim} is not an even width in (0, D = {d}]")
-        if not y.dim:
-            y._infer_set("dim", list(x.dim))
-        elif list(y.dim) != list(x.dim):
-            raise shape_error(op, node.name, y, f"dims {list(y.dim)} differ from {x.name!r}'s {list(x.dim)}")
-        if not y.stride:
-            y._infer_set("stride", list(x.stride))
+        like_input(op, node, y, x, f"{x.name!r}'s")
         fill_data_types(node, ctx, x)
     return infer
 
 
 def _params() -> tuple[Param, ...]:
-    return (Param("output_scale", 1.0, convert=as_float(1.0)), Param("rope_dim", None, convert=_optional_index))
+    return (Param("output_scale", 1.0, convert=as_float(1.0)),
+            Param("rope_dim", None, convert=int_at_least(None, optional=True)))
 
 
 ROPE = OpSpec(

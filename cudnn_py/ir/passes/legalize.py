@@ -16,6 +16,9 @@
    (outer stride = the tensor's span). A rank-2 pointwise graph finalized and ran on cuDNN 9.19 / H200 but wrote only
    the first row of its output; the frontend's graphs are always >= 3-D. GEN_INDEX axes are shifted by the padding of
    their output.
+5. **Slice views**: a slice's output is a view into its input's memory (the executor binds its pointer to the
+   input's plus the offset), so in the program it is non-virtual, with the byte alignment the offset leaves of the
+   input's; the user's graph keeps the virtual flag the user chose.
 The user keeps the rank they chose: operands are checked against the user's dims at execute.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from .. import layout
 from ..node import Node
+from ..ops.layout_ops import slice_offset_bytes
 from ..program import Program
 from ..tensor import Tensor
 
@@ -37,6 +41,7 @@ def run(program: Program, options: Any) -> None:
     _fold_long_vectors(program)
     _merge_leading_axes(program)
     _pad_ranks(program)
+    _slice_views(program)
 
 
 
@@ -153,6 +158,16 @@ def _pad_ranks(program: Program) -> None:
                 node.params["axis"] = int(node.params["axis"]) + shift
     if any(pads.values()):
         program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {rank}")
+
+
+# ---- 5. slice views ------------------------------------------------------------------------------------------------
+def _slice_views(program: Program) -> None:
+    for node in program.nodes:
+        if node.op != "slice":
+            continue
+        x, y = node.inputs["X"], node.outputs["Y"]
+        y._raw_set("is_virtual", False)
+        y._raw_set("alignment", min(int(x.alignment or 16), layout.pointer_alignment(slice_offset_bytes(node))))
 
 
 def _distinct(nodes: list[Node]) -> list[Tensor]:
