@@ -284,16 +284,8 @@ def deviceless(seed: int, n: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--cases", type=int, default=200)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--out", default="sdpa_fuzz.jsonl")
-    ap.add_argument("--timeout", type=float, default=480.0, help="seconds before no new worker is started")
-    ap.add_argument("--case", type=int, help="run one case in this process and print it")
-    ap.add_argument("--show", action="store_true")
+    harness.add_run_args(ap, out="sdpa_fuzz.jsonl")
     ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--ids", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker(args.seed, [int(x) for x in args.ids.split(",") if x])
@@ -307,11 +299,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(spec, indent=1))
         print(json.dumps(run_case(spec)))
         return 0
-    run_all_cases = harness.run_all("fuzz.sdpa_fuzz", make_case, "direction", args.seed, args.cases, args.workers,
-                                    args.out, args.timeout)
+    harness.run_all("fuzz.sdpa_fuzz", make_case, "direction", args.seed, args.cases, args.workers, args.out,
+                    args.timeout, args.case_timeout)
     print(summary(args.seed, args.out))
-    bad = sum(1 for r in run_all_cases.values() if r["outcome"] in ("wrong", "died", "error"))
-    return 1 if bad else 0
+    return 1 if harness.failures(args.out) else 0
 
 
 if __name__ == "__main__":
