@@ -81,11 +81,12 @@ def check(nodes: Any, handle: Any, sm_version: int | None = None) -> None:
     """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
     device: the current device, whose default handle planning uses). ``sm_version`` (classic
     ``pygraph(sm_version=)``, 90 = SM 9.0): the architecture planned for, checked instead of the device's."""
+    device = -1
     if sm_version is not None:
         device_label = f"the target sm_version {sm_version}"
     else:
-        device = getattr(handle, "device", None)
-        device = current_device() if device is None else int(device)
+        on = getattr(handle, "device", None)
+        device = current_device() if on is None else int(on)
         device_label = f"device {device}"
     for node in nodes:
         spec = node.spec
