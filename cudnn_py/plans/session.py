@@ -280,6 +280,16 @@ class PlanningSession:
         kc = self.options.kernel_cache
         return kc.descriptor if kc is not None else None
 
+    # The keyword arguments of heuristics.query / EngineConfig.explicit and of ExecutionPlan.build, given only when
+    # set: the plain calls (and the test doubles written for them) stay as they were.
+    def _for_device(self) -> dict[str, Descriptor]:
+        dp = self._device_properties()
+        return {"device_properties": dp} if dp is not None else {}
+
+    def _with_cache(self) -> dict[str, Descriptor]:
+        kc = self._kernel_cache()
+        return {"kernel_cache": kc} if kc is not None else {}
+
     def _bind_device(self, handle: Any) -> None:
         self.device, self.context = device_of(handle), context_of(handle)
         if self.executor is not None:
@@ -320,11 +330,11 @@ class PlanningSession:
         names = [enums.to_backend_heur_mode(m) for m in modes]
         t0 = time.perf_counter()
         with self.on_device():
-            res = heuristics.query(self.operation_graph, names, self.options.sm_count, self._device_properties())
+            res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
             if not res.configs and not self.configs and self._auto_unified_attention():
                 self.heuristics_report.extend(res.per_mode)
                 self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
-                res = heuristics.query(self.operation_graph, names, self.options.sm_count, self._device_properties())
+                res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
@@ -355,7 +365,7 @@ class PlanningSession:
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
         with self.on_device():
             self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs,
-                                                      self._device_properties()))
+                                                      **self._for_device()))
         self._bar_erratic_engines()
         self._advance(Phase.ENGINE_CONFIGS)
 
@@ -461,7 +471,7 @@ class PlanningSession:
         t0 = time.perf_counter()
         try:
             with self.on_device():  # kernels are compiled and loaded into the current context
-                plan = ExecutionPlan.build(self.configs[i], self._kernel_cache())
+                plan = ExecutionPlan.build(self.configs[i], **self._with_cache())
             if self.executor is not None:  # the program's workspace-resident intermediates come first
                 plan.workspace += self.executor.scratch_bytes
             self.plans[i] = plan
