@@ -329,3 +329,27 @@ def test_deviceless_planning_checks_the_device_rules_against_sm_version(monkeypa
     seen.clear()
     matmul_relu(device_property=fake_device_properties()).build_operation_graph()
     assert seen == []  # neither a GPU nor a target architecture: cuDNN's own support checks decide
+
+
+def test_module_functions_have_the_classic_signatures():
+    import inspect
+
+    assert list(inspect.signature(cudnn.create_kernel_cache).parameters) == []
+    assert len(inspect.signature(cudnn.create_device_properties).parameters) == 1  # device id or JSON
+    for method in ("serialize", "deserialize", "size", "revision"):
+        assert callable(getattr(KernelCache, method))
+    assert callable(DeviceProperties.serialize)
+
+
+def test_deferred_checks_say_how_device_rules_are_checked_when_planning_ahead_of_time(monkeypatch):
+    from cudnn_py.ir.spec import SPECS
+
+    class Node:
+        spec, name = SPECS["block_scale_quantize"], "q"
+
+    for options, expected in (({"sm_version": 100}, "at build_operation_graph, against sm_version 100"),
+                              ({}, "never: deviceless planning without sm_version")):
+        g = matmul_relu(device_property=fake_device_properties(), **options)
+        g.validate()
+        monkeypatch.setattr(g.session, "_gated_nodes", lambda: [Node()])
+        assert any(expected in c for c in g.session._checks_validate_cannot_run())

@@ -149,11 +149,17 @@ class PlanningSession:
         assert self.program is not None
         out = ["engine support (cuDNN heuristics and plan builds need a GPU): build_operation_graph, "
                "create_execution_plans, build_plans"]
+        if self.options.sm_version is not None:
+            when = f"at build_operation_graph, against sm_version {self.options.sm_version}"
+        elif self.options.device_properties is not None:
+            when = "never: deviceless planning without sm_version (cuDNN's own support checks decide)"
+        else:
+            when = "when planning meets the GPU"
         for node in self._gated_nodes():
             spec = node.spec
             if spec is not None and (spec.min_compute_capability or spec.min_cublaslt or spec.device_rules):
                 out.append(f"{spec.method} node {node.name!r}: its device rules (compute capability, cuBLASLt), "
-                           "when planning meets the GPU")
+                           f"{when}")
         for e, _where in self.engine_errata:
             out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
                        "are queried")
