@@ -7,8 +7,10 @@ given ``pygraph(device_property=dp)`` plans for those properties: heuristics get
 explicit engines ``ENGINE_DEVICEPROP``, the operation graph has no handle and plans are finalized without one.
 
 What cuDNN 9.28 allows without a GPU (the CPU machine, libcuda stand-in): a descriptor from a device id does not
-finalize (``NOT_INITIALIZED``: cuDNN's ``cudaDeviceGetAttribute`` fails); a JSON must be one cuDNN wrote (a
-hand-written one is refused at finalize: it wants every field of its own schema).
+finalize (``NOT_INITIALIZED``: cuDNN's ``cudaDeviceGetAttribute`` fails); a JSON must be one cuDNN wrote. A
+hand-written one is refused at finalize (``BAD_PARAM``): cuDNN names the first fields it misses (``maxGridSize`` and
+``maxBlockSize``, arrays; ``smCountOrigin`` must be 1 of 0..3), then stops naming them (``HasMember(key)``) even
+with every field name found in libcudnn_graph given - so the JSON has to come from a machine with the GPU.
 """
 from __future__ import annotations
 
