@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -353,3 +354,19 @@ def test_deferred_checks_say_how_device_rules_are_checked_when_planning_ahead_of
         g.validate()
         monkeypatch.setattr(g.session, "_gated_nodes", lambda: [Node()])
         assert any(expected in c for c in g.session._checks_validate_cannot_run())
+
+
+GPU_JSON = Path(__file__).with_name("data") / "deviceprop_sm90.json"
+
+
+@pytest.mark.skipif(not GPU_JSON.exists(), reason="needs a DEVICEPROP JSON written on a GPU machine: run "
+                    "tests/test_gpu_kernel_cache.py there with CUDNN_PY_DEVICEPROP_JSON_OUT=tests/data/deviceprop_sm90.json")
+def test_deviceless_planning_on_the_cpu_from_a_gpu_json():
+    """The AoT promise on this CPU machine: device properties rebuilt from an H200's JSON, heuristics ranking
+    engines for it with no GPU here, and a plan finalized without a handle."""
+    dp = cudnn.create_device_properties(GPU_JSON.read_text())
+    assert json.loads(dp.serialize()).keys() == json.loads(GPU_JSON.read_text()).keys()
+    g = matmul_relu(device_property=dp, sm_version=90)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    assert g.get_execution_plan_count() >= 1 and g.session.plans
+    assert g.session.lowered.handle is None
