@@ -19,6 +19,8 @@ from .backend import (  # noqa: F401
 from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
 from .errors import cudnnGraphNotSupportedError  # noqa: F401
 from .graph import pygraph, tensor  # noqa: F401
+from .plans.device_properties import create_device_properties  # noqa: F401
+from .plans.kernel_cache import create_kernel_cache  # noqa: F401
 
 # The `cudnn_py` logger (and its per-module children) is silent unless the application configures logging:
 # graph builds and their times, heuristics results, plan choices, cache hits and misses, workspace allocations.

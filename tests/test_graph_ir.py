@@ -543,8 +543,7 @@ def test_staged_build_without_a_gpu_stops_at_heuristics():
 def test_unknown_and_unimplemented_options_are_refused():
     with pytest.raises(TypeError, match="io_datatype"):
         pygraph(io_datatype=H)  # a typo must not silently leave every data type NOT_SET
-    for option, value in (("sm_version", 90), ("kernel_cache", object()), ("device_property", object()),
-                          ("is_override_shape_enabled", True), ("cuda_graph_retention", 1),
+    for option, value in (("is_override_shape_enabled", True), ("cuda_graph_retention", 1),
                           ("is_cuda_graph_replay_expected", True)):
         with pytest.raises(NotImplementedOptionError, match=rf"pygraph\({option}=...\) is not implemented yet"):
             pygraph(**{option: value})

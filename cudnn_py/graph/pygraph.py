@@ -22,6 +22,8 @@ from ..engines.router import default_router, route
 from ..enums import build_plan_policy, heur_mode
 from ..errors import NotImplementedOptionError, PhaseError, cudnnGraphNotSupportedError
 from ..ir import Graph, Tensor
+from ..plans.device_properties import DeviceProperties
+from ..plans.kernel_cache import KernelCache
 from ..plans.session import Phase, PlanningSession, SessionOptions
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
@@ -57,16 +59,20 @@ class pygraph(Graph):
     ) -> None:
         if kwargs:
             raise TypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
-        _refuse_unimplemented(sm_version=sm_version, kernel_cache=kernel_cache, device_property=device_property,
-                              is_override_shape_enabled=is_override_shape_enabled,
+        _refuse_unimplemented(is_override_shape_enabled=is_override_shape_enabled,
                               cuda_graph_retention=cuda_graph_retention,
                               is_cuda_graph_replay_expected=is_cuda_graph_replay_expected)
         if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0):
             raise ValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
+        _check_planning_targets(handle, sm_version, kernel_cache, device_property)
         super().__init__(name, io_data_type, intermediate_data_type, compute_data_type)
         self._handle = handle
         self._sm_count = sm_count
-        self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled)
+        self._sm_version = sm_version
+        self._kernel_cache = kernel_cache
+        self._device_property = device_property
+        # the classic module turns dynamic shapes on for a kernel cache (graph_flow.md §5.2)
+        self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled) or kernel_cache is not None
         # routing
         self._engines: list[BaseEngine] = []
         self._router = router
@@ -86,6 +92,9 @@ class pygraph(Graph):
     # ---- graph-level attributes --------------------------------------------------------------------------------------
     handle = property(lambda self: self._handle)
     sm_count = property(lambda self: self._sm_count)
+    sm_version = property(lambda self: self._sm_version)
+    kernel_cache = property(lambda self: self._kernel_cache)
+    device_property = property(lambda self: self._device_property)
     is_dynamic_shape_enabled = property(lambda self: self._is_dynamic_shape_enabled)
     is_built = property(lambda self: self._is_built)
 
@@ -110,9 +119,12 @@ class pygraph(Graph):
         if self._session is None:
             if not self._is_validated:
                 self.validate_ir()
-            self._session = PlanningSession(
-                self, SessionOptions(self._handle, self._sm_count, self._is_dynamic_shape_enabled), self.drop_fast_path)
+            self._session = PlanningSession(self, self._session_options(self._handle), self.drop_fast_path)
         return self._session
+
+    def _session_options(self, handle: Any) -> SessionOptions:
+        return SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled, self._kernel_cache,
+                              self._device_property, self._sm_version)
 
     def _at(self, phase: Phase) -> PlanningSession:
         """The session advanced to ``phase`` where that needs no decision of the caller (validation, the
@@ -460,9 +472,8 @@ class pygraph(Graph):
 
             handle = default_handle()
         self._handle = handle
-        session = PlanningSession.deserialized(
-            self, SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled), args[-1], int(handle),
-            self.drop_fast_path)
+        session = PlanningSession.deserialized(self, self._session_options(handle), args[-1], int(handle),
+                                               self.drop_fast_path)
         self._freeze()
         self._session = session
         self._is_validated = True
@@ -521,6 +532,25 @@ class pygraph(Graph):
         doc["plans"] = [{"engine_id": p.engine_id, "name": p.name} for p in self._plans]
         doc["selected_plan"] = self._plan_index if self._planning_done else None
         return doc
+
+
+def _check_planning_targets(handle: Any, sm_version: Any, kernel_cache: Any, device_property: Any) -> None:
+    """The classic planning options, checked at construction (a wrong object would fail only at build)."""
+    if sm_version is not None and (isinstance(sm_version, bool) or not isinstance(sm_version, int) or
+                                   not 10 <= sm_version < 1000):
+        raise ValueError(f"pygraph(sm_version=...) is an architecture as major * 10 + minor (90 for SM 9.0, 100 for "
+                         f"SM 10.0), got {sm_version!r}")
+    if kernel_cache is not None and not isinstance(kernel_cache, KernelCache):
+        raise TypeError(f"pygraph(kernel_cache=...) takes what cudnn.create_kernel_cache() returns, not "
+                        f"{type(kernel_cache).__name__}")
+    if device_property is not None:
+        if not isinstance(device_property, DeviceProperties):
+            raise TypeError(f"pygraph(device_property=...) takes what cudnn.create_device_properties() returns, not "
+                            f"{type(device_property).__name__}")
+        if handle is not None:
+            raise ValueError("pygraph(handle=..., device_property=...): a graph with device properties plans without "
+                             "a handle (ahead of time, for the GPU they describe); give one or the other, and the "
+                             "handle to run on to execute(handle=...)")
 
 
 def _heuristic_list(heuristics: Any) -> list[Any]:

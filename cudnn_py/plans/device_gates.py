@@ -87,26 +87,35 @@ def device_of_handle(handle: Any) -> int:
     return current_device() if device is None else int(device)
 
 
-def check(nodes: Any, handle: Any) -> None:
-    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails."""
-    device = device_of_handle(handle)
+def check(nodes: Any, handle: Any, sm_version: int | None = None) -> None:
+    """Refuse the first node whose spec's device gates the GPU of ``handle`` fails (no handle, or one without a
+    device: the current device, whose default handle planning uses). ``sm_version`` (classic
+    ``pygraph(sm_version=)``, 90 = SM 9.0): the architecture planned for, checked instead of the device's."""
+    device = -1
+    if sm_version is not None:
+        device_label = f"the target sm_version {sm_version}"
+    else:
+        device = device_of_handle(handle)
+        device_label = f"device {device}"
     for node in nodes:
         spec = node.spec
         if spec is None:
             continue
         what = f"{spec.method}() (node {node.name!r})"
-        cc = compute_capability(device) if spec.min_compute_capability or spec.device_rules is not None else 0
+        cc = 0
+        if spec.min_compute_capability or spec.device_rules is not None:
+            cc = sm_version if sm_version is not None else compute_capability(device)
         if spec.min_compute_capability:
             if cc and cc < spec.min_compute_capability:  # unreadable (0): cuDNN's own support check decides
                 need = spec.min_compute_capability
                 raise cudnnGraphNotSupportedError(
                     f"{what} needs a GPU of compute capability {need // 10}.{need % 10} or newer (cuDNN has its "
-                    f"engines only there); device {device} is {cc // 10}.{cc % 10}")
+                    f"engines only there); {device_label} is {cc // 10}.{cc % 10}")
         if spec.device_rules is not None:
             why = spec.device_rules(node, cc, runtime_version()) if cc else None
             if why:
                 raise cudnnGraphNotSupportedError(
-                    f"{what} cannot run on device {device} (compute capability {cc // 10}.{cc % 10}): {why}")
+                    f"{what} cannot run on {device_label} (compute capability {cc // 10}.{cc % 10}): {why}")
         if spec.min_cublaslt:
             have = cublaslt_version()
             if have < spec.min_cublaslt:

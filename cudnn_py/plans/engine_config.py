@@ -105,12 +105,10 @@ class EngineConfig:
         return cls(cfg, engine, index, knob_reader, source)
 
     @classmethod
-    def explicit(cls, operation_graph: Descriptor, engine_index: int, knobs: dict[int, int]) -> EngineConfig:
+    def explicit(cls, operation_graph: Descriptor, engine_index: int, knobs: dict[int, int],
+                 device_properties: Descriptor | None = None) -> EngineConfig:
         """Build a config for a given engine id and knob choices (no heuristics)."""
-        engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
-        engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", operation_graph)
-        engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_index))
-        engine.finalize()
+        engine = make_engine(operation_graph, engine_index, device_properties)
         choices = []
         for knob_type, value in knobs.items():
             c = Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR")
@@ -122,3 +120,15 @@ class EngineConfig:
         cfg.set("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", choices)
         cfg.finalize()
         return cls.from_descriptor(cfg, "explicit")
+
+
+def make_engine(operation_graph: Descriptor, engine_index: int,
+                device_properties: Descriptor | None = None) -> Descriptor:
+    """A finalized ENGINE (``graph_flow.md`` §1.5); ``device_properties``: a DEVICEPROP descriptor to build it
+    for (``ENGINE_DEVICEPROP``, deviceless planning)."""
+    engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
+    engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", operation_graph)
+    engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_index))
+    if device_properties is not None:
+        engine.set("CUDNN_ATTR_ENGINE_DEVICEPROP", device_properties)
+    return engine.finalize()

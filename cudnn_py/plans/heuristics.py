@@ -22,8 +22,10 @@ class HeuristicsResult:
     ranked: list[tuple[str, list[EngineConfig]]] = field(default_factory=list)
 
 
-def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None) -> HeuristicsResult:
-    """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...)."""
+def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None,
+          device_properties: Descriptor | None = None) -> HeuristicsResult:
+    """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...). ``device_properties``: a finalized
+    DEVICEPROP descriptor to rank engines for (deviceless planning, ``ENGINEHEUR_DEVICEPROP``)."""
     result = HeuristicsResult()
     by_engine: dict[int, list[EngineConfig]] = {}  # the configs kept so far, by engine index
     reader = KnobReader()
@@ -32,6 +34,8 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
             heur = Descriptor("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR")
             heur.set("CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH", operation_graph)
             heur.set("CUDNN_ATTR_ENGINEHEUR_MODE", mode)
+            if device_properties is not None:
+                heur.set("CUDNN_ATTR_ENGINEHEUR_DEVICEPROP", device_properties)
             if sm_count is not None and sm_count > 0:
                 heur.set("CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET", int(sm_count))
             if mode == "CUDNN_HEUR_MODE_B":

@@ -26,9 +26,13 @@ class ExecutionPlan:
         return self.config.name
 
     @classmethod
-    def build(cls, config: EngineConfig) -> ExecutionPlan:
+    def build(cls, config: EngineConfig, kernel_cache: Descriptor | None = None) -> ExecutionPlan:
+        """Finalize a plan for ``config`` (no handle: the frontend sets none either). ``kernel_cache``: a finalized
+        KERNEL_CACHE the plan takes its kernel from, or adds it to (``EXECUTION_PLAN_KERNEL_CACHE``)."""
         plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
         plan.set("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG", config.cfg)
+        if kernel_cache is not None:
+            plan.set("CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE", kernel_cache)
         plan.finalize()
         ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
         if ws < 0:

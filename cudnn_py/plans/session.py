@@ -52,8 +52,10 @@ from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
 from . import cuda_graph, device_gates, errata, heuristics, serialize
-from .engine_config import EngineConfig
+from .device_properties import DeviceProperties
+from .engine_config import EngineConfig, make_engine
 from .execute import Executor
+from .kernel_cache import KernelCache
 from .plan import ExecutionPlan
 
 _log = logging.getLogger(__name__)
@@ -85,6 +87,10 @@ class SessionOptions:
     handle: Any = None  # the graph's handle (classic pygraph(handle=)); None: this thread's default handle
     sm_count: int | None = None  # ENGINEHEUR_SM_COUNT_TARGET
     dynamic_shapes: bool = False  # OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED
+    kernel_cache: KernelCache | None = None  # EXECUTION_PLAN_KERNEL_CACHE on every plan (kernel_cache.py)
+    # deviceless (AoT) planning for these properties: no handle anywhere, ENGINEHEUR_ / ENGINE_DEVICEPROP
+    device_properties: DeviceProperties | None = None
+    sm_version: int | None = None  # the target architecture (90 = SM 9.0) the device rules are checked against
 
 
 class PlanningSession:
@@ -143,11 +149,17 @@ class PlanningSession:
         assert self.program is not None
         out = ["engine support (cuDNN heuristics and plan builds need a GPU): build_operation_graph, "
                "create_execution_plans, build_plans"]
+        if self.options.sm_version is not None:
+            when = f"at build_operation_graph, against sm_version {self.options.sm_version}"
+        elif self.options.device_properties is not None:
+            when = "never: deviceless planning without sm_version (cuDNN's own support checks decide)"
+        else:
+            when = "when planning meets the GPU"
         for node in self._gated_nodes():
             spec = node.spec
             if spec is not None and (spec.min_compute_capability or spec.min_cublaslt or spec.device_rules):
                 out.append(f"{spec.method} node {node.name!r}: its device rules (compute capability, cuBLASLt), "
-                           "when planning meets the GPU")
+                           f"{when}")
         for e, _where in self.engine_errata:
             out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
                        "are queried")
@@ -237,13 +249,26 @@ class PlanningSession:
 
     # ---- OPERATION_GRAPH --------------------------------------------------------------------------------------------
     def planning_handle(self) -> int | None:
-        """The graph's handle, else this thread's default handle; None when there is no usable GPU."""
+        """The graph's handle, else this thread's default handle; None when there is no usable GPU, and for a
+        deviceless (device_property) graph, which plans for its device properties with no handle at all."""
+        if self.options.device_properties is not None:
+            return None
         if self.options.handle is not None:
             return int(self.options.handle)
         try:
             return int(default_handle())
         except CudaUnavailableError:
             return None
+
+    def _check_errata_of_some_gpus(self) -> None:
+        """The errata of some GPUs only: the GPU (or the sm_version planned for) is read when one matches."""
+        assert self.program is not None
+        version = versions.runtime_version()
+        if errata.on_device(self.program, version):
+            cc = self.options.sm_version
+            if cc is None:
+                cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
+            errata.check_on_device(self.program, version, cc)
 
     def build_operation_graph(self) -> None:
         """Make sure the operation graph carries a handle, which heuristics need to see the device."""
@@ -254,19 +279,41 @@ class PlanningSession:
         handle = self.planning_handle()
         if handle is not None:
             self._bind_device(handle)
-            device_gates.check(self._gated_nodes(), self.options.handle)  # None: the current device's
-            assert self.program is not None
-            version = versions.runtime_version()
-            if errata.on_device(self.program, version):  # the errata of some GPUs only: read the GPU when one matches
-                cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
-                errata.check_on_device(self.program, version, cc)
+            # None: the current device's; sm_version, when given, is the architecture planned for
+            device_gates.check(self._gated_nodes(), self.options.handle, self.options.sm_version)
+            self._check_errata_of_some_gpus()
             if self.lowered.handle is None:
                 t0 = time.perf_counter()
                 with self.on_device():
                     finalize_operation_graph(self.lowered, handle)
                 _log.info("graph %r: operation graph finalized with handle 0x%x in %.2f ms", self.graph.name, handle,
                           _ms_since(t0))
+        elif self.options.sm_version is not None:  # deviceless: the target architecture stands in for the GPU
+            device_gates.check(self._gated_nodes(), None, self.options.sm_version)
+            self._check_errata_of_some_gpus()
+        if self.options.kernel_cache is not None:
+            assert self.lowered.operation_graph is not None
+            with self.on_device():
+                self.options.kernel_cache.bind(self.lowered.operation_graph, self.device)
         self._advance(Phase.OPERATION_GRAPH)
+
+    def _device_properties(self) -> Descriptor | None:
+        dp = self.options.device_properties
+        return dp.descriptor if dp is not None else None
+
+    def _kernel_cache(self) -> Descriptor | None:
+        kc = self.options.kernel_cache
+        return kc.descriptor if kc is not None else None
+
+    # The keyword arguments of heuristics.query / EngineConfig.explicit and of ExecutionPlan.build, given only when
+    # set: the plain calls (and the test doubles written for them) stay as they were.
+    def _for_device(self) -> dict[str, Descriptor]:
+        dp = self._device_properties()
+        return {"device_properties": dp} if dp is not None else {}
+
+    def _with_cache(self) -> dict[str, Descriptor]:
+        kc = self._kernel_cache()
+        return {"kernel_cache": kc} if kc is not None else {}
 
     def _bind_device(self, handle: Any) -> None:
         self.device, self.context = placement_of(handle)  # one read of the handle registry
@@ -290,11 +337,8 @@ class PlanningSession:
 
     def get_knobs_for_engine(self, engine_id: int) -> list:
         self._need(Phase.OPERATION_GRAPH, "get_knobs_for_engine")
-        engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
-        engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", self.operation_graph)
-        engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_id))
         with self.on_device():
-            engine.finalize()
+            engine = make_engine(self.operation_graph, int(engine_id), self._device_properties())
         out = []
         for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
             out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
@@ -311,11 +355,11 @@ class PlanningSession:
         names = [enums.to_backend_heur_mode(m) for m in modes]
         t0 = time.perf_counter()
         with self.on_device():
-            res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+            res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
             if not res.configs and not self.configs and self._auto_unified_attention():
                 self.heuristics_report.extend(res.per_mode)
                 self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
-                res = heuristics.query(self.operation_graph, names, self.options.sm_count)
+                res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
@@ -330,7 +374,9 @@ class PlanningSession:
             from ..backend.api import get_last_error_string
 
             report = "; ".join(f"{m}: {r}" for m, r in res.per_mode)
-            if self.lowered.handle is None:
+            if self.options.device_properties is not None:
+                report += f" (deviceless, for {self.options.device_properties!r})"
+            elif self.lowered.handle is None:
                 report += " (no GPU/handle: cuDNN heuristics need a device to rank engines)"
             raise cudnnGraphNotSupportedError(f"No valid engine configs for graph {self.graph.name!r}: {report}. "
                                               f"{get_last_error_string()}")
@@ -343,7 +389,8 @@ class PlanningSession:
             raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
         with self.on_device():
-            self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs))
+            self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs,
+                                                      **self._for_device()))
         self._bar_erratic_engines()
         self._advance(Phase.ENGINE_CONFIGS)
 
@@ -449,7 +496,7 @@ class PlanningSession:
         t0 = time.perf_counter()
         try:
             with self.on_device():  # kernels are compiled and loaded into the current context
-                plan = ExecutionPlan.build(self.configs[i])
+                plan = ExecutionPlan.build(self.configs[i], **self._with_cache())
             if self.executor is not None:  # the program's workspace-resident intermediates come first
                 plan.workspace += self.executor.scratch_bytes
             self.plans[i] = plan
