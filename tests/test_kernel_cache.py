@@ -44,7 +44,11 @@ def entries(text: str) -> list:
 def test_a_new_kernel_cache_is_unbound():
     kc = cudnn.create_kernel_cache()
     assert isinstance(kc, KernelCache) and kc.descriptor is None
-    assert (kc.size(), kc.revision()) == (0, 0)
+    if versions.runtime_version() >= 92700:
+        assert (kc.size(), kc.revision()) == (0, 0)
+    else:  # ENTRY_COUNT / REVISION are 9.27's
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"kernel_cache.size\(\).*needs cuDNN 9\.27"):
+            kc.size()
     with pytest.raises(PhaseError, match=r"kernel_cache.serialize\(\): the cache is empty and unbound"):
         kc.serialize()
     assert "unbound" in repr(kc)
@@ -69,7 +73,8 @@ def test_the_first_graph_binds_the_cache_once_and_dynamic_shapes_are_on(tmp_path
     og = g1.session.lowered.operation_graph
     assert len(bound) == 1 and bound[0]["values"][0]["desc"] == og.id and bound[0]["status"] == 0
     dynamic = [r for r in recs if r.get("attr") == "CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED"]
-    assert len(dynamic) == 2 and all(r["values"] == [True] for r in dynamic)
+    # once per graph, and once more per graph where a GPU re-finalizes its operation graph with the handle
+    assert len(dynamic) >= 2 and all(r["values"] == [True] for r in dynamic)
     assert entries(kc.serialize()) == []  # no plan has been built: no kernel yet
 
 
@@ -86,7 +91,8 @@ def test_kernel_cache_json_round_trip_and_a_loaded_cache_is_not_rebound():
     # (cuDNN 9.28 writes FLT_MAX back one double ulp off - the relu's upperClip - so the floats are not compared)
     assert back["kernel_cache"] == doc["kernel_cache"] == [] and back["cudnnVersion"] == doc["cudnnVersion"]
     assert back["operationGraph"]["tensors"] == doc["operationGraph"]["tensors"]
-    assert loaded.size() == 0
+    if versions.runtime_version() >= 92700:
+        assert loaded.size() == 0
     desc = loaded.descriptor
     matmul_relu(kernel_cache=loaded).build_operation_graph()
     assert loaded.descriptor is desc  # loaded from JSON: finalized there, not bound again
