@@ -362,11 +362,22 @@ def test_deferred_checks_say_how_device_rules_are_checked_when_planning_ahead_of
         assert any(expected in c for c in g.session._checks_validate_cannot_run())
 
 
-GPU_JSON = Path(__file__).with_name("data") / "deviceprop_sm90.json"
+# device 0's DEVICEPROP JSON, written on the H200 by cuDNN 9.19.0 (tests/test_gpu_kernel_cache.py with
+# CUDNN_PY_DEVICEPROP_JSON_OUT): the JSON does not say which cuDNN wrote it, so the file name does
+GPU_JSON, GPU_JSON_CUDNN = Path(__file__).with_name("data") / "deviceprop_sm90_cudnn91900.json", 91900
 
 
-@pytest.mark.skipif(not GPU_JSON.exists(), reason="needs a DEVICEPROP JSON written on a GPU machine: run "
-                    "tests/test_gpu_kernel_cache.py there with CUDNN_PY_DEVICEPROP_JSON_OUT=tests/data/deviceprop_sm90.json")
+def test_a_deviceprop_json_of_another_cudnn_is_refused_clearly():
+    """cuDNN reads only its own release's DEVICEPROP JSON: 9.28 refuses the keys 9.19 wrote (seen here), and
+    the refusal is a ValueError naming what cuDNN said, not a crash."""
+    if versions.runtime_version() == GPU_JSON_CUDNN:
+        pytest.skip("the JSON's own cuDNN: it loads (test_deviceless_planning_on_the_cpu_from_a_gpu_json)")
+    with pytest.raises(ValueError, match=r"create_device_properties\(json\): cuDNN refused the JSON.*HasMember"):
+        cudnn.create_device_properties(GPU_JSON.read_text())
+
+
+@pytest.mark.skipif(versions.runtime_version() != GPU_JSON_CUDNN,
+                    reason="the DEVICEPROP JSON was written by cuDNN 9.19.0, which only that release reads")
 def test_deviceless_planning_on_the_cpu_from_a_gpu_json():
     """The AoT promise on this CPU machine: device properties rebuilt from an H200's JSON, heuristics ranking
     engines for it with no GPU here, and a plan finalized without a handle."""
