@@ -326,7 +326,9 @@ ERRATA: tuple[Erratum, ...] = (
         effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
                "corrupted gradients",
         workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
-        seen_on="the GPUs of CUDA.jl's CI (not yet reproduced by cudnn_py)",
+        seen_on="the GPUs of CUDA.jl's CI; not reproduced on the H200 with cuDNN 9.19.0 (.dev probe of "
+                "tests/test_gpu_sdpa.py's padded causal backward with the erratum lifted: dQ / dK / dV within 3e-4 "
+                "fp16, 2.5e-3 bf16), kept until a source says which releases or GPUs it covers",
         source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
                "cudnn_py on the H200)"),
     Erratum(
