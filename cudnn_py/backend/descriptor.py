@@ -195,7 +195,10 @@ class Descriptor:
             raise DescriptorError(f"{spec.name} takes {want} element(s) of {type_name}; got {n}")
         array, keep = self._to_c_array(spec, type_name, vals)
         self._raw_set(spec, type_name, n, array)
-        self._attrs[spec.name] = _describe(vals, type_name, scalar=spec.max_count == 1)
+        scalar = spec.max_count == 1
+        # described when first shown (repr, explain): a set on the lowering path pays for no string building
+        self._attrs[spec.name] = _describe(vals, type_name, scalar) if type_name in _DESCRIBED_AT_ONCE else \
+            _Undescribed(vals, type_name, scalar)
         self._keepalive[spec.name] = keep
         if type_name == "CUDNN_TYPE_CHAR" and spec.name in FILLED_FROM_JSON:
             self._filled = True
@@ -285,7 +288,7 @@ class Descriptor:
             if want is not None and ctypes.sizeof(value) != want:
                 raise DescriptorError(
                     f"{spec.name}: a {type(value).__name__} has {ctypes.sizeof(value)} byte(s), but the tensor's "
-                    f"data type {self._attrs.get('CUDNN_ATTR_TENSOR_DATA_TYPE')} has {want}")
+                    f"data type {self._attr('CUDNN_ATTR_TENSOR_DATA_TYPE')} has {want}")
             ptr, keep = ctypes.addressof(value), value
         elif isinstance(value, (float, complex, str, bytes)) or value is None:
             raise DescriptorError(
@@ -299,9 +302,16 @@ class Descriptor:
         self._keepalive[spec.name] = (array, keep)
         return self
 
+    def _attr(self, name: str) -> Any:
+        """What was set for attribute ``name`` through this object, as shown (None: not set)."""
+        value = self._attrs.get(name)
+        if isinstance(value, _Undescribed):
+            value = self._attrs[name] = value.described()
+        return value
+
     def _data_type_bytes(self) -> int | None:
         """Bytes per element of the TENSOR_DATA_TYPE set on this descriptor (None: not set, or not a byte size)."""
-        name = self._attrs.get("CUDNN_ATTR_TENSOR_DATA_TYPE")
+        name = self._attr("CUDNN_ATTR_TENSOR_DATA_TYPE")
         if name is None:
             return None
         row = BY_BACKEND.get(name)
@@ -336,7 +346,7 @@ class Descriptor:
                 f"cannot finalize descriptor #{self.id} ({kind}): missing required attribute(s) "
                 f"{'; '.join(missing)} (attributes set: {', '.join(self._attrs) or 'none'})")
         if kind == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR":
-            mode = self._attrs.get("CUDNN_ATTR_OPERATIONGRAPH_MODE")
+            mode = self._attr("CUDNN_ATTR_OPERATIONGRAPH_MODE")
             if mode in GRAPH_MODE_NEEDS:
                 needs, source = GRAPH_MODE_NEEDS[mode]
                 ops = self._keepalive.get("CUDNN_ATTR_OPERATIONGRAPH_OPS") or []
@@ -484,11 +494,11 @@ class Descriptor:
     @property
     def attributes(self) -> dict[str, Any]:
         """What was set through this object, by attribute C name (as shown in ``repr``)."""
-        return dict(self._attrs)
+        return {k: self._attr(k) for k in self._attrs}
 
     def __repr__(self) -> str:
         state = "destroyed" if self.destroyed else ("finalized" if self.finalized else "not finalized")
-        attrs = ", ".join(f"{k}={v}" for k, v in self._attrs.items())
+        attrs = ", ".join(f"{k}={self._attr(k)}" for k in self._attrs)
         return f"<Descriptor #{self.id} {self.kind.name} {state}{': ' + attrs if attrs else ''}>"
 
 
@@ -624,16 +634,20 @@ _SPECIAL_VOID_PTR: dict[str, Any] = {
 def missing_requirements(kind: str, attrs: Any) -> list[str]:
     """The requirements (requirements.REQUIRED) of descriptor ``kind`` not met by the attribute names ``attrs``,
     each in words; requirements on attributes the loaded library lacks are skipped."""
+    return [" or ".join(present) for when, present in _requirements_of(kind, runtime_version())
+            if (when is None or when in attrs) and not any(a in attrs for a in present)]
+
+
+@cache
+def _requirements_of(kind: str, version: int) -> tuple[tuple[str | None, tuple[str, ...]], ...]:
+    """(condition attribute, the attributes of which one is needed) of ``kind`` on cuDNN ``version``: checked at
+    every finalize, so resolved against the catalog once."""
     out = []
-    rv = runtime_version()
     for req in REQUIRED.get(kind, ()):
-        if req.when is not None and req.when not in attrs:
-            continue
-        present = [a for a in req.any_of if since(a) <= rv]
-        if not present or any(a in attrs for a in present):
-            continue
-        out.append(" or ".join(present))
-    return out
+        present = tuple(a for a in req.any_of if since(a) <= version)
+        if present:
+            out.append((req.when, present))
+    return tuple(out)
 
 
 def _from_c(x: Any, type_name: str) -> Any:
@@ -644,6 +658,22 @@ def _from_c(x: Any, type_name: str) -> Any:
     if type_name in ("CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"):
         return x or 0
     return x
+
+
+# pointers and handles are described as they are when set (an operand's pointer can move later)
+_DESCRIBED_AT_ONCE = frozenset({"CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"})
+
+
+class _Undescribed:
+    """The values of a set() until something shows them."""
+
+    __slots__ = ("vals", "type_name", "scalar")
+
+    def __init__(self, vals: list, type_name: str, scalar: bool):
+        self.vals, self.type_name, self.scalar = vals, type_name, scalar
+
+    def described(self) -> Any:
+        return _describe(self.vals, self.type_name, self.scalar)
 
 
 def _describe(vals: list, type_name: str, scalar: bool) -> Any:
