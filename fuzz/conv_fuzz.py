@@ -25,8 +25,6 @@ machine without a driver, as tests/test_conv_fuzz.py does). It prints ``CASE <id
 """
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import sys
 from typing import Any
@@ -190,16 +188,7 @@ def run_case(spec: dict) -> dict:
     return {"outcome": "ok", "rel_err": err, "plan": plan}
 
 
-# ---- workers and the parent ---------------------------------------------------------------------------------------
-def worker(seed: int, cases: list[int]) -> None:
-    harness.worker(make_case, run_case, "direction", seed, cases)
-
-
-def run_all(seed: int, n: int, workers: int, out_path: str, timeout: float,
-            case_timeout: float = harness.CASE_TIMEOUT_S) -> None:
-    harness.run_all("fuzz.conv_fuzz", make_case, "direction", seed, n, workers, out_path, timeout, case_timeout)
-
-
+# ---- the parent's summary and the command line (fuzz/harness.py runs the workers) -----------------------------------
 def summary(seed: int, out_path: str) -> str:
     def describe(r: dict) -> str:
         spec = make_case(seed, r["case"])
@@ -209,34 +198,12 @@ def summary(seed: int, out_path: str) -> str:
 
 
 def deviceless(seed: int, n: int) -> int:
-    for case in range(n):
-        spec = make_case(seed, case)
-        print(f"CASE {case}", flush=True)
-        result = run_case_deviceless(spec)
-        print(f"RESULT {case} {spec['direction']} {result['outcome']} {result.get('reason', '')}".rstrip(),
-              flush=True)
-    return 0
+    return harness.deviceless(make_case, run_case_deviceless, "direction", seed, n)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    harness.add_run_args(ap, out="conv_fuzz.jsonl")
-    ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
-    args = ap.parse_args(argv)
-    if args.worker:
-        worker(args.seed, [int(x) for x in args.ids.split(",") if x])
-        return 0
-    if args.deviceless:
-        return deviceless(args.seed, args.cases)
-    if args.case is not None:
-        spec = make_case(args.seed, args.case)
-        if args.show:
-            print(json.dumps(spec, indent=1))
-        print(json.dumps(run_case(spec)))
-        return 0
-    run_all(args.seed, args.cases, args.workers, args.out, args.timeout, args.case_timeout)
-    print(summary(args.seed, args.out))
-    return 1 if harness.failures(args.out) else 0
+    return harness.main("fuzz.conv_fuzz", argv, __doc__, "conv_fuzz.jsonl", make_case, run_case, run_case_deviceless,
+                        "direction", summary, None)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,41 @@ def summary(title: str, seed: int, out_path: str, tag: str, categories: tuple[st
         if r["outcome"] in FAILURES:
             lines.append(f"  case {r['case']} ({describe(r)}): {r['outcome']}: {r.get('reason')} {r.get('plan', '')}")
     return "\n".join(lines)
+
+
+def deviceless(make_case: Callable[[int, int], dict], run_deviceless: Callable[[dict], dict], tag: str, seed: int,
+               n: int) -> int:
+    """Cases 0..n-1 in this process, build + validate() only: ``CASE <id>`` before and ``RESULT <id> <tag>
+    <outcome> <reason>`` after each (a crash is pinned to the last CASE line)."""
+    for case in range(n):
+        spec = make_case(seed, case)
+        print(f"CASE {case}", flush=True)
+        result = run_deviceless(spec)
+        print(f"RESULT {case} {spec[tag]} {result['outcome']} {result.get('reason', '')}".rstrip(), flush=True)
+    return 0
+
+
+def main(module: str, argv: list[str] | None, doc: str | None, out: str, make_case: Callable[[int, int], dict],
+         run_case: Callable[[dict], dict], run_deviceless: Callable[[dict], dict], tag: str,
+         summary: Callable[[int, str], str], describe: Callable[[dict], str] | None = None) -> int:
+    """A fuzzer's command line: the parent run (the default), ``--worker``, ``--deviceless``, ``--case N``."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    add_run_args(ap, out=out)
+    ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(make_case, run_case, tag, args.seed, [int(x) for x in args.ids.split(",") if x])
+        return 0
+    if args.deviceless:
+        return deviceless(make_case, run_deviceless, tag, args.seed, args.cases)
+    if args.case is not None:
+        spec = make_case(args.seed, args.case)
+        if args.show:
+            if describe is not None:
+                print(describe(spec))
+            print(json.dumps(spec, indent=1))
+        print(json.dumps(run_case(spec)))
+        return 0
+    run_all(module, make_case, tag, args.seed, args.cases, args.workers, args.out, args.timeout, args.case_timeout)
+    print(summary(args.seed, args.out))
+    return 1 if failures(args.out) else 0

@@ -20,8 +20,6 @@ definition) on the same rounded inputs: O (and dQ, dK, dV, dBias) within the io 
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import random
 import sys
@@ -255,11 +253,7 @@ def run_case(spec: dict) -> dict:
     return {"outcome": "ok", "worst_of_tolerance": round(worst, 3), "errors": detail, "plan": plan}
 
 
-# ---- workers and the parent ---------------------------------------------------------------------------------------
-def worker(seed: int, cases: list[int]) -> None:
-    harness.worker(make_case, run_case, "direction", seed, cases)
-
-
+# ---- the parent's summary and the command line (fuzz/harness.py runs the workers) -----------------------------------
 def describe(spec: dict) -> str:
     opts = [k for k in ("causal", "bottom_right", "padding", "bias", "alibi", "sink", "drop_mask", "scale_tensor")
             if spec[k]] + ([f"window {spec['window']}"] if spec["window"] else [])
@@ -273,36 +267,12 @@ def summary(seed: int, out_path: str) -> str:
 
 
 def deviceless(seed: int, n: int) -> int:
-    for case in range(n):
-        spec = make_case(seed, case)
-        print(f"CASE {case}", flush=True)
-        result = run_case_deviceless(spec)
-        print(f"RESULT {case} {spec['direction']} {result['outcome']} {result.get('reason', '')}".rstrip(),
-              flush=True)
-    return 0
+    return harness.deviceless(make_case, run_case_deviceless, "direction", seed, n)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    harness.add_run_args(ap, out="sdpa_fuzz.jsonl")
-    ap.add_argument("--deviceless", action="store_true", help="CPU: build and validate() only, in this process")
-    args = ap.parse_args(argv)
-    if args.worker:
-        worker(args.seed, [int(x) for x in args.ids.split(",") if x])
-        return 0
-    if args.deviceless:
-        return deviceless(args.seed, args.cases)
-    if args.case is not None:
-        spec = make_case(args.seed, args.case)
-        if args.show:
-            print(describe(spec))
-            print(json.dumps(spec, indent=1))
-        print(json.dumps(run_case(spec)))
-        return 0
-    harness.run_all("fuzz.sdpa_fuzz", make_case, "direction", args.seed, args.cases, args.workers, args.out,
-                    args.timeout, args.case_timeout)
-    print(summary(args.seed, args.out))
-    return 1 if harness.failures(args.out) else 0
+    return harness.main("fuzz.sdpa_fuzz", argv, __doc__, "sdpa_fuzz.jsonl", make_case, run_case, run_case_deviceless,
+                        "direction", summary, describe)
 
 
 if __name__ == "__main__":

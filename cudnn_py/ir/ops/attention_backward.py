@@ -182,15 +182,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     mask, scale, scale_inv = _dropout_operands(rw, node, scores)
     # D = rowsum(dO ∘ O), times (1 - p): the softmax_sum
     rows = [b, h, s_q, 1]
-    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
-    red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
-    rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
-    if "dSink_token" in outs:  # dSink = -Σ p_sink · D, p_sink = exp(sink - Stats) (§15.3 step 3)
-        p_sink = rw.exp(rw.sub(ins["SINK_TOKEN"], stats, compute_data_type=f32), compute_data_type=f32)
-        weighted = rw.mul(p_sink, red, compute_data_type=f32)
-        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
-        rw.reduction(weighted, reduction_mode.ADD, compute_data_type=f32, out=total)
-        rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
+    red = row_sum_d(rw, node, d_o, o, stats, rows)
     total_q = _ragged_total(node, "max_total_seq_len_q", stats, options)
     if total_q is not None:  # Stats' packed layout: max_total_seq_len_q rows of Stats' row stride
         softmax_sum = _scratch(rw, "softmax_sum", rows, [int(x) for x in stats.stride], stats.ragged_offset,
@@ -242,6 +234,25 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
         fwd.matmul(rw, d_s, k_back, accum, dq_overrides)
         rw.identity(accum, compute_data_type=f32, out=outs["dQ"])
     return True
+
+
+def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: list[int],
+              descales: tuple[Any, ...] = ()) -> Tensor:
+    """D = rowsum(dO ∘ O) (times the FP8 backwards' descales of dO and O), and from it dSink = -Σ p_sink · D with
+    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16)."""
+    f32, h, s_q = data_type.FLOAT, rows[1], rows[2]
+    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
+    red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
+    rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
+    for descale in descales:
+        red = rw.mul(red, descale, compute_data_type=f32)
+    if "dSink_token" in node.outputs:
+        sink = node.inputs["SINK_TOKEN"]  # the backward's inference requires it with dSink_token
+        p_sink = rw.exp(rw.sub(sink, stats, compute_data_type=f32), compute_data_type=f32)
+        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
+        rw.reduction(rw.mul(p_sink, red, compute_data_type=f32), reduction_mode.ADD, compute_data_type=f32, out=total)
+        rw.neg(total, compute_data_type=f32, out=node.outputs["dSink_token"])
+    return red
 
 
 def _scratch(rw: Any, name: str, dims: list[int], strides: list[int], ragged_offset: Tensor | None = None,

@@ -258,18 +258,9 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     fwd.transpose_in_place(rw, node, k)
     fwd.transpose_in_place(rw, node, v)
     mask, scale, scale_inv = bwd._dropout_operands(rw, node, scores)
-    # 1. D = descale_dO · descale_o · rowsum(dO ∘ O)
-    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
-    red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
-    rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
-    red = rw.mul(rw.mul(red, ins["DESCALE_DO"], compute_data_type=f32), ins["DESCALE_O"], compute_data_type=f32)
+    # 1-2. D = descale_dO · descale_o · rowsum(dO ∘ O), and dSink from it
+    red = bwd.row_sum_d(rw, node, d_o, o, stats, rows, (ins["DESCALE_DO"], ins["DESCALE_O"]))
     sink = ins.get("SINK_TOKEN")
-    if "dSink_token" in outs:  # 2. dSink = -Σ p_sink · D, p_sink = exp(sink - Stats)
-        assert sink is not None  # sdpa_backward's inference requires it
-        p_sink = rw.exp(rw.sub(sink, stats, compute_data_type=f32), compute_data_type=f32)
-        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
-        rw.reduction(rw.mul(p_sink, red, compute_data_type=f32), reduction_mode.ADD, compute_data_type=f32, out=total)
-        rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
     # 3. the softmax sum: times the dropout's scale_inv; with a sink and no dropout a MUL by 1.0 (the frontend keeps
     # it so the backend's pattern matcher sees MUL -> SUB)
     softmax_sum = red

@@ -273,17 +273,9 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     scores, rows = [b, h, s_q, s_kv], [b, h, s_q, 1]
     for t in (k, ins["DESCALE_K"], v, ins["DESCALE_V"]):
         fwd.transpose_in_place(rw, node, t)
-    # 1. D = rowsum(dO_f16 ∘ o_f16)
-    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
-    red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
-    rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
+    # 1-2. D = rowsum(dO_f16 ∘ o_f16), and dSink from it
+    red = bwd.row_sum_d(rw, node, d_o, o, stats, rows)
     sink = ins.get("SINK_TOKEN")
-    if "dSink_token" in outs:  # 2. dSink = -Σ p_sink · D, p_sink = exp(sink - Stats)
-        assert sink is not None  # sdpa_backward's inference requires it
-        p_sink = rw.exp(rw.sub(sink, stats, compute_data_type=f32), compute_data_type=f32)
-        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
-        rw.reduction(rw.mul(p_sink, red, compute_data_type=f32), reduction_mode.ADD, compute_data_type=f32, out=total)
-        rw.neg(total, compute_data_type=f32, out=outs["dSink_token"])
     # 3. with a sink, the frontend's MUL by 1.0 (the backend's pattern matcher wants MUL -> SUB)
     softmax_sum = rw.mul(red, 1.0, compute_data_type=f32) if sink is not None else red
     # 4. P = exp(S - Stats) from the masked, scaled scores of the dequantized Q and Kᵀ
