@@ -121,18 +121,39 @@ FWD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "sc
 SPREAD = dict(q=4.0, k=2.0, v=2.0, o=1.0, dO=2.0)  # E4M3 holds spread · N(0, 1): descale = 1 / spread
 
 
-def run_forward(d, causal, h_k=H):
+def run_forward(d, causal, h_k=H, block=None):
+    """``block``: K and V read from shuffled page containers of that block size through page tables (every
+    sequence full length, so the dense reference applies)."""
     q, k, v = quantized((B, H, S, d), SPREAD["q"]), quantized((B, h_k, S, d), SPREAD["k"]), \
         quantized((B, h_k, S, d), SPREAD["v"])
     sc = dict(descale_q=1 / SPREAD["q"], descale_k=1 / SPREAD["k"], descale_v=1 / SPREAD["v"],
               descale_s=1 / FP8_MAX, scale_s=FP8_MAX, scale_o=16.0)
     attn_scale = 1 / math.sqrt(d)
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=F, compute_data_type=F)
-    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    Q = g.tensor_like(q)
+    feeds, kw = {Q: q}, {}
+    if block is None:
+        K, V = g.tensor_like(k), g.tensor_like(v)
+        feeds.update({K: k, V: v})
+    else:
+        pages = S // block
+        order = torch.randperm(B * pages + 3, device="cuda")[: B * pages].view(B, 1, pages, 1).to(torch.int32)
+        containers = []
+        for x in (k, v):  # page order[b, j] holds rows j·block .. (j + 1)·block of sequence b
+            raw = x.view(torch.uint8)  # (moved as bytes: indexing FP8 tensors is not implemented everywhere)
+            c = torch.zeros(B * pages + 3, h_k, block, d, device="cuda", dtype=torch.uint8)
+            c[order.view(-1).long()] = raw.view(B, h_k, pages, block, d).transpose(1, 2).reshape(B * pages, h_k,
+                                                                                                   block, d)
+            containers.append(c.view(x.dtype))
+        lens = torch.full((B, 1, 1, 1), S, dtype=torch.int32, device="cuda")
+        K, V, TK, TV, SQ, SKV = (g.tensor_like(x) for x in (*containers, order, order, lens, lens))
+        feeds.update({K: containers[0], V: containers[1], TK: order, TV: order, SQ: lens, SKV: lens})
+        kw = dict(use_padding_mask=True, seq_len_q=SQ, seq_len_kv=SKV, paged_attention_k_table=TK,
+                  paged_attention_v_table=TV, paged_attention_max_seq_len_kv=S)
     scales = {name: scalar(sc[name]) for name in FWD_SCALES}
     S_T = {name: g.tensor_like(t) for name, t in scales.items()}
     O, STATS, AMAX_S, AMAX_O = g.sdpa_fp8(Q, K, V, *(S_T[n] for n in FWD_SCALES), generate_stats=True,
-                                          attn_scale=attn_scale, use_causal_mask=causal, name="fp8")
+                                          attn_scale=attn_scale, use_causal_mask=causal, name="fp8", **kw)
     O.set_output(True).set_data_type(cudnn.data_type.FP8_E4M3)
     for t in (STATS, AMAX_S, AMAX_O):
         t.set_output(True).set_data_type(F)
@@ -140,7 +161,7 @@ def run_forward(d, causal, h_k=H):
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     outs = {O: poisoned(O, FP8), STATS: poisoned(STATS, torch.float32), AMAX_S: poisoned(AMAX_S, torch.float32),
             AMAX_O: poisoned(AMAX_O, torch.float32)}
-    g.execute({Q: q, K: k, V: v, **{S_T[n]: scales[n] for n in FWD_SCALES}, **outs}, None)
+    g.execute({**feeds, **{S_T[n]: scales[n] for n in FWD_SCALES}, **outs}, None)
     torch.cuda.synchronize()
     return [outs[t] for t in (O, STATS, AMAX_S, AMAX_O)], (q, k, v, sc, attn_scale)
 
@@ -158,6 +179,15 @@ def test_forward(d, causal):
 
 def test_forward_gqa_causal():
     (o, stats, _, amax_o), (q, k, v, sc, attn_scale) = run_forward(128, True, h_k=2)
+    o_ref, stats_ref, _, amax_o_ref = reference_forward(q, k, v, sc, attn_scale, True)
+    assert rel_err(o.float(), o_ref) < FP8_TOL
+    assert rel_err(stats, stats_ref) < STATS_TOL
+    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_MATMUL_TOL
+
+
+def test_paged_forward():
+    """sdpa_fp8 over paged K / V caches (the composite's PAGED_CACHE_LOAD ops), GQA, causal."""
+    (o, stats, _, amax_o), (q, k, v, sc, attn_scale) = run_forward(64, True, h_k=2, block=32)
     o_ref, stats_ref, _, amax_o_ref = reference_forward(q, k, v, sc, attn_scale, True)
     assert rel_err(o.float(), o_ref) < FP8_TOL
     assert rel_err(stats, stats_ref) < STATS_TOL

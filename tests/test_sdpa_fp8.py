@@ -13,7 +13,6 @@ import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.engines.reference import attention_fp8 as fp8_reference
-from cudnn_py.errors import NotImplementedOptionError
 from cudnn_py.ir.passes import PassOptions, prepare
 
 E4, E5, F, H, D, I32 = (cudnn.data_type.FP8_E4M3, cudnn.data_type.FP8_E5M2, cudnn.data_type.FLOAT,
@@ -108,8 +107,13 @@ def test_the_fp8_argument_names():
         g.sdpa_fp8(q, k, v, *sc, generate_stats=True, use_causal_mask=True, right_bound=1)
     with pytest.raises(ValueError, match="sdpa_fp8\\(\\): give exactly one of generate_stats and is_inference"):
         g.sdpa_fp8(q, k, v, *sc)
-    with pytest.raises(NotImplementedOptionError, match="sdpa_fp8\\(\\): paged_attention_k_table"):
-        g.sdpa_fp8(q, k, v, *sc, generate_stats=True, paged_attention_k_table=g.tensor([2, 1, 4, 1]))
+    g2 = graph()  # paging (no longer refused) follows sdpa's rules
+    q2, k2, v2 = qkv(g2)
+    o2 = g2.sdpa_fp8(q2, k2, v2, *scales(g2, FWD_SCALES), generate_stats=True,
+                     paged_attention_k_table=g2.tensor([2, 1, 4, 1], data_type=I32))[0]
+    o2.set_output(True).set_data_type(E4)
+    with pytest.raises(ValueError, match="paged attention needs use_padding_mask"):
+        g2.validate_ir()
     with pytest.raises(TypeError, match="sdpa_fp8_backward\\(\\): dropout must be"):
         g.sdpa_fp8_backward(q, k, v, q, q, g.tensor([2, 4, 12, 1]), *scales(g, BWD_SCALES), dropout=0.1)
     with pytest.raises(TypeError, match="sliding_window"):  # the FP8 backward has no sliding window argument
@@ -599,3 +603,60 @@ def test_score_max_and_sum_exp_and_an_e5m2_do():
     g2.validate()
     matmuls = [n for n in prepare(g2, PassOptions(available=running)).nodes if n.op == "matmul"]
     assert matmuls[3].inputs["A"].data_type is E5 and matmuls[1].inputs["A"].data_type is E4  # dP8 in dO's, S8 Q's
+
+
+def test_paged_fp8_forward_is_the_unpaged_one():
+    """K / V read from page containers through page tables (§14.7: steps 1-13 as §14.6, the paged cache loads
+    included): the decomposition and the definition agree with the same case on dense K / V."""
+    b, h_q, h_k, s_q, block, pages, d = 2, 4, 2, 5, 8, 3, 16
+    s_kv, num_blocks = block * pages, 10
+    shape = (b, h_q, h_k, s_q, s_kv, d, d)
+    data = draw(shape, seed=11)
+    data["lens"] = (np.full(b, s_q), np.array([s_kv, 13]))
+    rng = np.random.default_rng(5)
+    order = rng.permutation(num_blocks)[: b * pages].reshape(b, pages)
+    kc, vc = (to_e4m3(rng.standard_normal((num_blocks, h_k, block, d))) for _ in range(2))
+    for n in range(b):  # the dense caches the pages hold (zero past each sequence, as the load reads them)
+        for row in range(s_kv):
+            live = row < data["lens"][1][n]
+            data["k"][n, :, row] = kc[order[n, row // block], :, row % block] if live else 0
+            data["v"][n, :, row] = vc[order[n, row // block], :, row % block] if live else 0
+    def paged(engine):
+        g = cudnn.pygraph(io_data_type=D, intermediate_data_type=F, compute_data_type=F)
+        q = g.tensor([b, h_q, s_q, d], data_type=E4, name="q")
+        kp, vp = (g.tensor([num_blocks, h_k, block, d], data_type=E4, name=n) for n in ("k_pages", "v_pages"))
+        tk, tv = (g.tensor([b, 1, pages, 1], data_type=I32, name=n) for n in ("k_table", "v_table"))
+        sc = scales(g, FWD_SCALES)
+        feeds = {q: data["q"], kp: kc, vp: vc, tk: order.reshape(b, 1, pages, 1), tv: order.reshape(b, 1, pages, 1)}
+        feeds.update({t: np.full((1, 1, 1, 1), FWD_VALUES[t.name]) for t in sc})
+        kw = _options(g, dict(seq=True), data, feeds, b)
+        outs = g.sdpa_fp8(q, kp, vp, *sc, generate_stats=True, attn_scale=1 / math.sqrt(d),
+                          paged_attention_k_table=tk, paged_attention_v_table=tv,
+                          paged_attention_max_seq_len_kv=s_kv, **kw)
+        for t in outs:
+            t.set_output(True)
+        outs[0].set_data_type(E4)
+        return _execute(g, feeds, outs, engine)
+
+    for program in (True, False):  # each against the same engine on dense K / V (the two round S differently)
+        dense = _execute(*_forward_case(shape, dict(seq=True), data), ReferenceEngine(program=program))
+        for x, want in zip(paged(ReferenceEngine(program=program)), dense):
+            np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-10, err_msg=f"program={program}")
+
+
+def test_paged_fp8_forward_finalizes_deviceless_with_its_cache_loads():
+    g = graph()
+    b, h_k, block, pages, d = 2, 2, 16, 4, 64
+    q = g.tensor([b, 4, 1, d], data_type=E4, name="q")
+    kp, vp = (g.tensor([12, h_k, block, d], data_type=E4, name=n) for n in ("k_pages", "v_pages"))
+    tk, tv = (g.tensor([b, 1, pages, 1], data_type=I32, name=n) for n in ("k_table", "v_table"))
+    seq = dict(use_padding_mask=True, seq_len_q=g.tensor([b, 1, 1, 1], data_type=I32),
+               seq_len_kv=g.tensor([b, 1, 1, 1], data_type=I32))
+    outs = g.sdpa_fp8(q, kp, vp, *scales(g, FWD_SCALES), generate_stats=True, attn_scale=0.125,
+                      paged_attention_k_table=tk, paged_attention_v_table=tv, **seq)
+    outs[0].set_output(True).set_data_type(E4)
+    for t in outs[1:]:
+        t.set_output(True)
+    g.validate()  # finalized without a device by cuDNN 9.28
+    methods = [n.spec.method for n in prepare(g, PassOptions(available=running)).nodes]
+    assert methods[0] == "paged_cache_load" and methods.count("paged_cache_load") == 2

@@ -493,17 +493,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     if use_unified(node, options.available):
         return False
     ins = node.inputs
-    q, k, v = ins["Q"], ins["K"], ins["V"]
+    q = ins["Q"]
     d = dims_of(node)
     b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
     f32 = data_type.FLOAT
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    if "PAGE_TABLE_K" in ins:  # the cache gathered as a Kᵀ view of BHSD (§14.6 step 1)
-        h_k, d_qk = d["h_k"], d["d_qk"]
-        k = virtual(rw, "k_cache", [b, h_k, d_qk, s_kv], [d_qk * s_kv * h_k, d_qk * s_kv, 1, d_qk], k.data_type)
-        rw.paged_cache_load(ins["K"], seq_kv, ins["PAGE_TABLE_K"], out=k)
-    else:
-        transpose_in_place(rw, node, k)
+    k = k_transposed(rw, node, d)
     scores = [b, h, s_q, s_kv]
     s = virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
@@ -512,12 +507,34 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
     probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if drops(node.params) else q.data_type)
     probs = _dropout(rw, node, probs, scores, q.data_type)
-    if "PAGE_TABLE_V" in ins:  # the cache gathered as BHSD (§14.6 step 15)
-        h_v, d_v = d["h_v"], d["d_v"]
-        v = virtual(rw, "v_cache", [b, h_v, s_kv, d_v], [d_v * s_kv * h_v, d_v * s_kv, d_v, 1], v.data_type)
-        rw.paged_cache_load(ins["V"], seq_kv, ins["PAGE_TABLE_V"], out=v)
-    matmul(rw, probs, v, node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
+    matmul(rw, probs, v_loaded(rw, node, d), node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
     return True
+
+
+def k_transposed(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
+    """bmm1's Kᵀ (§14.6 step 1): the caller's K described transposed in place, or a paged cache gathered through
+    its page table as a Kᵀ view of BHSD."""
+    ins = node.inputs
+    k = ins["K"]
+    if "PAGE_TABLE_K" not in ins:
+        transpose_in_place(rw, node, k)
+        return k
+    b, h_k, d_qk, s_kv = d["b"], d["h_k"], d["d_qk"], d["s_kv"]
+    cache = virtual(rw, "k_cache", [b, h_k, d_qk, s_kv], [d_qk * s_kv * h_k, d_qk * s_kv, 1, d_qk], k.data_type)
+    rw.paged_cache_load(k, ins.get("SEQ_LEN_KV"), ins["PAGE_TABLE_K"], out=cache)
+    return cache
+
+
+def v_loaded(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
+    """bmm2's V (§14.6 step 15): the caller's V, or a paged cache gathered as BHSD."""
+    ins = node.inputs
+    v = ins["V"]
+    if "PAGE_TABLE_V" not in ins:
+        return v
+    b, h_v, d_v, s_kv = d["b"], d["h_v"], d["d_v"], d["s_kv"]
+    cache = virtual(rw, "v_cache", [b, h_v, s_kv, d_v], [d_v * s_kv * h_v, d_v * s_kv, d_v, 1], v.data_type)
+    rw.paged_cache_load(v, ins.get("SEQ_LEN_KV"), ins["PAGE_TABLE_V"], out=cache)
+    return cache
 
 
 def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP,

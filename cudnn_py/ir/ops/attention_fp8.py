@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type, diagonal_alignment, reduction_mode
-from ...errors import NotImplementedOptionError, shape_error
+from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -42,7 +42,6 @@ ONE = [1, 1, 1, 1]
 # the frontend's FP8 argument names -> sdpa's node params (so sdpa's mask and score helpers read them)
 _RENAMES = {"sliding_window_length": "sliding_window", "diagonal_band_left_bound": "left_bound",
             "diagonal_band_right_bound": "right_bound", "score_mod": "fn"}
-_PAGED = ("paged_attention_k_table", "paged_attention_v_table", "paged_attention_max_seq_len_kv")
 
 
 def _in_fp8_terms(e: ValueError) -> ValueError:
@@ -53,9 +52,6 @@ def _in_fp8_terms(e: ValueError) -> ValueError:
 
 
 def _unpack_forward(values: dict[str, Any]) -> None:
-    for arg in _PAGED:
-        if values.get(arg) is not None:
-            raise NotImplementedOptionError(f"{FWD}(): {arg}= (paged attention) is not implemented yet in cudnn_py")
     fwd.unpack_scale_and_dropout(values, FWD)
 
 
@@ -226,12 +222,12 @@ def matmul_fp8(rw: Any, a: Tensor, b: Tensor, descales: tuple[Tensor, Tensor], s
 def expand_forward(node: Node, rw: Any, options: Any) -> bool:
     """§14.6 steps 1-13 with the descales (step 4), then Amax_S, Scale_S and bmm2 as a MatmulFP8 (§14.7)."""
     ins, outs = node.inputs, node.outputs
-    q, k, v = ins["Q"], ins["K"], ins["V"]
+    q = ins["Q"]
     d = fwd.dims_of(node)
     b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
     f32 = data_type.FLOAT
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    fwd.transpose_in_place(rw, node, k)
+    k = fwd.k_transposed(rw, node, d)  # paged or not, as in sdpa (§14.7: steps 1-13 as §14.6)
     scores = [b, h, s_q, s_kv]
     s = fwd.virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
@@ -241,8 +237,8 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
     probs = fwd._dropout(rw, node, probs, scores, f32)
     rw.reduction(probs, reduction_mode.AMAX, compute_data_type=f32, out=outs["Amax_S"])
     s8 = rw.mul(probs, ins["SCALE_S"], compute_data_type=f32, out_data_type=q.data_type)  # bmm2's A in Q's type
-    matmul_fp8(rw, s8, v, (ins["DESCALE_S"], ins["DESCALE_V"]), ins["SCALE_O"], outs["O"], outs["Amax_O"],
-               {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}, "bmm2")
+    matmul_fp8(rw, s8, fwd.v_loaded(rw, node, d), (ins["DESCALE_S"], ins["DESCALE_V"]), ins["SCALE_O"], outs["O"],
+               outs["Amax_O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}, "bmm2")
     return True
 
 
