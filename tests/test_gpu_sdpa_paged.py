@@ -221,9 +221,11 @@ def test_ragged_causal_forward(dtype, impl):
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("max_total", [False, True], ids=["dense_workspace", "max_total_seq_len"])
-def test_ragged_causal_backward(dtype, max_total):
+@pytest.mark.parametrize("h_k", [4, 2], ids=["mha", "gqa"])
+def test_ragged_causal_backward(dtype, max_total, h_k):
     """dQ, dK, dV of packed q / k / v / o / dO against torch autograd of the float64 reference on the unpacked
-    tensors (padded rows zero)."""
+    tensors (padded rows zero). GQA with max_total_seq_len_kv: the full-head dK / dV in the workspace, packed.
+    (The GQA cases were written after the last device run: not yet run on a GPU.)"""
     tdtype, cdtype, tol = DTYPES[dtype]
     b, h, s_q, s_kv, d = 3, 4, 96, 120, 64
     lq, lkv = ragged_lengths(b, s_q, s_kv)
@@ -234,26 +236,26 @@ def test_ragged_causal_backward(dtype, max_total):
         return x.masked_fill(~keep, 0)
 
     q, d_o = (zero_pad(torch.randn(b, h, s_q, d, device="cuda", dtype=tdtype), lq) for _ in range(2))
-    k, v = (zero_pad(torch.randn(b, h, s_kv, d, device="cuda", dtype=tdtype), lkv) for _ in range(2))
+    k, v = (zero_pad(torch.randn(b, h_k, s_kv, d, device="cuda", dtype=tdtype), lkv) for _ in range(2))
     leaves = [x.double().requires_grad_() for x in (q, k, v)]
     ref_o, ref_st = reference_attention(*leaves, scale, causal=True, seq_q=lq, seq_kv=lkv)
     (valid_rows(ref_o, lq) * d_o.double()).sum().backward()
     o = ref_o.detach().to(tdtype)
     stats = ref_st.detach().float().nan_to_num(0.0, 0.0, 0.0).contiguous()
     g = cudnn.pygraph(io_data_type=cdtype, intermediate_data_type=F, compute_data_type=F)
-    off_q, off_kv = offsets(lq, h, d), offsets(lkv, h, d)
+    off_q, off_kv = offsets(lq, h, d), offsets(lkv, h_k, d)
     OFF_Q, OFF_KV = g.tensor_like(off_q), g.tensor_like(off_kv)
     Q, O, DO = (ragged_tensor(g, b, h, s_q, d, cdtype, OFF_Q) for _ in range(3))
-    K, V = (ragged_tensor(g, b, h, s_kv, d, cdtype, OFF_KV) for _ in range(2))
+    K, V = (ragged_tensor(g, b, h_k, s_kv, d, cdtype, OFF_KV) for _ in range(2))
     ST, SQ, SKV = g.tensor_like(stats), g.tensor_like(lq), g.tensor_like(lkv)
     kw = dict(max_total_seq_len_q=int(lq.sum()), max_total_seq_len_kv=int(lkv.sum())) if max_total else {}
     grads = g.sdpa_backward(Q, K, V, O, DO, ST, attn_scale=scale, use_padding_mask=True, seq_len_q=SQ,
                             seq_len_kv=SKV, use_causal_mask=True, **kw)
     lens = (lq, lkv, lkv)
     bufs = []
-    for grad, off, ln in zip(grads, (OFF_Q, OFF_KV, OFF_KV), lens):
+    for grad, off, ln, heads in zip(grads, (OFF_Q, OFF_KV, OFF_KV), lens, (h, h_k, h_k)):
         grad.set_output(True).set_ragged_offset(off)
-        bufs.append(torch.full((int(ln.sum()), h, d), float("nan"), device="cuda", dtype=tdtype))
+        bufs.append(torch.full((int(ln.sum()), heads, d), float("nan"), device="cuda", dtype=tdtype))
     g.validate()
     g.build(HEUR)
     g.execute({Q: packed(q, lq), K: packed(k, lkv), V: packed(v, lkv), O: packed(o, lq), DO: packed(d_o, lq),

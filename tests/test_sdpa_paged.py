@@ -12,7 +12,6 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
-from cudnn_py.errors import NotImplementedOptionError
 from cudnn_py.ir.passes import PassOptions, prepare
 from tests.test_sdpa import numpy_attention
 
@@ -409,7 +408,6 @@ def test_max_total_seq_len_q_lays_softmax_sum_and_the_dq_accumulator_out_packed_
 @pytest.mark.parametrize("case, exc, match", [
     ("not_ragged", ValueError, r"max_total_seq_len_q is only read with ragged q tensors"),
     ("too_many", ValueError, r"max_total_seq_len_q = 81 exceeds b · s_q = 80"),
-    ("gqa", NotImplementedOptionError, r"max_total_seq_len_kv with GQA / MQA \(1 kv heads for 2\)"),
     ("not_positive", ValueError, r">= 1"),
 ])
 def test_max_total_seq_len_rules(case, exc, match):
@@ -422,8 +420,6 @@ def test_max_total_seq_len_rules(case, exc, match):
             grads = g.sdpa_backward(q, k, v, o, d_o, stats, max_total_seq_len_q=4)
         elif case == "too_many":
             ragged_backward_graph(g, max_total_seq_len_q=81)
-        elif case == "gqa":
-            ragged_backward_graph(g, h_k=1, max_total_seq_len_kv=100)
         else:
             ragged_backward_graph(g, max_total_seq_len_q=0)
         if case == "not_ragged":
@@ -532,3 +528,28 @@ def test_packed_page_tables_decomposition_and_definition_agree_with_numpy():
                                          r"entries \(offsets\) hold 1"):
         g.execute({t.q: q, t.kc: kc, t.vc: vc, t.tk: flat, t.tv: flat.copy(), t.ok: short, t.ov: short.copy(),
                    t.sq: lens_q.reshape(b, 1, 1, 1), t.skv: lens_kv.reshape(b, 1, 1, 1), t.o: out})
+
+
+def test_max_total_seq_len_kv_with_gqa_lays_the_full_head_gradients_out_packed_deviceless():
+    """As the frontend: dK / dV of all q heads in the workspace, in the gradients' packed layout widened to h_q
+    heads (batch and sequence strides times h_q / h_kv), sharing the gradients' ragged offset (cuDNN scales it)."""
+    g = half_graph()
+    ragged_backward_graph(g, h_k=1, max_total_seq_len_kv=100)
+    g.validate()  # finalized without a device on cuDNN 9.28
+    p = prepare(g, PassOptions(available=running))
+    by_name = {x.name.split("::")[-1]: x for x in p.tensors.values() if x.uid in p.scratch}
+    dk_full, dv_full = by_name["dK_fullhead"], by_name["dV_fullhead"]
+    user = {t.name: t for t in g.tensors.values()}
+    for full in (dk_full, dv_full):
+        grad = next(t for n, t in user.items() if n.endswith("::" + full.name.split("::")[-1][:2]))
+        assert full.dim[1] == 2 and full.is_virtual is False and full.data_type is H
+        assert full.stride == [grad.stride[0] * 2, grad.stride[1], grad.stride[2] * 2, grad.stride[3]]
+        assert full.ragged_offset.uid == grad.ragged_offset.uid
+        s = full.stride
+        assert p.scratch[full.uid] == ((100 - 1) * s[2] + (2 - 1) * s[1] + (64 - 1) * s[3] + 1) * 2  # HALF bytes
+    plain = half_graph()
+    ragged_backward_graph(plain, h_k=1)
+    plain.validate_ir()
+    names = {x.name.split("::")[-1] for x in prepare(plain, PassOptions(available=running)).tensors.values()
+             if x.name.endswith("_fullhead")}
+    assert names == {"dK_fullhead", "dV_fullhead"}  # without the bound: virtual, dense BHSD

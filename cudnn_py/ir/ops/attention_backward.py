@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type, diagonal_alignment, reduction_mode
-from ...errors import NotImplementedOptionError, shape_error
+from ...errors import shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -149,10 +149,6 @@ def _check_max_totals(node: Node, b: int, h_q: int, h_k: int, s_q: int, s_kv: in
         if total > b * s:
             raise ValueError(f"{OP} node {node.name!r}: {arg} = {total} exceeds b · s_{side} = {b * s} (the rows "
                              "a batch of padded sequences can hold)")
-    if p.get("max_total_seq_len_kv") is not None and h_k != h_q and outs["dK"].ragged_offset is not None:
-        raise NotImplementedOptionError(f"{OP} node {node.name!r}: max_total_seq_len_kv with GQA / MQA ({h_k} kv "
-                                        f"heads for {h_q}): the frontend's ragged full-head dK / dV workspace "
-                                        "layout is not built by cudnn_py")
 
 
 def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
@@ -201,7 +197,8 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     if mask is not None:
         dropped = rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
     p_t = _transposed_view(rw, dropped, q.data_type, "reshape_p")
-    _grad_matmul(rw, p_t, d_o, outs["dV"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dV")
+    total_kv = {g: _ragged_total(node, "max_total_seq_len_kv", outs[g], options) for g in ("dK", "dV")}
+    _grad_matmul(rw, p_t, d_o, outs["dV"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dV", total_kv["dV"])
     d_p = fwd.virtual(rw, "matmul_dO_VT", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o, v, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     if mask is not None:
@@ -216,7 +213,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     d_s_t = _transposed_view(rw, d_s, q.data_type, "reshape_dS")
-    _grad_matmul(rw, d_s_t, q, outs["dK"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dK")
+    _grad_matmul(rw, d_s_t, q, outs["dK"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dK", total_kv["dK"])
     k_back = fwd.virtual(rw, "reshape_k", [b, h_k, s_kv, d_qk],
                          [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], k.data_type)
     rw.attention_view(k, out=k_back)
@@ -256,11 +253,11 @@ def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: 
 
 
 def _scratch(rw: Any, name: str, dims: list[int], strides: list[int], ragged_offset: Tensor | None = None,
-             elements: int | None = None) -> Tensor:
-    """A FLOAT intermediate in real memory (the workspace), as the frontend keeps it for the backend's fused
-    attention backward; a ragged one holds ``elements`` (the packed rows), not its padded span."""
+             elements: int | None = None, dt: Any = data_type.FLOAT) -> Tensor:
+    """An intermediate in real memory (the workspace; FLOAT unless ``dt``), as the frontend keeps it for the
+    backend's fused attention backward; a ragged one holds ``elements`` (the packed rows), not its padded span."""
     t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
-               data_type=data_type.FLOAT, is_virtual=False)
+               data_type=dt, is_virtual=False)
     if ragged_offset is not None:
         t._raw_set("ragged_offset", ragged_offset)
     return rw.program.add_scratch(t, elements)
@@ -290,13 +287,26 @@ def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:
     return view
 
 
-def _grad_matmul(rw: Any, a: Tensor, b: Tensor, grad: Tensor, heads: int, overrides: dict, what: str) -> None:
-    """A kv-side gradient: straight into it, or for GQA / MQA into a full-head tensor summed per kv head."""
+def _grad_matmul(rw: Any, a: Tensor, b: Tensor, grad: Tensor, heads: int, overrides: dict, what: str,
+                 ragged_total: int | None = None) -> None:
+    """A kv-side gradient: straight into it, or for GQA / MQA into a full-head tensor summed per kv head. The
+    full-head tensor is virtual BHSD; for a ragged gradient with max_total_seq_len_kv (``ragged_total``) it lives
+    in the workspace in the gradient's packed layout widened to all q heads (its batch and sequence strides times
+    h_q / h_kv) and shares the gradient's ragged offset, which cuDNN scales by that ratio itself (§15.3 steps 12
+    and 18; the frontend's "implicit multiplier")."""
     if int(grad.dim[1]) == heads:
         fwd.matmul(rw, a, b, grad, overrides)
         return
     full = [int(grad.dim[0]), heads, int(grad.dim[2]), int(grad.dim[3])]
-    full_t = fwd.virtual(rw, f"{what}_fullhead", full, layout.row_major_strides(full), a.data_type)  # Q's type
+    if ragged_total is None:
+        full_t = fwd.virtual(rw, f"{what}_fullhead", full, layout.row_major_strides(full), a.data_type)  # Q's type
+    else:
+        ratio = heads // int(grad.dim[1])
+        strides = [int(x) for x in grad.stride]
+        strides[0], strides[2] = strides[0] * ratio, strides[2] * ratio
+        # the frontend's ragged_workspace_size: max_total rows of the sequence stride plus one token's extent
+        elements = (ragged_total - 1) * strides[2] + (full[1] - 1) * strides[1] + (full[3] - 1) * strides[3] + 1
+        full_t = _scratch(rw, f"{what}_fullhead", full, strides, grad.ragged_offset, elements, a.data_type)
     fwd.matmul(rw, a, b, full_t, overrides)
     rw.grouped_reduction(full_t, reduction_mode.ADD, compute_data_type=data_type.FLOAT, out=grad)
 
