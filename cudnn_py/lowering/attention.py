@@ -13,6 +13,7 @@ from ..ir.ops.attention import (
     DROPOUT_MIN_VERSION,
     PAGED_UNIFIED_MIN_VERSION,
     SEQ_LEN_MIN_VERSION,
+    rng_probability,
 )
 from .registry import lowers
 
@@ -43,8 +44,8 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
             attribute = f"{_PREFIX}PAGE_TABLE_{port}DESC"
             versions.require(attribute, what=f"{where}: paged attention", at_least=PAGED_UNIFIED_MIN_VERSION)
             op.set(attribute, tensors(ins[f"PAGE_TABLE_{port}"]))
-    dropout = p["dropout"]
-    if dropout is not None and dropout != 0.0:
+    dropout = rng_probability(p)  # the unified op takes no mask (refused before lowering)
+    if dropout is not None:
         versions.require(_PREFIX + "DROPOUT_PROBABILITY", what=f"{where}: dropout", at_least=DROPOUT_MIN_VERSION)
         op.set(_PREFIX + "DROPOUT_PROBABILITY", float(dropout))
         op.set(_PREFIX + "DROPOUT_SEED_DESC", tensors(ins["DROPOUT_SEED"]))

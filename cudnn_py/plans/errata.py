@@ -16,6 +16,7 @@ from typing import Any
 
 from ..enums import dtype_info
 from ..errors import cudnnGraphNotSupportedError, version_string
+from ..ir.ops.attention import drops
 
 NO_UPPER = 10**6  # not seen fixed: applies to every newer version until a GPU run shows otherwise
 
@@ -269,7 +270,7 @@ def _composite_sliding_window(program: Any) -> str | None:
 
 def _backward_with_dropout(program: Any) -> str | None:
     for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
-        if n.params.get("dropout") not in (None, 0.0):  # probability 0 builds no RNG: nothing to go wrong
+        if drops(n.params):  # probability 0 builds no RNG: nothing to go wrong
             return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
     return None
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...enums import diagonal_alignment
-from ...ir.ops.attention import BLOCK_MASK_TILE, kv_length
+from ...ir.ops.attention import BLOCK_MASK_TILE, kv_length, rng_probability
 from .paged_cache import gather_pages, owned_entries
 from .pointwise import _pointwise
 from .registry import Read, WithExtra, reference, scalar
@@ -15,7 +15,7 @@ from .registry import Read, WithExtra, reference, scalar
 
 def _sdpa_check(node: Any) -> str | None:
     p = node.params
-    if p["dropout"] is not None and p["dropout"] != "mask" and p["dropout"] != 0.0:
+    if rng_probability(p) is not None:
         return "sdpa with dropout=(probability, seed, offset): cuDNN's Philox bits cannot be reproduced here"
     return None  # ragged (THD) tensors: the engine reads and writes them packed, through their offsets
 

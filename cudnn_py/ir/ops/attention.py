@@ -38,7 +38,7 @@ from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from ..tensor import Tensor
 from . import masks, score_mod
-from .common import InferenceContext, fill_data_types, member, require_dims
+from .common import InferenceContext, fill_data_types, int_at_least, member, require_dims
 from .paged_cache import check_page_table
 
 OP = "sdpa"
@@ -92,9 +92,30 @@ def set_dropout_probability(values: dict[str, Any], method: str, p: Any, seed: A
     values["dropout_seed"], values["dropout_offset"] = seed, offset
 
 
-def drops(params: dict[str, Any]) -> bool:
+def drops(params: Mapping[str, Any]) -> bool:
     """Whether the node drops anything: a mask, or a probability above 0 (0 builds no RNG)."""
     return params.get("dropout") not in (None, 0.0)
+
+
+def rng_probability(params: Mapping[str, Any]) -> float | None:
+    """The probability the dropout's RNG drops with; None where no RNG runs (no dropout, a mask, probability 0)."""
+    p = params.get("dropout")
+    return None if p in (None, 0.0, "mask") else float(p)
+
+
+def rng_mask(rw: Any, node: Node, scores: list[int], name: str) -> tuple[Tensor, float] | None:
+    """The RNG's keep mask over the scores (into the node's rng_dump if it has one, else a virtual ``name``) and
+    its keep probability 1 - p; None where no RNG runs. Forward and backward draw the same mask from the same seed
+    and offset (§14.6 step 12, §15.3 step 1)."""
+    p = rng_probability(node.params)
+    if p is None:
+        return None
+    keep = 1.0 - p
+    mask = node.outputs.get("RNG_DUMP")
+    if mask is None:
+        mask = virtual(rw, name, scores, layout.row_major_strides(scores), data_type.FLOAT)
+    rw.rng(node.inputs["DROPOUT_SEED"], node.inputs["DROPOUT_OFFSET"], keep, scores, out=mask)
+    return mask, keep
 
 
 def _finish(params: dict[str, Any]) -> None:
@@ -141,14 +162,8 @@ def finish_masks(params: dict[str, Any], method: str) -> None:
         raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
 
 
-def _bound(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"needs an int, got {v!r}")
-    if v < 0:
-        raise ValueError(f"must be >= 0, got {v}")
-    return v
+_bound = int_at_least(0, optional=True)  # band bounds, sliding windows
+_positive = int_at_least(1, optional=True)  # max_total_seq_len_*, max_seq_len_kv
 
 
 def _callable(v: Any) -> Any:
@@ -159,16 +174,6 @@ def _callable(v: Any) -> Any:
 
 def _optional_bool(v: Any) -> bool | None:
     return None if v is None else bool(v)
-
-
-def _positive(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"needs an int, got {v!r}")
-    if v < 1:
-        raise ValueError(f"must be >= 1, got {v}")
-    return v
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
@@ -659,13 +664,10 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: An
     if p["dropout"] == "mask":
         scaled = rw.mul(probs, ins["DROPOUT_SCALE"], compute_data_type=f32)
         return rw.mul(scaled, ins["DROPOUT_MASK"], compute_data_type=f32, out_data_type=out_type)
-    if p["dropout"] is None or p["dropout"] == 0.0:
+    drawn = rng_mask(rw, node, scores, "dropout_mask")
+    if drawn is None:
         return probs
-    keep = 1.0 - p["dropout"]
-    mask = node.outputs.get("RNG_DUMP")
-    if mask is None:
-        mask = virtual(rw, "dropout_mask", scores, layout.row_major_strides(scores), f32)
-    rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
+    mask, keep = drawn
     return rw.mul(rw.mul(probs, mask, compute_data_type=f32), 1.0 / keep, compute_data_type=f32,
                   out_data_type=out_type)
 
@@ -673,6 +675,11 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: An
 def _stats_wanted(params: Mapping[str, Any]) -> bool:
     return bool(params["generate_stats"])
 
+
+# the dropout tuple's tensors, filled by the unpack step (not classic keywords); the backward adds its scale_inv
+DROPOUT_PORTS = (
+    Port("DROPOUT_SEED", "dropout_seed", optional=True), Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
+    Port("DROPOUT_MASK", "dropout_mask", optional=True), Port("DROPOUT_SCALE", "dropout_scale", optional=True))
 
 SDPA_ORDER = ("q", "k", "v", "is_inference", "attn_scale", "bias", "block_mask", "use_alibi_mask",
               "use_padding_mask", "seq_len_q", "seq_len_kv", "use_causal_mask", "use_causal_mask_bottom_right",
@@ -688,16 +695,11 @@ SDPA = OpSpec(
             Port("SEQ_LEN_Q", "seq_len_q", optional=True), Port("SEQ_LEN_KV", "seq_len_kv", optional=True),
             Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
             Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
-            Port("SINK_TOKEN", "sink_token", optional=True),
-            # filled from the dropout tuple by _unpack (not classic keywords)
-            Port("DROPOUT_SEED", "dropout_seed", optional=True),
-            Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
-            Port("DROPOUT_MASK", "dropout_mask", optional=True),
-            Port("DROPOUT_SCALE", "dropout_scale", optional=True)),
+            Port("SINK_TOKEN", "sink_token", optional=True)) + DROPOUT_PORTS,
     outputs=(Output("O"), Output("Stats", _stats_wanted),
-             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
-             Output("Max", given=("score_max",), adopt="score_max"),
-             Output("Sum_exp", given=("score_sum_exp",), adopt="score_sum_exp")),
+             Output("RNG_DUMP", adopt="rng_dump"),
+             Output("Max", adopt="score_max"),
+             Output("Sum_exp", adopt="score_sum_exp")),
     infer=infer,
     params=(Param("is_inference", None, convert=_optional_bool),
             Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),

@@ -269,13 +269,10 @@ def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any,
     p, ins = node.params, node.inputs
     if p["dropout"] == "mask":
         return ins["DROPOUT_MASK"], ins["DROPOUT_SCALE"], ins["DROPOUT_SCALE_INV"]
-    if p["dropout"] is None or p["dropout"] == 0.0:
+    drawn = fwd.rng_mask(rw, node, scores, "rng")
+    if drawn is None:
         return None, None, None
-    keep = 1.0 - p["dropout"]
-    mask = node.outputs.get("RNG_DUMP")
-    if mask is None:
-        mask = fwd.virtual(rw, "rng", scores, layout.row_major_strides(scores), data_type.FLOAT)
-    rw.rng(ins["DROPOUT_SEED"], ins["DROPOUT_OFFSET"], keep, scores, out=mask)
+    mask, keep = drawn
     return mask, 1.0 / keep, keep
 
 
@@ -336,20 +333,18 @@ SDPA_BACKWARD_ORDER = (
     "diagonal_band_right_bound", "dropout", "rng_dump", "use_deterministic_algorithm", "compute_data_type", "name",
     "score_mod", "score_mod_bprop", "sink_token", "dSink_token")
 
+DROPOUT_SCALE_INV_PORT = Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True)
+
 SDPA_BACKWARD = OpSpec(
     method="sdpa_backward", kind="sdpa_backward",
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("O", "o"), Port("DO", "dO"),
             Port("STATS", "stats"), Port("ATTN_SCALE", "attn_scale", optional=True),
             Port("BIAS", "bias", optional=True), Port("SEQ_LEN_Q", "seq_len_q", optional=True),
-            Port("SEQ_LEN_KV", "seq_len_kv", optional=True), Port("SINK_TOKEN", "sink_token", optional=True),
-            Port("DROPOUT_SEED", "dropout_seed", optional=True),
-            Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
-            Port("DROPOUT_MASK", "dropout_mask", optional=True),
-            Port("DROPOUT_SCALE", "dropout_scale", optional=True),
-            Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True)),
-    outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("dBias", given=("dBias",), adopt="dBias"),
-             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
-             Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
+            Port("SEQ_LEN_KV", "seq_len_kv", optional=True), Port("SINK_TOKEN", "sink_token", optional=True))
+    + fwd.DROPOUT_PORTS + (DROPOUT_SCALE_INV_PORT,),
+    outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("dBias", adopt="dBias"),
+             Output("RNG_DUMP", adopt="rng_dump"),
+             Output("dSink_token", adopt="dSink_token")),
     infer=infer,
     params=(Param("use_alibi_mask", False, convert=bool), Param("use_padding_mask", False, convert=bool),
             Param("max_total_seq_len_q", None, convert=fwd._positive),

@@ -309,9 +309,6 @@ _BAND_PARAMS = (
     Param("diagonal_alignment", diagonal_alignment.TOP_LEFT, convert=member(diagonal_alignment)),
     Param("left_bound", None, key="diagonal_band_left_bound", convert=fwd._bound),
     Param("right_bound", None, key="diagonal_band_right_bound", convert=fwd._bound))
-_DROPOUT_PORTS = (
-    Port("DROPOUT_SEED", "dropout_seed", optional=True), Port("DROPOUT_OFFSET", "dropout_offset", optional=True),
-    Port("DROPOUT_MASK", "dropout_mask", optional=True), Port("DROPOUT_SCALE", "dropout_scale", optional=True))
 
 SDPA_FP8_ORDER = (
     "q", "k", "v", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "is_inference",
@@ -329,11 +326,11 @@ SDPA_FP8 = OpSpec(
             Port("SEQ_LEN_Q", "seq_len_q", optional=True), Port("SEQ_LEN_KV", "seq_len_kv", optional=True),
             Port("PAGE_TABLE_K", "paged_attention_k_table", optional=True),
             Port("PAGE_TABLE_V", "paged_attention_v_table", optional=True),
-            Port("SINK_TOKEN", "sink_token", optional=True)) + _DROPOUT_PORTS,
+            Port("SINK_TOKEN", "sink_token", optional=True)) + fwd.DROPOUT_PORTS,
     outputs=(Output("O"), Output("Stats", fwd._stats_wanted), Output("Amax_S"), Output("Amax_O"),
-             Output("RNG_DUMP", given=("rng_dump",), adopt="rng_dump"),
-             Output("Max", given=("score_max",), adopt="score_max"),
-             Output("Sum_exp", given=("score_sum_exp",), adopt="score_sum_exp")),
+             Output("RNG_DUMP", adopt="rng_dump"),
+             Output("Max", adopt="score_max"),
+             Output("Sum_exp", adopt="score_sum_exp")),
     infer=infer_forward,
     params=(Param("is_inference", None, convert=fwd._optional_bool), Param("use_alibi_mask", False, convert=bool))
     + _MASK_PARAMS + (Param("sliding_window", None, key="sliding_window_length", convert=fwd._bound),) + _BAND_PARAMS
@@ -360,9 +357,9 @@ SDPA_FP8_BACKWARD = OpSpec(
     + tuple(Port(f"SCALE_{x.upper()}", f"scale_{x}") for x in ("s", "dQ", "dK", "dV", "dP"))
     + (Port("ATTN_SCALE", "attn_scale", optional=True), Port("SEQ_LEN_Q", "seq_len_q", optional=True),
        Port("SEQ_LEN_KV", "seq_len_kv", optional=True), Port("SINK_TOKEN", "sink_token", optional=True))
-    + _DROPOUT_PORTS + (Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True),),
+    + fwd.DROPOUT_PORTS + (bwd.DROPOUT_SCALE_INV_PORT,),
     outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("Amax_dQ"), Output("Amax_dK"), Output("Amax_dV"),
-             Output("Amax_dP"), Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
+             Output("Amax_dP"), Output("dSink_token", adopt="dSink_token")),
     infer=infer_backward,
     # sdpa's mask helpers read these; the FP8 backward has no such arguments
     fixed={"use_alibi_mask": False, "sliding_window_length": None},

@@ -367,7 +367,7 @@ SDPA_MXFP8_BACKWARD = OpSpec(
     + (Port("ATTN_SCALE", "attn_scale", optional=True), Port("SEQ_LEN_Q", "seq_len_q", optional=True),
        Port("SEQ_LEN_KV", "seq_len_kv", optional=True), Port("SINK_TOKEN", "sink_token", optional=True)),
     outputs=(Output("dQ"), Output("dK"), Output("dV"), Output("Amax_dQ"), Output("Amax_dK"), Output("Amax_dV"),
-             Output("dSink_token", given=("dSink_token",), adopt="dSink_token")),
+             Output("dSink_token", adopt="dSink_token")),
     infer=infer_backward,
     fixed={"use_alibi_mask": False, "sliding_window_length": None},
     params=fp8._MASK_PARAMS + fp8._BAND_PARAMS + (
