@@ -660,3 +660,11 @@ def test_paged_fp8_forward_finalizes_deviceless_with_its_cache_loads():
     g.validate()  # finalized without a device by cuDNN 9.28
     methods = [n.spec.method for n in prepare(g, PassOptions(available=running)).nodes]
     assert methods[0] == "paged_cache_load" and methods.count("paged_cache_load") == 2
+
+
+def test_paged_max_seq_len_kv_is_checked_as_in_sdpa():
+    g = graph()
+    q, k, v = qkv(g)
+    for bad, exc in ((0, ValueError), (-3, ValueError), ("12", TypeError)):
+        with pytest.raises(exc, match=r"sdpa_fp8\(\): argument 'paged_attention_max_seq_len_kv': needs an int >= 1"):
+            g.sdpa_fp8(q, k, v, *scales(g, FWD_SCALES), generate_stats=True, paged_attention_max_seq_len_kv=bad)

@@ -335,7 +335,7 @@ SDPA_FP8 = OpSpec(
     params=(Param("is_inference", None, convert=fwd._optional_bool), Param("use_alibi_mask", False, convert=bool))
     + _MASK_PARAMS + (Param("sliding_window", None, key="sliding_window_length", convert=fwd._bound),) + _BAND_PARAMS
     + (Param("dropout", None),
-       Param("paged_attention_max_seq_len_kv", None),
+       Param("paged_attention_max_seq_len_kv", None, convert=fwd._positive),
        Param("fn", None, key="score_mod", convert=fwd._callable),
        Param("generate_stats", None, convert=fwd._optional_bool)),
     order=SDPA_FP8_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack_forward,
