@@ -6,7 +6,8 @@ cudnn_py vs torch's SDPA backends flash / efficient / cudnn):
 * backward (dQ, dK, dV from O and the statistics), the same shapes but decode;
 * per case: TFLOP/s (CUDA events, median of interleaved rounds), the plan each library picked (same engine?),
   build time per graph (validate .. build_plans, median of fresh graphs in alternating order), host time per
-  execute (wall time of back-to-back execute() calls that do not fill the launch queue), relative error against
+  execute (wall time of back-to-back execute() calls that do not fill the launch queue; cudnn_py's with its
+  replay as a CUDA graph and, on a second graph, with replay off), relative error against
   an fp32 reference (TF32 off; float64 of 2 x 16 x 4096² scores would take seconds).
 
 FLOPs: forward 4 b h s_q s_kv d (halved when causal), backward 2.5x that (its five matmuls against two).
@@ -202,6 +203,8 @@ def _case(results, ctx, key, case, backward):
         pack = {gt: (mine[n] if n in mine else t[n]) for gt, n in names.items()}
         ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
         runs[name] = lambda g=g, pack=pack, ws=ws, h=h: g.execute(pack, ws, handle=h)
+        if name == "cudnn_py":
+            replay_stats = [g.session.executor.replays.stats]
         bufs[name] = mine
         row[f"{name}_plan0"] = g.get_plan_name_at_index(0)
         row[f"{name}_build_ms"] = statistics.median(builds[name])
@@ -211,6 +214,13 @@ def _case(results, ctx, key, case, backward):
             ex = g.session.executor
             raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
             floor["raw_ctypes"] = lambda raw=raw, args=args: raw(*args)
+            # the same graph once more with replay off (plans/replay.py): every call a cudnnBackendExecute
+            g2, names2 = make(lib, h, case, layouts)
+            ctx.build(lib, g2)
+            g2.session.executor.replays.on = False
+            pack2 = {gt: (torch.empty_like(mine[n]) if n in mine else t[n]) for gt, n in names2.items()}
+            floor["cudnn_py_executed"] = lambda g2=g2, pack2=pack2, ws=ws, h=h: g2.execute(pack2, ws, handle=h)
+            floor["cudnn_py_executed"]()
     torch.cuda.synchronize()
     for name in ctx.LIBS:
         row[f"{name}_rel_err"] = max(ctx.rel_err(bufs[name][n], refs[n]) for n in outs)
@@ -219,6 +229,15 @@ def _case(results, ctx, key, case, backward):
         row[f"{name}_host_us"] = host[name]
         row[f"{name}_above_floor_us"] = host[name] - host["raw_ctypes"]
     row["raw_ctypes_host_us"] = host["raw_ctypes"]
+    row["cudnn_py_executed_host_us"] = host["cudnn_py_executed"]
+    row["executed_ratio_vs_official"] = host["cudnn_py_executed"] / host["official"]
+    g_mine = bufs["cudnn_py"]
+    for n in outs:  # the replayed call's output, checked as the first one was
+        g_mine[n].fill_(float("nan"))
+    runs["cudnn_py"]()
+    torch.cuda.synchronize()
+    row["cudnn_py_replayed_rel_err"] = max(ctx.rel_err(g_mine[n], refs[n]) for n in outs)
+    row["cudnn_py_replay"] = replay_stats[0]()
     row["above_floor_ratio_vs_official"] = row["cudnn_py_above_floor_us"] / row["official_above_floor_us"]
     torch_runs, refused = _torch_runs(t, case, backward)
     row["torch_refused"] = refused
@@ -268,8 +287,11 @@ def markdown_rows(results):
                                                                           "torch_cudnn") if f"{n}_tflops" in r)
         lines.append(f"| {k} | TFLOP/s (CUDA events, median) | {r['official_tflops']:.0f} | "
                      f"{r['cudnn_py_tflops']:.0f} | {backends} | throughput {r['throughput_ratio_vs_official']:.3f}x |")
-        lines.append(f"| {k} | host µs per execute | {r['official_host_us']:.1f} | {r['cudnn_py_host_us']:.1f} | | "
+        lines.append(f"| {k} | host µs per execute (cudnn_py: replayed as a CUDA graph) | {r['official_host_us']:.1f} | {r['cudnn_py_host_us']:.1f} | | "
                      f"{r['host_ratio_vs_official']:.2f}x |")
+        lines.append(f"| {k} | host µs per execute, cudnn_py with replay off (every call a cudnnBackendExecute) | "
+                     f"{r['official_host_us']:.1f} | {r['cudnn_py_executed_host_us']:.1f} | | "
+                     f"{r['executed_ratio_vs_official']:.2f}x |")
         lines.append(f"| {k} | host µs above the floor (raw ctypes cudnnBackendExecute, same plan + pack: "
                      f"{r['raw_ctypes_host_us']:.1f}) | {r['official_above_floor_us']:.1f} | "
                      f"{r['cudnn_py_above_floor_us']:.1f} | | {r['above_floor_ratio_vs_official']:.2f}x |")
@@ -278,8 +300,10 @@ def markdown_rows(results):
                      f"{r['cudnn_py_build_ms']:.1f} | | {r['build_ratio_vs_official']:.2f}x |")
         lines.append(f"| {k} | plan 0 / same engine | {r['official_plan0']} | {r['cudnn_py_plan0']} | | "
                      f"{r['same_engine']} |")
-        lines.append(f"| {k} | rel. error vs fp32 reference (worst output) | {r['official_rel_err']:.2e} | "
-                     f"{r['cudnn_py_rel_err']:.2e} | | |")
+        lines.append(f"| {k} | rel. error vs fp32 reference (worst output; cudnn_py: first call / replayed) | "
+                     f"{r['official_rel_err']:.2e} | {r['cudnn_py_rel_err']:.2e} / {r['cudnn_py_replayed_rel_err']:.2e} "
+                     f"| | replay: {r['cudnn_py_replay']['captures']} recorded, {r['cudnn_py_replay']['launches']} "
+                     "launches |")
         if r["torch_refused"]:
             lines.append(f"| {k} | torch backends refused | | | {'; '.join(r['torch_refused'])} | |")
     return lines

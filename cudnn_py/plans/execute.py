@@ -43,7 +43,7 @@ from dataclasses import replace
 from threading import get_ident
 from typing import Any
 
-from ..backend import Descriptor, trace
+from ..backend import Descriptor, capture, trace
 from ..backend import context as _context
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
@@ -67,6 +67,7 @@ from ..interop import (
     signature_getter,
 )
 from ..ir import layout
+from .replay import Replays, environment_refusal
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
@@ -198,6 +199,10 @@ class Executor:
         self.scratch_bytes = 0
         self._backend_execute = lib().cudnnBackendExecute
         self._last: tuple = _NO_BINDING
+        host_scalars = [t for t in self._tensors if t.is_pass_by_value and t.pass_by_value is None]
+        self.replays = Replays(f"{_where(host_scalars[0])} is a pass-by-value scalar the caller provides: an "
+                               "execute reads its value on the host at each call, a replay would not"
+                               if host_scalars else environment_refusal())
         # the handle the graph was created with (pygraph(handle=...)): used when execute gets none, as classic does
         self.graph_handle: Any = None
         # the device the graph was built for (its planning handle's); None until known (deviceless validation)
@@ -435,6 +440,12 @@ class Executor:
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
         thread_buffer = _context.thread_buffer
+        replays, recorded_get = self.replays, self.replays.recorded.get
+        driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
+        is_capturing: Any = driver.cuStreamIsCapturing if driver else None
+        graph_launch: Any = driver.cuGraphLaunch if driver else None
+        cudnn_get_stream = lib().cudnnGetStream
+        capture_buffers, thread_capture_buffers = capture.buffers(), capture.thread_buffers
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -476,7 +487,7 @@ class Executor:
                         placement = where
             for view, source, offset in aliases:
                 ptrs[view] = ptrs[source] + offset
-            stream, h = None, handle  # `handle` stays the caller's: the slow path gets what the caller gave
+            stream, h, state, rec = None, handle, None, None  # `handle` stays the caller's: the slow path gets it
             if h is None:
                 h = graph_handle
             if h is not None:
@@ -524,6 +535,24 @@ class Executor:
             binding = executor._last  # read once; holding it keeps its variant pack alive
             if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
                 return slow(variant_pack, workspace, handle)
+            if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
+                bufs = capture_buffers.get(get_ident()) or thread_capture_buffers()
+                if stream is None:
+                    if cudnn_get_stream(h, bufs.stream) != 0:
+                        return slow(variant_pack, workspace, handle)
+                    stream = bufs.stream.value or 0
+                owner = rec if state is None else state
+                replay = recorded_get(id(binding))
+                if replay is not None and replay.binding is binding and replay.owner is owner:
+                    # not while the caller captures this stream: its capture records the execute instead
+                    if is_capturing(stream, bufs.status_addr) == 0 and bufs.status.value == 0:
+                        status = graph_launch(replay.exec, stream)
+                        if status == 0:
+                            replay.launches += 1
+                            return None
+                        replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
+                elif replays.consider(binding, owner, h, stream, backend_execute, bufs):
+                    return None
             status = backend_execute(h, plan_ptr, binding[3])
             if status != 0:
                 raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",

@@ -1,0 +1,147 @@
+"""Stream capture through the CUDA driver API (``libcuda.so.1``, via ctypes): what replaying an execute takes.
+
+``plans/replay.py`` records one ``cudnnBackendExecute`` into a CUDA graph on a private stream and launches the
+instantiated graph on later calls with the same operands; this module is the driver side of that and nothing else:
+
+* :func:`driver` - the ctypes libcuda with the capture entry points typed, or None (no driver, or one without
+  them: the CPU test stub exports only what cuDNN's engines need);
+* :func:`side_stream` - this thread's private capture stream in the current context (non-blocking, created once);
+* :func:`capture` - begin (thread-local mode) / run / end / instantiate, returning the executable graph or why not;
+* :func:`destroy_exec`.
+
+Thread-local capture mode: another thread's CUDA calls are neither captured nor refused, and this thread cannot
+make an unsafe call unnoticed (cuDNN gets an error instead, and the capture is thrown away).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import context
+
+CU_STREAM_NON_BLOCKING = 1
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+CU_STREAM_CAPTURE_STATUS_NONE = 0
+
+_ENTRY_POINTS = ("cuStreamCreate", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
+                 "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphDestroy", "cuGraphExecDestroy")
+_typed: Any = None  # the typed libcuda; False: none with these entry points
+
+
+def driver() -> Any:
+    """libcuda with the capture entry points typed, or None where the driver lacks them."""
+    global _typed
+    if _typed is None:
+        lib = context._lib()
+        try:
+            if not lib:
+                raise AttributeError
+            for name in _ENTRY_POINTS:
+                getattr(lib, name)
+        except AttributeError:
+            _typed = False
+        else:
+            vp, p = ctypes.c_void_p, ctypes.c_void_p
+            lib.cuStreamCreate.argtypes = [p, ctypes.c_uint]
+            lib.cuStreamBeginCapture_v2.argtypes = [vp, ctypes.c_int]
+            lib.cuStreamEndCapture.argtypes = [vp, p]
+            lib.cuStreamIsCapturing.argtypes = [vp, p]
+            lib.cuGraphInstantiateWithFlags.argtypes = [p, vp, ctypes.c_ulonglong]
+            lib.cuGraphLaunch.argtypes = [vp, vp]
+            lib.cuGraphDestroy.argtypes = [vp]
+            lib.cuGraphExecDestroy.argtypes = [vp]
+            for name in _ENTRY_POINTS:
+                getattr(lib, name).restype = ctypes.c_int
+            _typed = lib
+    return _typed or None
+
+
+class ThreadBuffers:
+    """One thread's out-parameters for the calls the execute path makes (they release the GIL, so a buffer
+    shared between threads could be overwritten before it is read): a capture status and a stream."""
+
+    __slots__ = ("status", "status_addr", "stream", "stream_addr")
+
+    def __init__(self) -> None:
+        self.status = ctypes.c_int(0)
+        self.status_addr = ctypes.addressof(self.status)
+        self.stream = ctypes.c_void_p()
+        self.stream_addr = ctypes.addressof(self.stream)
+
+
+_buffers: dict[int, ThreadBuffers] = {}
+
+
+def thread_buffers() -> ThreadBuffers:
+    tid = threading.get_ident()
+    b = _buffers.get(tid)
+    if b is None:
+        b = _buffers[tid] = ThreadBuffers()
+    return b
+
+
+def buffers() -> dict[int, ThreadBuffers]:
+    """thread id -> its buffers (the execute path reads this dict directly; ``thread_buffers()`` fills it)."""
+    return _buffers
+
+
+_side_streams: dict[tuple[int, int], int] = {}  # (thread id, context) -> this thread's capture stream there
+
+
+def side_stream() -> int:
+    """This thread's private capture stream in the current context (created on first use, never destroyed: one
+    per thread and context). Raises RuntimeError when the driver cannot make one."""
+    lib = driver()
+    if lib is None:
+        raise RuntimeError("stream capture needs a CUDA driver with cuStreamBeginCapture")
+    key = (threading.get_ident(), context.current() or 0)
+    s = _side_streams.get(key)
+    if s is None:
+        out = ctypes.c_void_p()
+        status = lib.cuStreamCreate(ctypes.byref(out), CU_STREAM_NON_BLOCKING)
+        if status != 0:
+            raise RuntimeError(f"cuStreamCreate failed with CUresult {status}")
+        s = _side_streams[key] = out.value or 0
+    return s
+
+
+def capture(stream: int, run: Callable[[], int]) -> tuple[int, int, str]:
+    """Capture what ``run()`` enqueues on ``stream`` (it returns a status, 0 for success) into an instantiated
+    graph. Returns (run's status, the graph exec or 0, why there is none: "" when there is one)."""
+    lib = driver()
+    if lib is None:
+        return 0, 0, "the CUDA driver has no stream capture entry points"
+    begun = lib.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    if begun != 0:
+        return 0, 0, f"cuStreamBeginCapture failed with CUresult {begun}"
+    status = -1
+    try:
+        status = run()
+    finally:  # the capture is always ended: the stream stays usable whatever run() did
+        graph = ctypes.c_void_p()
+        ended = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
+    try:
+        if status != 0:
+            return status, 0, f"the captured call returned status {status}"
+        if ended != 0 or not graph.value:
+            return status, 0, f"cuStreamEndCapture failed with CUresult {ended} (a call not allowed under capture)"
+        exec_ = ctypes.c_void_p()
+        made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, 0)
+        if made != 0 or not exec_.value:
+            return status, 0, f"cuGraphInstantiateWithFlags failed with CUresult {made}"
+        return status, exec_.value, ""
+    finally:
+        if graph.value:
+            lib.cuGraphDestroy(graph)  # the exec keeps what it needs
+
+
+def destroy_exec(exec_: int) -> None:
+    """Destroy an executable graph (quietly: at interpreter exit the driver may be gone already)."""
+    lib = driver()
+    if lib is not None and exec_:
+        try:
+            lib.cuGraphExecDestroy(exec_)
+        except Exception:  # a finalizer must not raise
+            pass

@@ -1,0 +1,140 @@
+"""Replaying an execute as a CUDA graph: the repeated call with the same operands costs a ``cuGraphLaunch``
+(about 3 us on an H200) instead of a ``cudnnBackendExecute`` (8-32 us for attention on cuDNN 9.19).
+
+**What is replayed.** A *binding* (plan, workspace pointer, every operand pointer; ``execute.py``) executed by the
+fast path twice in a row with the same handle is recorded once: its handle is pointed at this thread's private
+capture stream (``backend/capture.py``), ``cudnnBackendExecute`` runs under a thread-local stream capture (which
+enqueues nothing), the handle gets its stream back, and the instantiated graph is launched on that stream, now
+and on every later call with the same binding and handle. A replayed graph runs the very kernels, with the very
+arguments, that the execute it recorded enqueued; the operands' *contents* are read when it runs, as they are by
+an execute. What an execute re-reads on the host at every call a replay would not, so it is excluded:
+
+* a graph with a pass-by-value scalar the caller provides (a host value read at each call): never replayed;
+* a stream being captured by the caller (``torch.cuda.graph``, ...): the call executes normally, so the caller's
+  capture records it (launching a graph into a capturing stream invalidates that capture: seen on the H200);
+* tracing on: every call is a real ``cudnnBackendExecute`` in the trace;
+* another handle, or a handle destroyed and another created at the same address: the replay belongs to the
+  registry record of the handle it was recorded with (compared by identity);
+* the stream is read from the handle at every call (``cudnnGetStream``), so ``set_stream`` takes effect at once.
+
+A plan whose execute cannot be captured (cuDNN returns an error under capture, or the capture is invalidated) is
+executed normally from then on; the reason is logged and kept in :meth:`Replays.stats`. Backward attention
+kernels accumulate with atomics, so neither two executes nor an execute and a replay are bitwise equal there;
+both are equally correct.
+
+``CUDNN_PY_REPLAY=0`` (read when a graph's executor is made) turns replay off: every call executes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..backend import capture
+from ..backend import handle as _handle_mod
+
+REPLAY_ENV = "CUDNN_PY_REPLAY"
+CACHE_SIZE = 8  # recorded bindings kept per executor (least recently recorded dropped first)
+_log = logging.getLogger(__name__)
+
+
+def environment_refusal() -> str | None:
+    """Why replay is off for executors made now (the environment, the driver), or None."""
+    if os.environ.get(REPLAY_ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+        return f"{REPLAY_ENV}={os.environ[REPLAY_ENV]}"
+    if capture.driver() is None:
+        return "no CUDA driver with stream capture"
+    return None
+
+
+class Replay:
+    """One recorded binding: the graph exec, what it was recorded for, and how often it ran."""
+
+    __slots__ = ("binding", "owner", "exec", "launches", "__weakref__")
+
+    def __init__(self, binding: tuple, owner: Any, exec_: int):
+        self.binding, self.owner, self.exec, self.launches = binding, owner, exec_, 0
+        weakref.finalize(self, capture.destroy_exec, exec_)
+
+
+class Replays:
+    """The recorded bindings of one executor, and the policy of when to record."""
+
+    def __init__(self, refusal: str | None):
+        self.refusal = refusal  # why this executor never replays; None: it may
+        self.on = refusal is None
+        self.recorded: OrderedDict[int, Replay] = OrderedDict()  # id(binding) -> its Replay (holding the binding)
+        self._pending: tuple = (None, None)  # the (binding, owner) of the last call that executed
+        self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
+        self.captures = 0
+        self.dropped_launches = 0  # launches of replays no longer recorded
+        self.failures: list[str] = []  # the latest few reasons a capture or a launch failed
+
+    def _fail(self, why: str) -> None:
+        self.failures = (self.failures + [why])[-8:]
+        _log.info("replay: %s", why)
+
+    def consider(self, binding: tuple, owner: Any, handle: int, stream: int, backend_execute: Callable[..., int],
+                 buffers: capture.ThreadBuffers) -> bool:
+        """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
+        handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
+        if self._pending[0] is not binding or self._pending[1] is not owner:
+            self._pending = (binding, owner)
+            return False
+        plan = binding[0]
+        if plan.id in self._refused_plans:
+            return False
+        lib = capture.driver()
+        if lib is None or lib.cuStreamIsCapturing(stream, buffers.status_addr) != 0 \
+                or buffers.status.value != capture.CU_STREAM_CAPTURE_STATUS_NONE:
+            return False  # the caller is capturing this stream: it records the execute itself
+        try:
+            side = capture.side_stream()
+        except RuntimeError as e:
+            self._refuse(plan, str(e))
+            return False
+        _handle_mod.set_stream(handle, side)
+        try:
+            status, exec_, why = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]))
+        finally:
+            _handle_mod.set_stream(handle, stream)
+        if not exec_:
+            self._refuse(plan, f"plan {plan.name}: its execute could not be captured ({why}); it executes normally")
+            return False
+        replay = Replay(binding, owner, exec_)
+        self.captures += 1
+        status = lib.cuGraphLaunch(exec_, stream)
+        if status != 0:
+            self._refuse(plan, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}; it executes normally")
+            return False
+        replay.launches = 1
+        old = self.recorded.pop(id(binding), None)  # a recording of this binding for another handle
+        if old is not None:
+            self.dropped_launches += old.launches
+        self.recorded[id(binding)] = replay
+        while len(self.recorded) > CACHE_SIZE:
+            _, old = self.recorded.popitem(last=False)
+            self.dropped_launches += old.launches
+        _log.debug("replay: recorded plan %s (%d recorded)", plan.name, len(self.recorded))
+        return True
+
+    def _refuse(self, plan: Any, why: str) -> None:
+        self._refused_plans[plan.id] = why
+        self._fail(why)
+
+    def drop(self, replay: Replay, why: str) -> None:
+        """Forget a recording whose launch failed (the call then executes normally)."""
+        if self.recorded.get(id(replay.binding)) is replay:
+            del self.recorded[id(replay.binding)]
+            self.dropped_launches += replay.launches
+        self._refuse(replay.binding[0], why)
+
+    def stats(self) -> dict[str, Any]:
+        """Whether this executor replays (and why not), recordings made, launches of recordings, failures."""
+        return {"enabled": self.on, "refusal": self.refusal, "captures": self.captures,
+                "recorded": len(self.recorded),
+                "launches": self.dropped_launches + sum(r.launches for r in self.recorded.values()),
+                "refused_plans": dict(self._refused_plans), "failures": list(self.failures)}

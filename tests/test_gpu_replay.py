@@ -1,0 +1,257 @@
+"""GPU: the repeated execute replayed as a CUDA graph (plans/replay.py). Every case runs the graph several times with
+fresh random inputs written in place and outputs poisoned (NaN) before each run, against float64 references; the
+replay statistics say what was recorded and launched, so a case that never replays cannot pass as one that does.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.backend import trace
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+F, BF16 = cudnn.data_type.FLOAT, cudnn.data_type.BFLOAT16
+TOL = 2e-2  # bf16 attention against float64
+
+
+def rel_err(out, ref) -> float:
+    out, ref = out.double(), ref.double()
+    assert torch.isfinite(out).all(), "output has NaN/Inf: not every element was written"
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def attention_reference(q, k, v, causal=True):
+    q, k, v = q.double(), k.double(), v.double()
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def sdpa_forward(b=2, h=4, s=160, d=64, handle=None):
+    """A causal bf16 sdpa graph, built; returns (graph, {name: graph tensor}, {name: buffer})."""
+    bufs = {n: torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for n in ("q", "k", "v")}
+    bufs["o"] = torch.empty_like(bufs["q"])
+    kw = {"handle": handle} if handle is not None else {}
+    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=F, compute_data_type=F, **kw)
+    ts = {n: g.tensor_like(bufs[n]) for n in ("q", "k", "v")}
+    ts["o"], _ = g.sdpa(q=ts["q"], k=ts["k"], v=ts["v"], generate_stats=False, attn_scale=1 / math.sqrt(d),
+                        use_causal_mask=True)
+    ts["o"].set_output(True).set_dim([b, h, s, d]).set_stride(list(bufs["o"].stride()))
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    return g, ts, bufs
+
+
+def refresh(bufs, outs=("o",)):
+    """Fresh random inputs, written in place (same pointers); outputs poisoned."""
+    for n, t in bufs.items():
+        if n in outs:
+            t.fill_(float("nan"))
+        else:
+            t.copy_(torch.randn_like(t))
+
+
+def stats(g):
+    return g.session.executor.replays.stats()
+
+
+def run_and_check(g, ts, bufs, calls, **execute_kw):
+    pack = {ts[n]: bufs[n] for n in ts}
+    for _ in range(calls):
+        refresh(bufs)
+        g.execute(pack, **execute_kw)
+        torch.cuda.synchronize()
+        assert rel_err(bufs["o"], attention_reference(bufs["q"], bufs["k"], bufs["v"])) < TOL
+
+
+@pytest.mark.parametrize("with_handle", [False, True], ids=["default-handle", "explicit-handle"])
+def test_repeated_execute_is_recorded_once_and_replayed(with_handle):
+    h = cudnn.create_handle() if with_handle else None
+    if h is not None:
+        cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+    g, ts, bufs = sdpa_forward(handle=h)
+    # call 1 takes the checked path, call 2 the fast path (which notes the binding), call 3 records and launches it
+    run_and_check(g, ts, bufs, 6)
+    st = stats(g)
+    assert st["enabled"] and st["failures"] == [], st
+    assert (st["captures"], st["recorded"], st["launches"]) == (1, 1, 4), st
+
+
+def test_backward_is_replayed_and_correct():
+    b, h, s, d = 1, 2, 128, 64
+    x = {n: torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for n in ("q", "k", "v", "dO")}
+    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=F, compute_data_type=F)
+    T = {n: g.tensor_like(x[n]) for n in ("q", "k", "v", "dO")}
+    x["o"] = torch.empty_like(x["q"])
+    x["stats"] = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
+    T["o"], T["stats"] = g.tensor_like(x["o"]), g.tensor_like(x["stats"])
+    dq, dk, dv = g.sdpa_backward(q=T["q"], k=T["k"], v=T["v"], o=T["o"], dO=T["dO"], stats=T["stats"],
+                                 attn_scale=1 / math.sqrt(d), use_causal_mask=True)
+    grads = {"dQ": dq, "dK": dk, "dV": dv}
+    for n, t in grads.items():
+        x[n] = torch.empty_like(x["q"])
+        t.set_output(True).set_dim([b, h, s, d]).set_stride(list(x[n].stride()))
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    pack = {**{T[n]: x[n] for n in T}, **{grads[n]: x[n] for n in grads}}
+    for _ in range(5):
+        leaves = [torch.randn(b, h, s, d, device="cuda", dtype=torch.float64, requires_grad=True) for _ in range(3)]
+        for n, leaf in zip(("q", "k", "v"), leaves):
+            x[n].copy_(leaf.detach())
+        x["dO"].copy_(torch.randn_like(x["dO"]))
+        qd, kd, vd = (x[n].double().requires_grad_() for n in ("q", "k", "v"))
+        sc = qd @ kd.transpose(-1, -2) / math.sqrt(d)
+        sc = sc.masked_fill(~torch.ones(s, s, dtype=torch.bool, device="cuda").tril(), float("-inf"))
+        o = torch.softmax(sc, -1) @ vd
+        x["o"].copy_(o.detach())
+        x["stats"].copy_(torch.logsumexp(sc, -1, keepdim=True).detach())
+        ref = dict(zip(("dQ", "dK", "dV"), torch.autograd.grad(o, (qd, kd, vd), x["dO"].double())))
+        for n in grads:
+            x[n].fill_(float("nan"))
+        g.execute(pack)
+        torch.cuda.synchronize()
+        for n in grads:
+            assert rel_err(x[n], ref[n]) < TOL, n
+    st = stats(g)
+    assert st["captures"] == 1 and st["launches"] == 3, st
+
+
+def test_other_pointers_are_recorded_apart():
+    g, ts, bufs = sdpa_forward()
+    other = torch.empty_like(bufs["o"])
+    first = bufs["o"]
+    for out in (first, first, first, other, other, other, first, first):
+        bufs["o"] = out
+        run_and_check(g, ts, bufs, 1)
+    st = stats(g)
+    assert (st["captures"], st["recorded"]) == (2, 2), st
+    # the 3rd and 6th call record (and launch); the 7th takes the checked path (other pointers than the call
+    # before), the 8th replays the first recording
+    assert st["launches"] == 3, st
+
+
+def test_set_stream_takes_effect_for_a_recorded_binding():
+    """The replay launches on the handle's stream of the call: work queued ahead of it on that stream (a long
+    kernel chain, then fresh inputs) is waited for. Launched on the old stream, it would read stale inputs."""
+    h = cudnn.create_handle()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    cudnn.set_stream(handle=h, stream=s1.cuda_stream)
+    g, ts, bufs = sdpa_forward(handle=h)
+    ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)  # one for both streams
+    pack = {ts[n]: bufs[n] for n in ts}
+    with torch.cuda.stream(s1):
+        for _ in range(3):
+            g.execute(pack, ws, handle=h)
+    torch.cuda.synchronize()
+    assert stats(g)["captures"] == 1
+    cudnn.set_stream(handle=h, stream=s2.cuda_stream)
+    with torch.cuda.stream(s2):
+        m = torch.randn(4096, 4096, device="cuda") / 64
+        for _ in range(8):
+            m = m @ m  # keeps s2 busy
+        refresh(bufs)  # fresh inputs written on s2, after the chain
+        g.execute(pack, ws, handle=h)
+    torch.cuda.synchronize()
+    assert stats(g)["launches"] == 2
+    assert rel_err(bufs["o"], attention_reference(bufs["q"], bufs["k"], bufs["v"])) < TOL
+
+
+def test_the_callers_stream_capture_records_the_execute_not_a_replay():
+    """Inside torch.cuda.graph the call executes normally (launching a graph into a capturing stream would
+    invalidate the caller's capture), and the caller's graph then computes the attention of new inputs."""
+    h = cudnn.create_handle()
+    cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+    g, ts, bufs = sdpa_forward(handle=h)
+    ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    run_and_check(g, ts, bufs, 3, workspace=ws, handle=h)
+    assert stats(g)["launches"] == 1
+    pack = {ts[n]: bufs[n] for n in ts}
+    torch_graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(torch_graph):
+        cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+        g.execute(pack, ws, handle=h)
+    cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+    assert stats(g)["launches"] == 1  # not replayed inside the capture
+    for _ in range(2):
+        refresh(bufs)
+        torch_graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(bufs["o"], attention_reference(bufs["q"], bufs["k"], bufs["v"])) < TOL
+    run_and_check(g, ts, bufs, 1, workspace=ws, handle=h)  # and replay works after it
+    assert stats(g)["launches"] == 2
+
+
+def test_a_new_handle_at_a_reused_address_does_not_get_the_old_recording():
+    h1 = cudnn.create_handle()
+    cudnn.set_stream(handle=h1, stream=torch.cuda.current_stream().cuda_stream)
+    g, ts, bufs = sdpa_forward()  # planned with the default handle: h1 only executes it
+    run_and_check(g, ts, bufs, 3, handle=h1)
+    assert stats(g)["launches"] == 1
+    cudnn.destroy_handle(h1)
+    h2 = cudnn.create_handle()
+    cudnn.set_stream(handle=h2, stream=torch.cuda.current_stream().cuda_stream)
+    run_and_check(g, ts, bufs, 1, handle=h2)
+    assert stats(g)["launches"] == 1  # the recording belongs to h1's registry record, whatever h2's address
+    run_and_check(g, ts, bufs, 1, handle=h2)
+    assert (stats(g)["captures"], stats(g)["launches"]) == (2, 2)
+
+
+def test_tracing_turns_replay_off():
+    g, ts, bufs = sdpa_forward()
+    run_and_check(g, ts, bufs, 3)
+    assert stats(g)["launches"] == 1
+    out = io.StringIO()
+    with trace.tracing(out):
+        run_and_check(g, ts, bufs, 3)
+        text = out.getvalue()
+    executes = [r for r in map(json.loads, text.splitlines())
+                if r.get("fn") == "cudnnBackendExecute" and r.get("phase") == "begin"]
+    assert len(executes) == 3  # every call a real, traced cudnnBackendExecute
+    assert stats(g)["launches"] == 1
+
+
+def test_a_graph_with_a_callers_host_scalar_is_never_replayed():
+    """layernorm's epsilon given as a host (pass-by-value) tensor at each call: a replay would keep the value of
+    its recording, so the executor does not replay, and a changed epsilon changes the output."""
+    x = torch.randn(16, 256, 1, 1, device="cuda")
+    s, b = torch.randn(1, 256, 1, 1, device="cuda"), torch.randn(1, 256, 1, 1, device="cuda")
+    eps = torch.full((1, 1, 1, 1), 1e-5, dtype=torch.float32)
+    g = cudnn.pygraph(io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+    X, S, B, E = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b), g.tensor_like(eps)
+    y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, E)
+    y.set_output(True)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    out = torch.empty_like(x)
+    for value in (1e-5, 1e-5, 1e-5, 4.0, 4.0, 1e-5):
+        eps.fill_(value)  # in place: the same host pointer
+        out.fill_(float("nan"))
+        g.execute({X: x, S: s, B: b, E: eps, y: out})
+        torch.cuda.synchronize()
+        ref = torch.nn.functional.layer_norm(x.double(), (256, 1, 1), s.double().reshape(256, 1, 1),
+                                             b.double().reshape(256, 1, 1), value)
+        assert rel_err(out, ref) < 5e-3, value
+    st = stats(g)
+    assert not st["enabled"] and "pass-by-value" in st["refusal"] and st["launches"] == 0, st
+
+
+def test_the_environment_variable_turns_replay_off():
+    script = (
+        "import math, torch, cudnn_py as cudnn\n"
+        "from tests.test_gpu_replay import sdpa_forward, run_and_check, stats\n"
+        "g, ts, bufs = sdpa_forward()\n"
+        "run_and_check(g, ts, bufs, 4)\n"
+        "print(stats(g))\n")
+    env = {**os.environ, "CUDNN_PY_REPLAY": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "'enabled': False" in r.stdout and "CUDNN_PY_REPLAY=0" in r.stdout and "'launches': 0" in r.stdout, r.stdout
