@@ -96,6 +96,9 @@ class Tensor:
     def get_device(self) -> int:
         return self.device.index if self.device.type == "cuda" else -1
 
+    def is_contiguous(self) -> bool:  # torch's rule: every dim of size > 1 has its row-major stride
+        return all(d == 1 or s == e for d, s, e in zip(self._shape, self._stride, _row_major(self._shape)))
+
     def numel(self) -> int:
         n = 1
         for d in self._shape:

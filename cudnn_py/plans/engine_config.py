@@ -122,6 +122,33 @@ class EngineConfig:
         return cls.from_descriptor(cfg, "explicit")
 
 
+class CachedEngineConfig(EngineConfig):
+    """A config of a cached heuristics answer (``heuristics.py``): engine index, knob choices and source are
+    known; its ENGINE and ENGINECFG descriptors are built for this operation graph (as :meth:`EngineConfig.explicit`
+    builds them) when first needed - engine finalize costs about a millisecond for attention graphs, so the configs
+    a graph never builds a plan from, nor asks about, cost nothing."""
+
+    def __init__(self, operation_graph: Descriptor, engine_index: int, knobs: list[tuple[int, int]], source: str):
+        self._operation_graph = operation_graph
+        self._made: EngineConfig | None = None
+        self.engine_index = engine_index
+        self._knobs = knobs
+        self.source = source
+
+    def _make(self) -> EngineConfig:
+        if self._made is None:
+            self._made = EngineConfig.explicit(self._operation_graph, self.engine_index, dict(self.knobs))
+        return self._made
+
+    @property  # a read-only view of the attribute EngineConfig sets
+    def cfg(self) -> Descriptor:  # type: ignore[override]
+        return self._make().cfg
+
+    @property
+    def engine(self) -> Descriptor:  # type: ignore[override]
+        return self._make().engine
+
+
 def make_engine(operation_graph: Descriptor, engine_index: int,
                 device_properties: Descriptor | None = None) -> Descriptor:
     """A finalized ENGINE (``graph_flow.md`` §1.5); ``device_properties``: a DEVICEPROP descriptor to build it

@@ -338,7 +338,13 @@ class Executor:
         placement = placement_of(value, info)
         signature = SIGNATURE_GETTERS.get(cls) or signature_getter(cls)
         getter = POINTER_GETTERS.get(cls) or pointer_getter(cls)
-        self._checked[slot] = (cls, getter, signature, signature(value), placement, signature is _torch_signature)
+        sig = signature(value)
+        # torch: 2 when the strides checked are the row-major strides of the shape, so that is_contiguous() (cheaper
+        # than reading and comparing stride()) re-checks them; 1 for other strides; 0 for other frameworks
+        torch_kind = 0
+        if signature is _torch_signature:
+            torch_kind = 2 if tuple(sig[1]) == tuple(layout.row_major_strides(list(sig[0]))) else 1
+        self._checked[slot] = (cls, getter, signature, sig, placement, torch_kind)
         return placement
 
     # --------------------------------------------------------------------------------------------- execute
@@ -465,10 +471,12 @@ class Executor:
                     return slow(variant_pack, workspace, handle)
                 if is_torch:
                     # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
-                    # most of what the re-check costs per operand
+                    # most of what the re-check costs per operand. Row-major strides are re-checked by
+                    # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
+                    # row-major stride, which is what the full check requires (_check_operand)
                     shape, stride, dtype, device = sig
-                    if value.shape != shape or value.stride() != stride or value.dtype is not dtype \
-                            or value.get_device() != device:
+                    if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
+                            not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
                         return slow(variant_pack, workspace, handle)
                 elif signature(value) != sig:
                     return slow(variant_pack, workspace, handle)

@@ -1,15 +1,29 @@
 """Heuristics queries (``graph_flow.md`` §1.3, §2.2): one ENGINEHEUR per mode, in the order given; configs are
 deduplicated by name, keeping the first (best) rank — unlike the C++ frontend, which builds duplicate plans. A
 name is engine index plus knob choices, so only configs of an engine already seen have their knobs read here.
-A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything."""
+A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything.
+
+**The query cache.** Heuristics rank engines for an operation graph on one device; the same graph on the same device
+and cuDNN gets the same answer, so a query given a ``cache_key`` (``PlanningSession``: the graph's ``key()``, the
+lowering, the device, the cuDNN version, the modes, the SM count target) is answered from the process's cache when
+that key was queried before: its configs are rebuilt from their engine index and knob choices, each when first
+needed (a graph usually builds only its first: :class:`~.engine_config.CachedEngineConfig`). A hit cannot compute
+anything else than a fresh query would: every plan is built from *this* graph's operation graph, and a config
+that does not fit it fails to build like any other (``PlanningSession`` then queries afresh, and says so). Only
+queries that returned configs are kept; ``HEURISTICS_CACHE_SIZE`` of them, the least recently used dropped first.
+"""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..backend import Descriptor
 from ..errors import CudnnError
-from .engine_config import EngineConfig, KnobReader
+from .engine_config import CachedEngineConfig, EngineConfig, KnobReader
+
+HEURISTICS_CACHE_SIZE = 256
 
 _heur_b_lock = threading.Lock()  # mode B's finalize is not thread-safe (the frontend serialises it too)
 
@@ -20,12 +34,75 @@ class HeuristicsResult:
     per_mode: list[tuple[str, str]] = field(default_factory=list)  # (mode, "N configs" or the error)
     # (mode, the configs it returned, best first: duplicates of an earlier one as that one); names when asked
     ranked: list[tuple[str, list[EngineConfig]]] = field(default_factory=list)
+    cached: bool = False  # answered from the query cache
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What a query returned, without descriptors: (engine index, knob choices, mode) per config, the per-mode
+    report, and each mode's ranking as indices into the configs."""
+
+    configs: tuple[tuple[int, tuple[tuple[int, int], ...], str], ...]
+    per_mode: tuple[tuple[str, str], ...]
+    ranked: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+_cache: OrderedDict[Any, _Answer] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def forget(cache_key: Any) -> None:
+    """Drop one cached answer (its configs did not build for a graph of that key)."""
+    with _cache_lock:
+        _cache.pop(cache_key, None)
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _answered(operation_graph: Descriptor, answer: _Answer) -> HeuristicsResult:
+    configs: list[EngineConfig] = [CachedEngineConfig(operation_graph, index, list(knobs), source)
+                                   for index, knobs, source in answer.configs]
+    return HeuristicsResult(configs=configs, per_mode=[(m, f"{r} (cached)") for m, r in answer.per_mode],
+                            ranked=[(m, [configs[i] for i in order]) for m, order in answer.ranked], cached=True)
+
+
+def _remember(cache_key: Any, result: HeuristicsResult) -> None:
+    position = {id(c): i for i, c in enumerate(result.configs)}
+    answer = _Answer(tuple((c.engine_index, tuple(c.knobs), c.source) for c in result.configs),
+                     tuple(result.per_mode),
+                     tuple((m, tuple(position[id(c)] for c in ranked)) for m, ranked in result.ranked))
+    with _cache_lock:
+        _cache[cache_key] = answer
+        while len(_cache) > HEURISTICS_CACHE_SIZE:
+            _cache.popitem(last=False)
 
 
 def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None,
-          device_properties: Descriptor | None = None) -> HeuristicsResult:
+          device_properties: Descriptor | None = None, cache_key: Any = None) -> HeuristicsResult:
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...). ``device_properties``: a finalized
-    DEVICEPROP descriptor to rank engines for (deviceless planning, ``ENGINEHEUR_DEVICEPROP``)."""
+    DEVICEPROP descriptor to rank engines for (deviceless planning, ``ENGINEHEUR_DEVICEPROP``; never cached).
+    ``cache_key``: answer from / into the query cache (see the module's docstring); None: query cuDNN."""
+    if cache_key is not None and device_properties is None:
+        with _cache_lock:
+            answer = _cache.get(cache_key)
+            if answer is not None:
+                _cache.move_to_end(cache_key)
+        if answer is not None:
+            return _answered(operation_graph, answer)
+    result = _query(operation_graph, modes, sm_count, device_properties)
+    if cache_key is not None and device_properties is None and result.configs:
+        try:
+            _remember(cache_key, result)
+        except CudnnError:  # a config whose knobs cannot be read back is simply not cached
+            pass
+    return result
+
+
+def _query(operation_graph: Descriptor, modes: list[str], sm_count: int | None,
+           device_properties: Descriptor | None) -> HeuristicsResult:
     result = HeuristicsResult()
     by_engine: dict[int, list[EngineConfig]] = {}  # the configs kept so far, by engine index
     reader = KnobReader()

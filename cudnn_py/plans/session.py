@@ -114,6 +114,8 @@ class PlanningSession:
         self.graph_packs: dict[int, Any] = {}  # cudaGraph_t -> the variant pack it was recorded / updated with
         self.device: int | None = None  # the planning handle's device (None: not known yet)
         self.context: int | None = None  # that handle's CUDA context (None: not known)
+        self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
+        self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -204,6 +206,7 @@ class PlanningSession:
         official frontend does not retry; its AUTO decides from the support rules alone)."""
         names = self._auto_unified_attention()
         self._lower(_without_unified_attention)
+        self.lowering = "composite attention (AUTO's fallback)"
         assert self.program is not None and self.lowered is not None
         self.program.log.append(f"plans: the unified SDPA_FWD op of {names} found no engine ({report}); AUTO fell "
                                 "back to the composite attention")
@@ -355,11 +358,11 @@ class PlanningSession:
         names = [enums.to_backend_heur_mode(m) for m in modes]
         t0 = time.perf_counter()
         with self.on_device():
-            res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
+            res = self._query(names)
             if not res.configs and not self.configs and self._auto_unified_attention():
                 self.heuristics_report.extend(res.per_mode)
                 self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
-                res = heuristics.query(self.operation_graph, names, self.options.sm_count, **self._for_device())
+                res = self._query(names)
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
@@ -381,6 +384,48 @@ class PlanningSession:
             raise cudnnGraphNotSupportedError(f"No valid engine configs for graph {self.graph.name!r}: {report}. "
                                               f"{get_last_error_string()}")
         self._advance(Phase.ENGINE_CONFIGS)
+
+    def _query(self, modes: list[str]) -> heuristics.HeuristicsResult:
+        key = self._heuristics_key(modes)
+        kw: dict[str, Any] = self._for_device()
+        if key is not None:  # (given only when set, as _for_device's)
+            kw["cache_key"] = key
+        res = heuristics.query(self.operation_graph, modes, self.options.sm_count, **kw)
+        if getattr(res, "cached", False):  # (the CPU tests' doubles return bare namespaces)
+            self.cached_queries.append((key, modes))
+        return res
+
+    def _heuristics_key(self, modes: list[str]) -> tuple | None:
+        """What decides a heuristics answer (heuristics.py, the query cache): the graph's key, how it was lowered
+        (the same key lowers the same way on the same cuDNN, given the alignment of data bound at build time),
+        the cuDNN version, the device, the SM count target and the modes. None: not cached (deviceless planning,
+        no device known)."""
+        if self.options.device_properties is not None or self.device is None:
+            return None
+        return (self.graph.key(), self.lowering, tuple(sorted(self._alignments().items())),
+                versions.runtime_version(), self.device, self.options.sm_count, tuple(modes),
+                bool(self.options.dynamic_shapes))
+
+    def _query_afresh(self) -> bool:
+        """Every config of a cached answer failed to build and no filter barred any: forget the answers, query
+        cuDNN again and start over (True), as a graph queried first would have. False: nothing to redo."""
+        if not self.cached_queries or self.barred or self.plans:
+            return False
+        why = "; ".join(f"{self.configs[i].name}: {f}" for i, f in self.failures.items())
+        _log.info("graph %r: the configs of a cached heuristics answer did not build (%s); querying cuDNN afresh",
+                  self.graph.name, why)
+        queries, self.cached_queries = self.cached_queries, []
+        self.configs, self.failures, self.heuristics_ranked = [], {}, []
+        self.heuristics_report.append(("cache", f"cached configs did not build ({why}); queried afresh"))
+        with self.on_device():
+            for key, modes in queries:
+                heuristics.forget(key)
+                res = self._query(modes)  # cuDNN's answer, cached in place of the one forgotten
+                self.heuristics_report.extend(res.per_mode)
+                self.heuristics_ranked.extend(res.ranked)
+                self.configs.extend(res.configs)
+        self._bar_erratic_engines()
+        return bool(self.configs)
 
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
         """Add a config for an explicit engine id and knob choices (no heuristics)."""
@@ -523,6 +568,8 @@ class PlanningSession:
                 continue
             if not build_all:
                 break
+        if not self.plans and self._query_afresh():
+            return self.build_plans(build_all)
         if not self.plans:
             why = "; ".join(f"{self.configs[i].name}: {self.failures.get(i) or self.barred.get(i)}"
                             for i in range(len(self.configs)))
