@@ -43,6 +43,15 @@ def test_explain_json_lists_every_descriptor_the_graph_holds():
     assert doc["lowered_ir"]["log"] and doc["cudnn"]["version"] > 0 and doc["engine_configs"] == []
 
 
+def test_explain_says_whether_repeated_executes_are_replayed():
+    g = graph()
+    doc = json.loads(g.explain("json"))
+    # the CPU's test driver has no stream capture: the executor says so instead of pretending to replay
+    assert doc["execute_replay"]["enabled"] is False
+    assert doc["execute_replay"]["refusal"] == "no CUDA driver with stream capture"
+    assert "execute replay (a repeated execute launched as a CUDA graph): off: no CUDA driver" in g.explain()
+
+
 def test_explain_reports_where_validation_stopped():
     report = graph(batch=2).explain()  # hits an erratum (GEN_INDEX after a batched matmul)
     assert "STOPPED: validate: cudnnGraphNotSupportedError: cuDNN erratum gen-index-in-batched-matmul-epilogue" in report

@@ -76,6 +76,8 @@ def report(g: Any) -> dict:
     doc["default_plan"] = session.candidate
     if session.candidate is not None and session.candidate < len(session.configs):
         doc["default_plan_name"] = session.configs[session.candidate].name
+    if session.executor is not None:  # plans/replay.py: whether repeated executes are replayed, and how often
+        doc["execute_replay"] = session.executor.replays.stats()
     return doc
 
 
@@ -189,6 +191,14 @@ def text(doc: dict) -> str:
                        f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")
+    replay = doc.get("execute_replay")
+    if replay is not None:
+        if replay["enabled"]:
+            line = (f"on: {replay['captures']} recorded, {replay['launches']} launches"
+                    + "".join(f"; {why}" for why in replay["refused_plans"].values()))
+        else:
+            line = f"off: {replay['refusal']}"
+        out.append(f"\nexecute replay (a repeated execute launched as a CUDA graph): {line}")
     return "\n".join(out)
 
 

@@ -552,8 +552,9 @@ class Executor:
                 owner = rec if state is None else state
                 replay = recorded_get(id(binding))
                 if replay is not None and replay.binding is binding and replay.owner is owner:
-                    # not while the caller captures this stream: its capture records the execute instead
-                    if is_capturing(stream, bufs.status_addr) == 0 and bufs.status.value == 0:
+                    # not while the caller captures this stream: its capture records the execute instead. The
+                    # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it
+                    if stream < 2 or (is_capturing(stream, bufs.status_addr) == 0 and bufs.status.value == 0):
                         status = graph_launch(replay.exec, stream)
                         if status == 0:
                             replay.launches += 1
