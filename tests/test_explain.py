@@ -46,10 +46,10 @@ def test_explain_json_lists_every_descriptor_the_graph_holds():
 def test_explain_says_whether_repeated_executes_are_replayed():
     g = graph()
     doc = json.loads(g.explain("json"))
-    # the CPU's test driver has no stream capture: the executor says so instead of pretending to replay
+    # conftest turns replay off for the CPU tests: the executor says so, and why
     assert doc["execute_replay"]["enabled"] is False
-    assert doc["execute_replay"]["refusal"] == "no CUDA driver with stream capture"
-    assert "execute replay (a repeated execute launched as a CUDA graph): off: no CUDA driver" in g.explain()
+    assert doc["execute_replay"]["refusal"] == "CUDNN_PY_REPLAY=0"
+    assert "execute replay (a repeated execute launched as a CUDA graph): off: CUDNN_PY_REPLAY=0" in g.explain()
 
 
 def test_explain_reports_where_validation_stopped():
