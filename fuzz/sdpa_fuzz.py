@@ -170,7 +170,9 @@ def _inputs(torch: Any, spec: dict, ins: dict, gen: Any) -> dict:
         else:
             flat = torch.randn(span, generator=gen, device="cuda").to(tdt)
             values[role] = flat.as_strided(dims, strides)
-    if spec["padding"] and spec["bottom_right"]:  # every valid query keeps a key (else the row is fully masked)
+    if spec["padding"] and spec["bottom_right"]:  # every valid query keeps a key (else the row is fully masked):
+        # seq_len_kv >= seq_len_q, within s_kv (a length past its dim is undefined, and the reference refuses it)
+        values["sq"] = torch.clamp(values["sq"], max=spec["s_kv"])
         values["skv"] = torch.maximum(values["skv"], values["sq"])
     return values
 

@@ -327,3 +327,27 @@ def test_info_names_the_gpus_of_the_erratum():
 
     (line,) = [x for x in errata_lines(91900, "9.19.0", [(9, 0)]) if ERRATUM in x]
     assert "compute capability 10.0 - 10.9 only" in line
+
+
+@pytest.mark.parametrize("which,lengths", [("seq_len_kv", (8, 12)), ("seq_len_q", (3, -1))],
+                         ids=["kv-past-its-dim", "q-negative"])
+def test_reference_refuses_sequence_lengths_outside_their_dim(which, lengths):
+    """A padding mask's length past its dim is undefined in cuDNN (bottom-right would start past the tensor): the
+    float64 oracle refuses it, naming the tensor, rather than guess an answer a GPU result could be matched to."""
+    b, h, s_q, s_kv, d = 2, 1, 6, 10, 8
+    g = graph(D)
+    q, k, v = g.tensor([b, h, s_q, d]), g.tensor([b, h, s_kv, d]), g.tensor([b, h, s_kv, d])
+    sq = g.tensor([b, 1, 1, 1], data_type=I32, name="seq_len_q")
+    skv = g.tensor([b, 1, 1, 1], data_type=I32, name="seq_len_kv")
+    o, _ = g.sdpa(q, k, v, generate_stats=False, attn_scale=0.3, use_padding_mask=True, seq_len_q=sq,
+                  seq_len_kv=skv, use_causal_mask_bottom_right=True)
+    o.set_output(True)
+    g.register_backend(ReferenceEngine())
+    g.validate_ir()
+    rng = np.random.default_rng(7)
+    feeds = {sq: np.array([s_q, 5]).reshape(b, 1, 1, 1), skv: np.array([s_kv, 9]).reshape(b, 1, 1, 1)}
+    feeds[sq if which == "seq_len_q" else skv] = np.array(lengths).reshape(b, 1, 1, 1)
+    with pytest.raises(ValueError, match=rf"tensor '{which}' \(uid \d+\) holds sequence length\(s\) "
+                                         rf"\[{max(lengths) if which == 'seq_len_kv' else min(lengths)}\] outside"):
+        g.execute({q: rng.standard_normal(q.dim), k: rng.standard_normal(k.dim), v: rng.standard_normal(v.dim),
+                   **feeds, o: np.full(o.dim, np.nan)})

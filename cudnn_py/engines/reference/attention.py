@@ -61,8 +61,8 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     keep = np.ones(s.shape, dtype=bool)
     lq, lkv = s_q, s_kv
     if p["use_padding_mask"]:
-        lq = read(ins["SEQ_LEN_Q"]).reshape(-1, 1, 1, 1)
-        lkv = read(ins["SEQ_LEN_KV"]).reshape(-1, 1, 1, 1)
+        lq = _lengths(node, read, "SEQ_LEN_Q", s_q)
+        lkv = _lengths(node, read, "SEQ_LEN_KV", s_kv)
         keep &= (rows < lq) & (cols < lkv)
     # bottom-right: the diagonal ends at the last valid (query, key) of each batch
     shift = lkv - lq if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT else 0
@@ -84,6 +84,20 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     # a fully masked row: P = 0 (O = 0, zero gradients), Stats = -inf
     node_stats = {"Stats": m + np.log(z), "Max": m, "Sum_exp": z}
     return e / np.where(z == 0, 1.0, z), node_stats, scale, q, k, v
+
+
+def _lengths(node: Any, read: Read, port: str, dim: int) -> np.ndarray:
+    """A padding mask's per-batch sequence lengths as (b, 1, 1, 1). A length past its dim (or negative) is
+    refused: cuDNN leaves it undefined (its bottom-right diagonal would start past the tensor), and an oracle that
+    guessed would make a wrong answer look right."""
+    lengths = np.asarray(read(node.inputs[port])).reshape(-1, 1, 1, 1)
+    bad = (lengths < 0) | (lengths > dim)
+    if bad.any():
+        t = node.inputs[port]
+        raise ValueError(f"sdpa node {node.name!r}: tensor {t.name!r} (uid {t.uid}) holds sequence length(s) "
+                         f"{sorted(set(lengths[bad].astype(int).tolist()))[:8]} outside 0..{dim} (the padded dim "
+                         "it masks): undefined in cuDNN, refused by the reference")
+    return lengths
 
 
 def tiles_kept(block_mask: np.ndarray, s_q: int, s_kv: int) -> np.ndarray:
