@@ -175,25 +175,45 @@ class Descriptor:
 
     def set(self, attr: Any, value: Any, type: str | None = None) -> Descriptor:
         """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first)."""
-        spec = attribute_spec(attr)
-        self._check_attribute(spec)
-        if not spec.settable:
-            raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
+        # what depends only on (kind, attribute, type, loaded library) is checked once and remembered (_SET_PLANS):
+        # the lowering sets a few hundred attributes per graph
+        key: tuple | None = (self.kind, attr, type, type.__class__, runtime_version())  # (IntEnum == its int)
+        try:
+            plan = _SET_PLANS.get(key)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable attribute or type: the checks below say what is wrong with it
+            plan, key = None, None
+        if plan is None:
+            spec = attribute_spec(attr)
+            self._check_attribute(spec)
+            if not spec.settable:
+                raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
+        else:
+            spec = plan[0]
         if not self._finalizer.alive:  # before the finalized check: "destroyed" is the truth for a dead one
             raise DescriptorError(f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) was destroyed")
         if self.finalized:
             raise DescriptorError(
                 f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
-        type_name = _pick_type(spec, type)
-        if type_name == "CUDNN_TYPE_VOID_PTR" and spec.name in _SPECIAL_VOID_PTR:
-            return _SPECIAL_VOID_PTR[spec.name](self, spec, type_name, value)
+        if plan is None:
+            type_name = _pick_type(spec, type)
+            special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == "CUDNN_TYPE_VOID_PTR" else None
+            convert = _CONVERT.get(type_name) or (values.enum_array if type_name in ENUM_OF_TYPE else None)
+            plan = (spec, type_name, special, convert)
+            if key is not None:
+                _SET_PLANS[key] = plan
+        _, type_name, special, convert = plan
+        if special is not None:
+            return special(self, spec, type_name, value)
         vals = _as_list(value, type_name, spec.name)
         n = len(vals)
         if n < spec.min_count or (spec.max_count is not None and n > spec.max_count):
             want = f"{spec.min_count}" if spec.min_count == spec.max_count else \
                 f"{spec.min_count}..{'inf' if spec.max_count is None else spec.max_count}"
             raise DescriptorError(f"{spec.name} takes {want} element(s) of {type_name}; got {n}")
-        array, keep = self._to_c_array(spec, type_name, vals)
+        if convert is not None:
+            array, keep = convert(spec.name, type_name, vals), None
+        else:
+            array, keep = self._to_c_array(spec, type_name, vals)
         self._raw_set(spec, type_name, n, array)
         scalar = spec.max_count == 1
         # described when first shown (repr, explain): a set on the lowering path pays for no string building
@@ -622,6 +642,11 @@ _CONVERT: dict[str, Any] = {
     "CUDNN_TYPE_DOUBLE": values.float_array,
     "CUDNN_TYPE_BOOLEAN": lambda attr, _t, vals: values.bool_array(attr, vals),
 }
+
+# (descriptor kind, attribute as given, type as given and its class, runtime version) -> (spec, type name, special
+# setter, converter):
+# what Descriptor.set checked once for that key (every check that does not depend on the descriptor's state or value)
+_SET_PLANS: dict[tuple, tuple] = {}
 
 # VOID_PTR attributes whose Set takes something else than an array of pointers: attribute -> Descriptor method
 _SPECIAL_VOID_PTR: dict[str, Any] = {
