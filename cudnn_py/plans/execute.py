@@ -550,7 +550,7 @@ class Executor:
                         return slow(variant_pack, workspace, handle)
                     stream = bufs.stream.value or 0
                 owner = rec if state is None else state
-                replay = recorded_get(id(binding))
+                replay = recorded_get((id(binding), id(owner)))
                 if replay is not None and replay.binding is binding and replay.owner is owner:
                     # not while the caller captures this stream: its capture records the execute instead. The
                     # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it

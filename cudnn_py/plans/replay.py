@@ -38,6 +38,7 @@ from ..backend import handle as _handle_mod
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
 CACHE_SIZE = 8  # recorded bindings kept per executor (least recently recorded dropped first)
+PENDING_OWNERS = 64  # handles whose last binding is remembered (to record a binding on its second call in a row)
 _log = logging.getLogger(__name__)
 
 
@@ -66,8 +67,10 @@ class Replays:
     def __init__(self, refusal: str | None):
         self.refusal = refusal  # why this executor never replays; None: it may
         self.on = refusal is None
-        self.recorded: OrderedDict[int, Replay] = OrderedDict()  # id(binding) -> its Replay (holding the binding)
-        self._pending: tuple = (None, None)  # the (binding, owner) of the last call that executed
+        # (id(binding), id(owner)) -> its Replay (which holds both, so neither id can be reused while recorded): each
+        # handle (a thread's default one, say) has its own recording of a binding
+        self.recorded: OrderedDict[tuple[int, int], Replay] = OrderedDict()
+        self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
         self.dropped_launches = 0  # launches of replays no longer recorded
@@ -81,8 +84,11 @@ class Replays:
                  buffers: capture.ThreadBuffers) -> bool:
         """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
         handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
-        if self._pending[0] is not binding or self._pending[1] is not owner:
-            self._pending = (binding, owner)
+        last = self._pending.get(id(owner))
+        if last is None or last[0] is not binding or last[1] is not owner:
+            if len(self._pending) >= PENDING_OWNERS and id(owner) not in self._pending:
+                self._pending.clear()  # handles come and go: forget the old ones' last calls
+            self._pending[id(owner)] = (binding, owner)
             return False
         plan = binding[0]
         if plan.id in self._refused_plans:
@@ -111,10 +117,11 @@ class Replays:
             self._refuse(plan, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}; it executes normally")
             return False
         replay.launches = 1
-        old = self.recorded.pop(id(binding), None)  # a recording of this binding for another handle
+        key = (id(binding), id(owner))
+        old = self.recorded.pop(key, None)
         if old is not None:
             self.dropped_launches += old.launches
-        self.recorded[id(binding)] = replay
+        self.recorded[key] = replay
         while len(self.recorded) > CACHE_SIZE:
             _, old = self.recorded.popitem(last=False)
             self.dropped_launches += old.launches
@@ -127,8 +134,9 @@ class Replays:
 
     def drop(self, replay: Replay, why: str) -> None:
         """Forget a recording whose launch failed (the call then executes normally)."""
-        if self.recorded.get(id(replay.binding)) is replay:
-            del self.recorded[id(replay.binding)]
+        key = (id(replay.binding), id(replay.owner))
+        if self.recorded.get(key) is replay:
+            del self.recorded[key]
             self.dropped_launches += replay.launches
         self._refuse(replay.binding[0], why)
 

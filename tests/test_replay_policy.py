@@ -1,0 +1,189 @@
+"""The execute fast path's replay policy on the CPU (plans/replay.py, plans/execute.py): when a binding is recorded,
+when its recording is launched, and what executes normally instead. The driver's capture and launch calls and
+cudnnGetStream are replaced by recorders (a CPU has nothing to capture or launch); the executor, its bindings and
+variant packs are the real ones, executed by the Recorder of test_execute_correctness. That replays compute what
+executes do is tests/test_gpu_replay.py, on a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import pytest
+
+from cudnn_py.backend import capture
+from cudnn_py.plans import execute as execute_mod
+from cudnn_py.plans import replay as replay_mod
+from tests import test_execute_correctness as harness
+from tests.test_execute_correctness import HANDLE, FakePlan, operands, square_matmul
+
+# the harness's fixtures: its fake torch module, and its fake handles registered as live (autouse there and here)
+torch_module = harness.torch
+registered_fake_handles = harness.registered_fake_handles
+pytestmark = pytest.mark.usefixtures("torch_module")
+
+STREAM = 0x5000  # the explicit handles' stream: not the legacy stream, so the capture status is asked for
+SIDE = 0x5EED
+
+
+class FakeDriver:
+    """cuStreamIsCapturing and cuGraphLaunch, recorded; plus the capture of plans/replay.py's capture module."""
+
+    def __init__(self):
+        self.launches: list[tuple[int, int]] = []
+        self.captures: list[int] = []
+        self.destroyed: list[int] = []
+        self.capturing: set[int] = set()  # streams the "caller" is capturing
+        self.launch_status = 0
+        self.capture_fails = False
+        self._execs = itertools.count(0xE000)
+
+    def cuStreamIsCapturing(self, stream, status_addr):
+        ctypes.c_int.from_address(status_addr).value = 1 if stream in self.capturing else 0
+        return 0
+
+    def cuGraphLaunch(self, exec_, stream):
+        self.launches.append((exec_, stream))
+        return self.launch_status
+
+    def capture(self, stream, run):
+        assert stream == SIDE
+        status = run()  # on a GPU this enqueues nothing: the capture records it
+        if self.capture_fails:
+            return status, 0, "cuStreamEndCapture failed with CUresult 900 (a call not allowed under capture)"
+        e = next(self._execs)
+        self.captures.append(e)
+        return status, e, ""
+
+
+class FakeCudnn:
+    """What Executor.fast takes from the loaded cuDNN: cudnnGetStream (the handle's stream) and an execute."""
+
+    def __init__(self):
+        self.streams: dict[int, int] = {}
+
+    def cudnnGetStream(self, handle, out):
+        out.value = self.streams.get(int(handle), STREAM)
+        return 0
+
+    @staticmethod
+    def cudnnBackendExecute(*_args):  # replaced by the Recorder (square_matmul)
+        raise AssertionError("the Recorder executes")
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    d, cudnn_lib = FakeDriver(), FakeCudnn()
+    monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
+    monkeypatch.setattr(capture, "driver", lambda: d)
+    monkeypatch.setattr(capture, "side_stream", lambda: SIDE)
+    monkeypatch.setattr(capture, "capture", d.capture)
+    monkeypatch.setattr(capture, "destroy_exec", d.destroyed.append)
+    monkeypatch.setattr(execute_mod, "lib", lambda: cudnn_lib)
+    d.stream_sets = []
+    monkeypatch.setattr(replay_mod._handle_mod, "set_stream", lambda h, s: d.stream_sets.append((int(h), int(s))))
+    d.cudnn = cudnn_lib
+    return d
+
+
+def setup():
+    ex, A, B, C = square_matmul()
+    assert ex.replays.on, ex.replays.refusal
+    plan = FakePlan()
+    fast = ex.fast(plan)
+    a, b, c = operands()
+    return ex, fast, {A: a, B: b, C: c}
+
+
+def test_the_second_call_in_a_row_is_recorded_and_then_launched(driver):
+    ex, fast, pack = setup()
+    for _ in range(5):
+        fast(pack, None, HANDLE)
+    # call 1: the checked path; call 2: noted; call 3: recorded (its execute captured) and launched; 4, 5: launched
+    assert len(ex._backend_execute.calls) == 3
+    assert driver.launches == [(driver.captures[0], STREAM)] * 3
+    assert driver.stream_sets == [(HANDLE, SIDE), (HANDLE, STREAM)]  # pointed at the capture stream and back
+    st = ex.replays.stats()
+    assert (st["captures"], st["recorded"], st["launches"], st["failures"]) == (1, 1, 3, [])
+
+
+def test_a_stream_the_caller_captures_gets_the_execute(driver):
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    driver.capturing.add(STREAM)
+    fast(pack, None, HANDLE)
+    assert len(ex._backend_execute.calls) == 4 and len(driver.launches) == 1  # executed, so the caller records it
+    driver.capturing.clear()
+    fast(pack, None, HANDLE)
+    assert len(driver.launches) == 2
+
+
+def test_the_handles_stream_is_read_at_every_call(driver):
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    driver.cudnn.streams[HANDLE] = 0x6000  # set_stream between calls
+    fast(pack, None, HANDLE)
+    assert driver.launches[-1] == (driver.captures[0], 0x6000)
+
+
+def test_each_handle_has_its_own_recording(driver):
+    ex, fast, pack = setup()
+    for _ in range(4):  # two handles taking turns (threads with their own handles): no one evicts the other
+        fast(pack, None, HANDLE)
+        fast(pack, None, 0x55)
+    st = ex.replays.stats()
+    assert (st["captures"], st["recorded"]) == (2, 2), st
+    # call 1 takes the checked path; each handle is recorded (and launched) on its 2nd fast call, launched after
+    assert len(driver.launches) == 5
+    assert len({e for e, _ in driver.launches}) == 2
+
+
+def test_a_failed_launch_executes_and_the_plan_is_not_recorded_again(driver):
+    ex, fast, pack = setup()
+    driver.launch_status = 700
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    assert len(ex._backend_execute.calls) == 4  # the recorded call's launch failed: it executed as well
+    st = ex.replays.stats()
+    assert st["recorded"] == 0 and "cuGraphLaunch failed with CUresult 700" in st["failures"][0]
+    driver.launch_status = 0
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    assert len(driver.captures) == 1 and len(ex._backend_execute.calls) == 7
+
+
+def test_a_launch_that_fails_later_drops_the_recording(driver):
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    driver.launch_status = 999
+    fast(pack, None, HANDLE)
+    assert len(ex._backend_execute.calls) == 4  # executed instead
+    st = ex.replays.stats()
+    assert st["recorded"] == 0 and st["launches"] == 1 and "CUresult 999" in st["failures"][-1]
+    assert st["refused_plans"]  # and not recorded again
+
+
+def test_a_plan_whose_execute_cannot_be_captured_executes(driver):
+    ex, fast, pack = setup()
+    driver.capture_fails = True
+    for _ in range(6):
+        fast(pack, None, HANDLE)
+    # every call executed; the 3rd also ran once under the (failed) capture, which on a GPU enqueues nothing
+    assert driver.launches == [] and len(ex._backend_execute.calls) == 7
+    st = ex.replays.stats()
+    assert st["captures"] == 0 and len(st["failures"]) == 1 and "could not be captured" in st["failures"][0]
+
+
+def test_other_pointers_are_other_bindings(driver):
+    ex, fast, pack = setup()
+    _, _, c2 = operands()
+    (A, a), (B, b), (C, _) = pack.items()
+    other = {A: a, B: b, C: c2}
+    for p in (pack, pack, pack, other, other, other, pack):
+        fast(p, None, HANDLE)
+    st = ex.replays.stats()
+    assert (st["captures"], st["recorded"]) == (2, 2)
+    assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
