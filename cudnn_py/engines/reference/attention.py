@@ -203,11 +203,17 @@ def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
     if node.params.get("score_mod_bprop") is not None:  # after dBias, before the scale: the user's chain rule
         d_s = _score_mod(node.params["score_mod_bprop"], d_s, read)
     extra[outs["dK"].uid] = _sum_to(scale * np.swapaxes(d_s, -1, -2) @ q, outs["dK"].dim)
-    if "dSink_token" in outs:  # the sink's share of each row, times -rowsum(dP ∘ P)
-        p_sink = np.exp(read(node.inputs["SINK_TOKEN"]) - rows["Stats"])
-        extra[outs["dSink_token"].uid] = _sum_to(-p_sink * np.sum(d_p * probs, axis=-1, keepdims=True),
-                                                 outs["dSink_token"].dim)
+    add_sink_gradient(node, read, rows, np.sum(d_p * probs, axis=-1, keepdims=True), extra)
     return WithExtra(scale * d_s @ k, extra)
+
+
+def add_sink_gradient(node: Any, read: Read, rows: dict, d_row: np.ndarray, extra: dict) -> None:
+    """dSink = -Σ p_sink D, with D = rowsum(dP ∘ P) (= rowsum(dO ∘ O)): the sink's share of each row, into
+    ``extra`` when the node has a dSink_token output."""
+    outs = node.outputs
+    if "dSink_token" in outs:
+        p_sink = np.exp(read(node.inputs["SINK_TOKEN"]) - rows["Stats"])
+        extra[outs["dSink_token"].uid] = _sum_to(-p_sink * d_row, outs["dSink_token"].dim)
 
 
 @reference("attention_view")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import _dropout_factor, _probabilities, _sdpa_check, _sum_to
+from .attention import _dropout_factor, _probabilities, _sdpa_check, _sum_to, add_sink_gradient
 from .quantize import GRIDS
 from .registry import Read, WithExtra, reference, scalar
 
@@ -73,9 +73,7 @@ def backward(node: Any, read: Read) -> WithExtra:
     extra = {outs["dK"].uid: d_k * val("SCALE_DK"), outs["dV"].uid: d_v * val("SCALE_DV"),
              outs["Amax_dQ"].uid: np.max(np.abs(d_q)), outs["Amax_dK"].uid: np.max(np.abs(d_k)),
              outs["Amax_dV"].uid: np.max(np.abs(d_v)), outs["Amax_dP"].uid: np.max(np.abs(d_s))}
-    if "dSink_token" in outs:
-        p_sink = np.exp(read(ins["SINK_TOKEN"]) - rows["Stats"])
-        extra[outs["dSink_token"].uid] = _sum_to(-p_sink * d_row, outs["dSink_token"].dim)
+    add_sink_gradient(node, read, rows, d_row, extra)
     return WithExtra(d_q * val("SCALE_DQ"), extra)
 
 

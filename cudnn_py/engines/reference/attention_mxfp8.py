@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.ops.attention_mxfp8 import ALONG_D, ALONG_S, BLOCK
-from .attention import _probabilities, _sum_to
+from .attention import _probabilities, _sum_to, add_sink_gradient
 from .quantize import unswizzle
 from .registry import Read, WithExtra, reference
 
@@ -82,9 +82,7 @@ def backward(node: Any, read: Read) -> WithExtra:
     d_k = _sum_to(np.swapaxes(d_s, -1, -2) @ mx["Q_T"], outs["dK"].dim)
     extra = {outs["dK"].uid: d_k, outs["dV"].uid: d_v, outs["Amax_dQ"].uid: np.max(np.abs(d_q)),
              outs["Amax_dK"].uid: np.max(np.abs(d_k)), outs["Amax_dV"].uid: np.max(np.abs(d_v))}
-    if "dSink_token" in outs:
-        p_sink = np.exp(read(ins["SINK_TOKEN"]) - rows["Stats"])
-        extra[outs["dSink_token"].uid] = _sum_to(-p_sink * d_row, outs["dSink_token"].dim)
+    add_sink_gradient(node, read, rows, d_row, extra)
     return WithExtra(d_q, extra)
 
 
