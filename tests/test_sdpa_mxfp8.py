@@ -106,20 +106,28 @@ def forward_graph(b=2, h_q=4, h_k=2, s_q=64, s_kv=96, d=64, d_v=None, io=H, **kw
     return g, ts, ds, outs
 
 
-def backward_graph(b=2, h_q=4, h_k=2, s_q=64, s_kv=96, d=64, d_v=None, io=H, **kw):
-    g = graph(io)
-    d_v = d_v or d
+def backward_operands(g, b, h_q, h_k, s_q, s_kv, d, d_v):
+    """The backward's MXFP8 operands and their descales, the 16-bit o / dO and the statistics, declared on ``g``:
+    (tensors by name, descales by name)."""
     dims = {"q": (b, h_q, s_q, d), "q_T": (b, h_q, s_q, d), "k": (b, h_k, s_kv, d), "k_T": (b, h_k, s_kv, d),
             "v": (b, h_k, s_kv, d_v), "dO": (b, h_q, s_q, d_v), "dO_T": (b, h_q, s_q, d_v)}
     ts = {n: mx_tensor(g, n, dims[n]) for n in dims}
     ds = {n: descale(g, f"descale_{n}", dims[n], BWD_ALONG[n]) for n in dims}
-    o16 = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="o_f16")
-    do16 = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="dO_f16")
-    stats = g.tensor([b, h_q, s_q, 1], data_type=F, name="stats")
-    outs = g.sdpa_mxfp8_backward(ts["q"], ts["q_T"], ts["k"], ts["k_T"], ts["v"], o16, do16, ts["dO"], ts["dO_T"],
-                                 stats, *(ds[n] for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")), name="mxb",
-                                 **kw)
-    return g, {**ts, "o_f16": o16, "dO_f16": do16, "stats": stats}, ds, outs
+    ts["o_f16"] = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="o_f16")
+    ts["dO_f16"] = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="dO_f16")
+    ts["stats"] = g.tensor([b, h_q, s_q, 1], data_type=F, name="stats")
+    return ts, ds
+
+
+def call_backward(g, ts, ds, **kw):
+    return g.sdpa_mxfp8_backward(ts["q"], ts["q_T"], ts["k"], ts["k_T"], ts["v"], ts["o_f16"], ts["dO_f16"], ts["dO"],
+                                 ts["dO_T"], ts["stats"], *(ds[n] for n in BWD_ALONG), name="mxb", **kw)
+
+
+def backward_graph(b=2, h_q=4, h_k=2, s_q=64, s_kv=96, d=64, d_v=None, io=H, **kw):
+    g = graph(io)
+    ts, ds = backward_operands(g, b, h_q, h_k, s_q, s_kv, d, d_v or d)
+    return g, ts, ds, call_backward(g, ts, ds, **kw)
 
 
 def set_outputs(outs, dt=BF):
@@ -498,16 +506,10 @@ def run_backward(shape, opt, data, engine, stats=None):
     b, h_q, h_k, s_q, s_kv, d, d_v = shape
     opt = dict(opt)
     g = graph(D)
-    dims = {"q": (b, h_q, s_q, d), "q_T": (b, h_q, s_q, d), "k": (b, h_k, s_kv, d), "k_T": (b, h_k, s_kv, d),
-            "v": (b, h_k, s_kv, d_v), "dO": (b, h_q, s_q, d_v), "dO_T": (b, h_q, s_q, d_v)}
-    ts = {n: mx_tensor(g, n, dims[n]) for n in dims}
-    ds = {n: descale(g, f"descale_{n}", dims[n], BWD_ALONG[n]) for n in dims}
-    o16 = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="o_f16")
-    do16 = g.tensor([b, h_q, s_q, d_v], data_type=BF, name="dO_f16")
-    st = g.tensor([b, h_q, s_q, 1], data_type=F, name="stats")
-    feeds = {ts[n]: data[n][0] for n in dims}
-    feeds.update({ds[n]: swizzled(data[n][1], BWD_ALONG[n]) for n in dims})
-    feeds.update({o16: data["o_f16"], do16: data["dO"][2], st: stats})
+    ts, ds = backward_operands(g, b, h_q, h_k, s_q, s_kv, d, d_v)
+    feeds = {ts[n]: data[n][0] for n in BWD_ALONG}
+    feeds.update({ds[n]: swizzled(data[n][1], BWD_ALONG[n]) for n in BWD_ALONG})
+    feeds.update({ts["o_f16"]: data["o_f16"], ts["dO_f16"]: data["dO"][2], ts["stats"]: stats})
     extra = []
     if opt.pop("sink", False):
         sink = g.tensor([1, h_q, 1, 1], data_type=F, name="sink")
@@ -518,9 +520,7 @@ def run_backward(shape, opt, data, engine, stats=None):
         sq, skv = g.tensor([b, 1, 1, 1], data_type=I32), g.tensor([b, 1, 1, 1], data_type=I32)
         feeds[sq], feeds[skv] = data["lens"][0].reshape(b, 1, 1, 1), data["lens"][1].reshape(b, 1, 1, 1)
         opt.update(use_padding_mask=True, seq_len_q=sq, seq_len_kv=skv)
-    outs = g.sdpa_mxfp8_backward(ts["q"], ts["q_T"], ts["k"], ts["k_T"], ts["v"], o16, do16, ts["dO"], ts["dO_T"],
-                                 st, *(ds[n] for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")),
-                                 attn_scale=1 / math.sqrt(d), name="mxb", **opt) + extra
+    outs = call_backward(g, ts, ds, attn_scale=1 / math.sqrt(d), **opt) + extra
     set_outputs(outs)
     g.register_backend(engine)
     g.validate_ir()
