@@ -215,7 +215,7 @@ def _case(results, ctx, key, case, backward):
         ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
         runs[name] = lambda g=g, pack=pack, ws=ws, h=h: g.execute(pack, ws, handle=h)
         if name == "cudnn_py":
-            replay_stats = [g.session.executor.replays.stats]
+            replay_stats = g.session.executor.replays.stats
         bufs[name] = mine
         row[f"{name}_plan0"] = g.get_plan_name_at_index(0)
         row[f"{name}_build_ms"] = statistics.median(builds[name])
@@ -242,13 +242,12 @@ def _case(results, ctx, key, case, backward):
     row["raw_ctypes_host_us"] = host["raw_ctypes"]
     row["cudnn_py_executed_host_us"] = host["cudnn_py_executed"]
     row["executed_ratio_vs_official"] = host["cudnn_py_executed"] / host["official"]
-    g_mine = bufs["cudnn_py"]
     for n in outs:  # the replayed call's output, checked as the first one was
-        g_mine[n].fill_(float("nan"))
+        bufs["cudnn_py"][n].fill_(float("nan"))
     runs["cudnn_py"]()
     torch.cuda.synchronize()
-    row["cudnn_py_replayed_rel_err"] = max(ctx.rel_err(g_mine[n], refs[n]) for n in outs)
-    row["cudnn_py_replay"] = replay_stats[0]()
+    row["cudnn_py_replayed_rel_err"] = max(ctx.rel_err(bufs["cudnn_py"][n], refs[n]) for n in outs)
+    row["cudnn_py_replay"] = replay_stats()
     row["above_floor_ratio_vs_official"] = row["cudnn_py_above_floor_us"] / row["official_above_floor_us"]
     torch_runs, refused = _torch_runs(t, case, backward)
     row["torch_refused"] = refused

@@ -642,7 +642,8 @@ def test_auto_falls_back_to_the_composite_when_the_unified_graph_finds_no_engine
     def query(op_graph, modes, sm_count):  # heuristics need a GPU: the unified graph gets none, the composite one
         asked.append(op_graph)
         configs = [] if len(asked) == 1 else [SimpleNamespace(name="fake", engine_index=0, source="A")]
-        return SimpleNamespace(configs=configs, ranked=[], per_mode=[("CUDNN_HEUR_MODE_A", f"{len(configs)} configs")])
+        return session_module.heuristics.HeuristicsResult(configs=configs, ranked=[],
+                                                          per_mode=[("CUDNN_HEUR_MODE_A", f"{len(configs)} configs")])
 
     monkeypatch.setattr(session_module.heuristics, "query", query)
     monkeypatch.setattr(s, "planning_handle", lambda: None)

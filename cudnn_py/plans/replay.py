@@ -104,7 +104,7 @@ class Replays:
             return False
         _handle_mod.set_stream(handle, side)
         try:
-            status, exec_, why = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]))
+            _, exec_, why = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]))
         finally:
             _handle_mod.set_stream(handle, stream)
         if not exec_:
@@ -117,11 +117,8 @@ class Replays:
             self._refuse(plan, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}; it executes normally")
             return False
         replay.launches = 1
-        key = (id(binding), id(owner))
-        old = self.recorded.pop(key, None)
-        if old is not None:
-            self.dropped_launches += old.launches
-        self.recorded[key] = replay
+        # (a recorded key is launched, never considered again: no recording to replace)
+        self.recorded[(id(binding), id(owner))] = replay
         while len(self.recorded) > CACHE_SIZE:
             _, old = self.recorded.popitem(last=False)
             self.dropped_launches += old.launches

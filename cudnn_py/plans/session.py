@@ -391,7 +391,7 @@ class PlanningSession:
         if key is not None:  # (given only when set, as _for_device's)
             kw["cache_key"] = key
         res = heuristics.query(self.operation_graph, modes, self.options.sm_count, **kw)
-        if getattr(res, "cached", False):  # (the CPU tests' doubles return bare namespaces)
+        if res.cached:
             self.cached_queries.append((key, modes))
         return res
 
