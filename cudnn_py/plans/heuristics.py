@@ -85,7 +85,9 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...). ``device_properties``: a finalized
     DEVICEPROP descriptor to rank engines for (deviceless planning, ``ENGINEHEUR_DEVICEPROP``; never cached).
     ``cache_key``: answer from / into the query cache (see the module's docstring); None: query cuDNN."""
-    if cache_key is not None and device_properties is None:
+    if device_properties is not None:
+        cache_key = None  # deviceless answers are for the properties given: not kept
+    if cache_key is not None:
         with _cache_lock:
             answer = _cache.get(cache_key)
             if answer is not None:
@@ -93,7 +95,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
         if answer is not None:
             return _answered(operation_graph, answer)
     result = _query(operation_graph, modes, sm_count, device_properties)
-    if cache_key is not None and device_properties is None and result.configs:
+    if cache_key is not None and result.configs:
         try:
             _remember(cache_key, result)
         except CudnnError:  # a config whose knobs cannot be read back is simply not cached

@@ -53,7 +53,7 @@ from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
 from . import cuda_graph, device_gates, errata, heuristics, serialize
 from .device_properties import DeviceProperties
-from .engine_config import EngineConfig, make_engine
+from .engine_config import CachedEngineConfig, EngineConfig, make_engine
 from .execute import Executor
 from .kernel_cache import KernelCache
 from .plan import ExecutionPlan
@@ -369,10 +369,7 @@ class PlanningSession:
             for c in res.configs:
                 _log.debug("graph %r: engine config %d %s (from %s)", self.graph.name,
                            len(self.configs) + res.configs.index(c), c.name, c.source)
-        self.heuristics_report.extend(res.per_mode)
-        self.heuristics_ranked.extend(res.ranked)
-        self.configs.extend(res.configs)
-        self._bar_erratic_engines()
+        self._take(res)
         if not self.configs:
             from ..backend.api import get_last_error_string
 
@@ -395,6 +392,13 @@ class PlanningSession:
             self.cached_queries.append((key, modes))
         return res
 
+    def _take(self, res: heuristics.HeuristicsResult) -> None:
+        """Add a query's configs (and its report, its ranking) to the graph's, barring those errata bar."""
+        self.heuristics_report.extend(res.per_mode)
+        self.heuristics_ranked.extend(res.ranked)
+        self.configs.extend(res.configs)
+        self._bar_erratic_engines()
+
     def _heuristics_key(self, modes: list[str]) -> tuple | None:
         """What decides a heuristics answer (heuristics.py, the query cache): the graph's key, how it was lowered
         (the same key lowers the same way on the same cuDNN, given the alignment of data bound at build time),
@@ -407,9 +411,11 @@ class PlanningSession:
                 bool(self.options.dynamic_shapes))
 
     def _query_afresh(self) -> bool:
-        """Every config of a cached answer failed to build and no filter barred any: forget the answers, query
-        cuDNN again and start over (True), as a graph queried first would have. False: nothing to redo."""
-        if not self.cached_queries or self.barred or self.plans:
+        """Every config came from cached answers, every one failed to build and no filter barred any: forget the
+        answers, query cuDNN again and start over (True), as a graph queried first would have. False: nothing to
+        redo (a config cuDNN gave this graph, or one the caller chose, failed as well)."""
+        if not self.cached_queries or self.barred or self.plans or \
+                not all(isinstance(c, CachedEngineConfig) for c in self.configs):
             return False
         why = "; ".join(f"{self.configs[i].name}: {f}" for i, f in self.failures.items())
         _log.info("graph %r: the configs of a cached heuristics answer did not build (%s); querying cuDNN afresh",
@@ -420,11 +426,7 @@ class PlanningSession:
         with self.on_device():
             for key, modes in queries:
                 heuristics.forget(key)
-                res = self._query(modes)  # cuDNN's answer, cached in place of the one forgotten
-                self.heuristics_report.extend(res.per_mode)
-                self.heuristics_ranked.extend(res.ranked)
-                self.configs.extend(res.configs)
-        self._bar_erratic_engines()
+                self._take(self._query(modes))  # cuDNN's answer, cached in place of the one forgotten
         return bool(self.configs)
 
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
