@@ -197,8 +197,7 @@ class Descriptor:
         if plan is None:
             type_name = _pick_type(spec, type)
             special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == "CUDNN_TYPE_VOID_PTR" else None
-            convert = _CONVERT.get(type_name) or (values.enum_array if type_name in ENUM_OF_TYPE else None)
-            plan = (spec, type_name, special, convert)
+            plan = (spec, type_name, special, _plain_converter(type_name))
             if key is not None:
                 _SET_PLANS[key] = plan
         _, type_name, special, convert = plan
@@ -237,11 +236,9 @@ class Descriptor:
                             detail=f"{n} element(s) of {type_name}")
 
     def _to_c_array(self, spec: AttributeSpec, type_name: str, vals: list) -> tuple[Any, Any]:
-        convert = _CONVERT.get(type_name)
+        convert = _plain_converter(type_name)
         if convert is not None:
             return convert(spec.name, type_name, vals), None
-        if type_name in ENUM_OF_TYPE:
-            return values.enum_array(spec.name, type_name, vals), None
         ct = element_ctype(type_name)
         n = len(vals)
         if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
@@ -647,6 +644,11 @@ _CONVERT: dict[str, Any] = {
 # setter, converter):
 # what Descriptor.set checked once for that key (every check that does not depend on the descriptor's state or value)
 _SET_PLANS: dict[tuple, tuple] = {}
+
+def _plain_converter(type_name: str) -> Any:
+    """The converter of a type whose values need nothing kept alive (numbers, booleans, enums), or None."""
+    return _CONVERT.get(type_name) or (values.enum_array if type_name in ENUM_OF_TYPE else None)
+
 
 # VOID_PTR attributes whose Set takes something else than an array of pointers: attribute -> Descriptor method
 _SPECIAL_VOID_PTR: dict[str, Any] = {
