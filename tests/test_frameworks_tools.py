@@ -259,7 +259,7 @@ def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():
     s.heuristics_report = [("CUDNN_HEUR_MODE_A", "2 config(s), 2 new"), ("CUDNN_HEUR_MODE_FALLBACK", "1 config(s), 0 new")]
     s.heuristics_ranked = [("CUDNN_HEUR_MODE_A", list(s.configs)), ("CUDNN_HEUR_MODE_FALLBACK", [s.configs[1]])]
     s.failures = {0: "CUDNN_STATUS_NOT_SUPPORTED: no kernel"}
-    s.plans = {1: SimpleNamespace(workspace=4096)}
+    s.plans = {1: SimpleNamespace(workspace=4096, source="finalized")}
     s.candidate = 1
     doc = json.loads(g.explain("json"))
     first, second = doc["engine_configs"]

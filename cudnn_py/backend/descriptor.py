@@ -322,8 +322,8 @@ class Descriptor:
     def _attr(self, name: str) -> Any:
         """What was set for attribute ``name`` through this object, as shown (None: not set)."""
         value = self._attrs.get(name)
-        if isinstance(value, _Undescribed):
-            value = self._attrs[name] = value.described()
+        if isinstance(value, _Undescribed):  # kept as set (the fingerprint reads the values, not their display)
+            value = value.described()
         return value
 
     def _data_type_bytes(self) -> int | None:
@@ -373,6 +373,54 @@ class Descriptor:
                         f"cannot finalize descriptor #{self.id}: CUDNN_ATTR_OPERATIONGRAPH_MODE = {mode} needs an "
                         f"operation of kind {' or '.join(needs)}; the graph has {', '.join(have) or 'none'} "
                         f"({source}). Leave the mode unset (AUTO) unless you know the graph's pattern.")
+
+    # ----------------------------------------------------------------------------------------------- fingerprint
+    def fingerprint(self) -> tuple | None:
+        """Everything set on this descriptor and on every descriptor it references, canonical and hashable: two
+        descriptor trees with equal fingerprints got the same ``set()`` calls, descriptors compared by what was set
+        on them and a descriptor referenced twice (a tensor two operations share) as one. None when that cannot be
+        known from here: a descriptor cuDNN filled in (read back, loaded from JSON), or a constant given by address.
+        (The plan cache keys plans by the fingerprint of their operation graph: ``plans/plan_cache.py``.)"""
+        order: dict[int, int] = {}  # descriptor id -> its position in the fingerprint
+        out: list = []
+
+        def visit(d: Descriptor) -> int:
+            pos = order.get(d.id)
+            if pos is not None:
+                return pos
+            if d._filled:
+                raise _Unknowable
+            pos = order[d.id] = len(out)
+            out.append(None)
+            items: list[tuple[str, str, Any]] = []
+            for name in sorted(d._attrs):
+                value, kept = d._attrs[name], d._keepalive.get(name)
+                if isinstance(value, _Undescribed):
+                    t = value.type_name
+                    if t == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+                        items.append((name, t, tuple(visit(c) for c in value.vals)))
+                    elif t in ("CUDNN_TYPE_FLOAT", "CUDNN_TYPE_DOUBLE"):  # -0.0 is not 0.0 here
+                        items.append((name, t, tuple(float(x).hex() for x in value.vals)))
+                    else:
+                        items.append((name, t, tuple(value.vals)))
+                elif name == "CUDNN_ATTR_TENSOR_CONSTANT_VALUE":  # the value at the address, not the address
+                    scalar = kept[1] if kept else None
+                    if not isinstance(scalar, ctypes._SimpleCData):
+                        raise _Unknowable
+                    items.append((name, type(scalar).__name__, ctypes.string_at(ctypes.addressof(scalar),
+                                                                                 ctypes.sizeof(scalar))))
+                elif kept and all(isinstance(c, Descriptor) for c in kept):  # described for a repr already
+                    items.append((name, "CUDNN_TYPE_BACKEND_DESCRIPTOR", tuple(visit(c) for c in kept)))
+                else:  # as shown (pointers, handles, and values an explain() described)
+                    items.append((name, "shown", _frozen(value)))
+            out[pos] = (d.kind.name, tuple(items))
+            return pos
+
+        try:
+            visit(self)
+        except _Unknowable:
+            return None
+        return tuple(out)
 
     # ----------------------------------------------------------------------------------------------- get
     def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None,
@@ -691,16 +739,27 @@ def _from_c(x: Any, type_name: str) -> Any:
 _DESCRIBED_AT_ONCE = frozenset({"CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"})
 
 
+class _Unknowable(Exception):
+    """A fingerprint cannot be known (a descriptor cuDNN filled in, a constant given by address)."""
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
 class _Undescribed:
     """The values of a set() until something shows them."""
 
-    __slots__ = ("vals", "type_name", "scalar")
+    __slots__ = ("vals", "type_name", "scalar", "_shown")
 
     def __init__(self, vals: list, type_name: str, scalar: bool):
         self.vals, self.type_name, self.scalar = vals, type_name, scalar
+        self._shown: Any = _Undescribed  # not described yet
 
     def described(self) -> Any:
-        return _describe(self.vals, self.type_name, self.scalar)
+        if self._shown is _Undescribed:
+            self._shown = _describe(self.vals, self.type_name, self.scalar)
+        return self._shown
 
 
 def _describe(vals: list, type_name: str, scalar: bool) -> Any:

@@ -131,6 +131,7 @@ def _config(session: Any, i: int, c: Any) -> dict:
         entry["filtered_because"] = session.barred[i]
     if plan is not None:
         entry["plan_workspace"] = plan.workspace
+        entry["plan_source"] = plan.source  # finalized, deserialized, or rebuilt by the plan cache
     return entry
 
 
@@ -188,7 +189,9 @@ def text(doc: dict) -> str:
             knobs = ",".join(f"{k.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in c["knobs"].items())
             ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
             out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
-                       f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}{default}")
+                       f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}"
+                       f"{' (' + c['plan_source'] + ')' if c.get('plan_source', 'finalized') != 'finalized' else ''}"
+                       f"{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")
     replay = doc.get("execute_replay")

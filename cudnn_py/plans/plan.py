@@ -16,6 +16,8 @@ class ExecutionPlan:
     workspace: int
     ptr: ctypes.c_void_p = field(init=False, repr=False)  # converted once for the execute hot path
     id: int = field(init=False, repr=False)
+    # how it was made: "finalized" from its engine config, "deserialized" (from_json), or plan_cache.REBUILT
+    source: str = field(default="finalized", init=False)
 
     def __post_init__(self) -> None:
         self.ptr = ctypes.c_void_p(self.plan.ptr)
@@ -49,7 +51,9 @@ class ExecutionPlan:
         plan.finalize()
         cfg = plan.get("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG")
         ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
-        return cls(plan, EngineConfig.from_descriptor(cfg, "deserialized"), ws)
+        built = cls(plan, EngineConfig.from_descriptor(cfg, "deserialized"), ws)
+        built.source = "deserialized"
+        return built
 
     def to_json(self) -> str:
         """The plan's ``EXECUTION_PLAN_JSON_REPRESENTATION`` (serialisable, engine and knobs)."""

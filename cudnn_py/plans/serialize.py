@@ -8,6 +8,8 @@ The blob is UTF-8 JSON (cudnn_py's own format, not the frontend's UBJSON):
 * ``plan`` - its name, ``CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION`` and workspace size;
 * ``tensors`` - every variant-pack slot: uid, name, dims, strides, data type, alignment, and for pass-by-value
   scalars the value the graph carried, so a deserialized graph checks operands exactly as the original did;
+* ``scratch`` - the intermediates the program keeps at the start of the workspace (uid -> bytes; the composite
+  attention backward's row sums and dQ accumulator): the variant pack must point them there again;
 * ``graph`` - the IR as built (``pygraph.inspect()``), for the record.
 """
 from __future__ import annotations
@@ -59,14 +61,15 @@ class TensorRecord:
             raise ValueError(f"serialized plan: bad tensor record {d!r}: {e}") from None
 
 
-def dump(plan: ExecutionPlan, tensors: list, graph_doc: dict) -> bytes:
+def dump(plan: ExecutionPlan, tensors: list, graph_doc: dict, scratch: dict[int, int] | None = None) -> bytes:
     doc = {"format": FORMAT, "version": VERSION, "cudnn_version": versions.runtime_version(),
            "plan": {"name": plan.name, "json": plan.to_json(), "workspace": plan.workspace},
-           "tensors": [TensorRecord.of(t).to_dict() for t in tensors], "graph": graph_doc}
+           "tensors": [TensorRecord.of(t).to_dict() for t in tensors], "graph": graph_doc,
+           "scratch": {str(uid): int(n) for uid, n in (scratch or {}).items()}}
     return json.dumps(doc, sort_keys=True, default=str).encode()
 
 
-def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord]]:
+def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dict[int, int]]:
     """Parse a blob (bytes, a list of byte values as ``serialize()`` returns, or str) and rebuild its plan."""
     if isinstance(blob, str):
         blob = blob.encode()
@@ -83,5 +86,12 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord]]:
         raise ValueError(f"the plan was serialized with cuDNN {version_string(built_with)}; the loaded cuDNN is "
                          f"{version_string(running)} (a serialized plan loads only into the cuDNN that built it)")
     records = [TensorRecord.from_dict(d) for d in doc.get("tensors", [])]
+    try:
+        scratch = {int(uid): int(n) for uid, n in doc.get("scratch", {}).items()}
+    except (AttributeError, TypeError, ValueError) as e:
+        raise ValueError(f"serialized plan: bad scratch record {doc.get('scratch')!r}: {e}") from None
+    if any(n <= 0 for n in scratch.values()) or set(scratch) & {r.uid for r in records}:
+        raise ValueError(f"serialized plan: bad scratch record {scratch!r} (sizes must be positive, uids not "
+                         "those of bound tensors)")
     plan = ExecutionPlan.from_json(doc["plan"]["json"], handle)
-    return plan, records
+    return plan, records, scratch

@@ -51,7 +51,7 @@ from ..interop import data_ptr
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
-from . import cuda_graph, device_gates, errata, heuristics, serialize
+from . import cuda_graph, device_gates, errata, heuristics, plan_cache, serialize
 from .device_properties import DeviceProperties
 from .engine_config import CachedEngineConfig, EngineConfig, make_engine
 from .execute import Executor
@@ -116,6 +116,7 @@ class PlanningSession:
         self.context: int | None = None  # that handle's CUDA context (None: not known)
         self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
+        self._fingerprint: tuple[tuple | None] | None = None  # (the operation graph's fingerprint,) once computed
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -543,7 +544,14 @@ class PlanningSession:
         t0 = time.perf_counter()
         try:
             with self.on_device():  # kernels are compiled and loaded into the current context
-                plan = ExecutionPlan.build(self.configs[i], **self._with_cache())
+                cache_key, plan = self._plan_cache_key(i), None
+                if cache_key is not None:
+                    assert self.lowered is not None and self.lowered.handle is not None
+                    plan = plan_cache.rebuild(cache_key, self.configs[i], self.lowered.handle)
+                if plan is None:
+                    plan = ExecutionPlan.build(self.configs[i], **self._with_cache())
+                    if cache_key is not None:
+                        plan_cache.remember(cache_key, plan)
             if self.executor is not None:  # the program's workspace-resident intermediates come first
                 plan.workspace += self.executor.scratch_bytes
             self.plans[i] = plan
@@ -557,6 +565,19 @@ class PlanningSession:
         self._advance(Phase.PLANS)
         if self.candidate is None:
             self._set_candidate(i)
+
+    def _plan_cache_key(self, i: int) -> tuple | None:
+        """Config ``i``'s key in the plan cache (plan_cache.py), or None: not cached. Only a graph whose heuristics
+        came from the query cache (its key was planned before) is fingerprinted, so a graph built once pays
+        nothing; never with a kernel cache or device properties (a plan holds more than its JSON then)."""
+        lowered = self.lowered
+        if not self.cached_queries or self.options.kernel_cache is not None or lowered is None or \
+                lowered.handle is None or lowered.operation_graph is None or not plan_cache.enabled():
+            return None
+        if self._fingerprint is None:
+            self._fingerprint = (lowered.operation_graph.fingerprint(),)
+        return plan_cache.key(self._fingerprint[0], self.configs[i], self.options.sm_count, self.device,
+                              lowered.handle)
 
     def build_plans(self, build_all: bool = False) -> None:
         """Build the best-ranked plan that builds (``build_all``: every plan), and make the best one the default."""
@@ -640,17 +661,20 @@ class PlanningSession:
         if self.program is not None and slice_aliases(self.program):
             raise NotImplementedOptionError("serialize() of a graph with a slice is not implemented: the blob does "
                                             "not record the slice output's pointer offset")
-        return serialize.dump(self.plan(), self.bound_tensors, graph_doc)
+        return serialize.dump(self.plan(), self.bound_tensors, graph_doc,
+                              self.program.scratch if self.program is not None else None)
 
     @classmethod
     def deserialized(cls, graph: Any, options: SessionOptions, blob: Any, handle: int,
                      on_default_plan_change: Callable[[], None] = lambda: None) -> PlanningSession:
         """A session that starts EXECUTABLE: the plan rebuilt from a blob, operands checked against its records."""
         with cuda_context.bound(context_of(handle)):
-            plan, records = serialize.load(blob, handle)
+            plan, records, scratch = serialize.load(blob, handle)
         s = cls(graph, options, on_default_plan_change)
         by_uid = {r.uid: r for r in records}
         s.executor = Executor(list(by_uid), by_uid)
+        s.executor.set_scratch(scratch)
+        plan.workspace += s.executor.scratch_bytes  # as build_plan_at_index adds them
         s.executor.graph_handle = handle
         s._bind_device(handle)
         s.bound_tensors = records

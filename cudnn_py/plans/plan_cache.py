@@ -1,0 +1,119 @@
+"""The plan cache: an execution plan built before in this process, for the same operation graph and engine config,
+is rebuilt from its JSON instead of being finalized afresh.
+
+Why: finalizing an attention plan costs 40-60 ms on the H200 even when cuDNN has its kernel compiled already;
+rebuilding one from ``EXECUTION_PLAN_JSON_REPRESENTATION`` (``graph_flow.md`` §5.1, what ``deserialize()`` does)
+costs 2-4 ms (``.dev/probe_build_finalize.py``). Building the same graph again (one per thread, per request, per
+training step of a framework that rebuilds) is common.
+
+What makes a hit the same plan:
+
+* the key is the operation graph's **fingerprint** (``Descriptor.fingerprint``: every attribute set on the graph,
+  its operations and tensors: dims, strides, uids, data types, modes, scalars by value), the engine (global index)
+  and knob choices, the SM count target, the device and the handle the graph was finalized with; the plan's JSON
+  is cuDNN's own description of that graph and config. A graph with anything cuDNN filled in, or a constant given
+  by address, has no fingerprint and is not cached;
+* the rebuilt plan is checked before use: its engine, knob choices and workspace size must be the ones recorded
+  when the entry was made. A rebuild that fails or differs drops the entry, is logged, and the plan is finalized
+  as if there were no cache (the normal path, not a fallback that hides anything: the plan built is the one asked
+  for either way);
+* what a plan holds beyond its JSON (a kernel cache, device properties for deviceless planning) is never cached:
+  ``PlanningSession`` asks only for plans of graphs planned on a device without a kernel cache.
+
+Entries are made for graphs whose heuristics query was answered from the query cache (a graph key seen before,
+``heuristics.py``), so a graph built once pays nothing: the second build finalizes and records its plan, later ones
+rebuild it. ``PLAN_CACHE_SIZE`` entries (JSON of tens of KB each), least recently used dropped first;
+``CUDNN_PY_PLAN_CACHE=0`` (read per build) turns it off; ``clear_cache()`` empties it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CudnnError
+from .engine_config import EngineConfig
+from .plan import ExecutionPlan
+
+_log = logging.getLogger(__name__)
+
+PLAN_CACHE_SIZE = 128
+PLAN_CACHE_ENV = "CUDNN_PY_PLAN_CACHE"
+REBUILT = "rebuilt from the JSON of the same plan built earlier in this process (plan cache)"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    json: str
+    engine_index: int
+    knobs: tuple[tuple[int, int], ...]
+    workspace: int  # cuDNN's, without the program's workspace-resident intermediates
+
+
+_cache: OrderedDict[Any, _Entry] = OrderedDict()
+_lock = threading.Lock()
+stats = {"hits": 0, "entries_made": 0, "rebuilds_refused": 0}
+
+
+def enabled() -> bool:
+    return os.environ.get(PLAN_CACHE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def key(fingerprint: tuple | None, config: EngineConfig, sm_count: int | None, device: int | None,
+        handle: int) -> tuple | None:
+    """The cache key of a plan for ``config`` over an operation graph of ``fingerprint``; None: not cacheable."""
+    if fingerprint is None or device is None:
+        return None
+    return (fingerprint, config.engine_index, tuple(config.knobs), sm_count, device, handle)
+
+
+def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPlan | None:
+    """The plan of an entry, rebuilt from its JSON and checked against it; None: no entry, or it was dropped."""
+    with _lock:
+        entry = _cache.get(cache_key)
+        if entry is not None:
+            _cache.move_to_end(cache_key)
+    if entry is None:
+        return None
+    try:
+        plan = ExecutionPlan.from_json(entry.json, handle)
+        got = (plan.config.engine_index, tuple(plan.config.knobs), plan.workspace)
+        want = (entry.engine_index, entry.knobs, entry.workspace)
+        if got != want:
+            raise ValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
+    except (CudnnError, ValueError) as e:
+        with _lock:
+            _cache.pop(cache_key, None)
+            stats["rebuilds_refused"] += 1
+        _log.warning("plan cache: the entry for %s could not be rebuilt (%s); dropped, the plan is finalized afresh",
+                     config.name, e)
+        return None
+    with _lock:
+        stats["hits"] += 1
+    plan.config = config  # the graph's own config object (its notes, its source), the same engine and knobs
+    plan.source = REBUILT
+    return plan
+
+
+def remember(cache_key: tuple, plan: ExecutionPlan) -> None:
+    """Record a plan just finalized for ``cache_key``; a plan cuDNN cannot write as JSON is simply not cached."""
+    try:
+        text = plan.to_json()
+        workspace = int(plan.plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
+    except CudnnError as e:
+        _log.info("plan cache: plan %s has no JSON representation (%s); not cached", plan.name, e)
+        return
+    entry = _Entry(text, plan.config.engine_index, tuple(plan.config.knobs), workspace)
+    with _lock:
+        _cache[cache_key] = entry
+        stats["entries_made"] += 1
+        while len(_cache) > PLAN_CACHE_SIZE:
+            _cache.popitem(last=False)

@@ -1,0 +1,157 @@
+"""CPU: what keys the plan cache (``Descriptor.fingerprint`` of lowered graphs and of raw descriptors), the checks a
+rebuilt plan must pass before it is used, and the serialized scratch record. The cache serving real plans, and
+their results, is tests/test_gpu_plan_cache.py."""
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+
+import pytest
+
+import cudnn_py as cudnn
+from cudnn_py.backend import Descriptor
+from cudnn_py.plans import plan_cache, serialize
+from cudnn_py.plans.engine_config import EngineConfig
+
+H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+
+
+def attention(s=128, d=64, scale=None, causal=True, q_stride=None, uid=None):
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    T = {n: g.tensor(name=n, dim=[1, 2, s, d], stride=[2 * s * d, s * d, d, 1], data_type=H) for n in "qkv"}
+    if q_stride is not None:
+        T["q"].set_stride(q_stride)
+    if uid is not None:
+        T["v"].set_uid(uid)
+    o, _ = g.sdpa(q=T["q"], k=T["k"], v=T["v"], generate_stats=False,
+                  attn_scale=scale if scale is not None else 1 / math.sqrt(d), use_causal_mask=causal)
+    o.set_output(True)
+    g.validate()
+    return g.session.lowered.operation_graph.fingerprint()
+
+
+def test_identical_graphs_have_equal_fingerprints_and_any_difference_shows():
+    base = attention()
+    assert base is not None and base == attention() and hash(base) == hash(attention())
+    for changed in (attention(s=192), attention(d=128), attention(causal=False),
+                    attention(q_stride=[2 * 128 * 64, 64, 128, 1]), attention(uid=4242)):
+        assert changed != base
+    # the scale is a pass-by-value scalar: its value is in the variant pack, not the plan (the same plan serves)
+    assert attention(scale=0.5) == base
+
+
+def tensor(uid, dims=(2, 3), data_type="CUDNN_DATA_FLOAT"):
+    t = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+    t.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", uid).set("CUDNN_ATTR_TENSOR_DATA_TYPE", data_type)
+    t.set("CUDNN_ATTR_TENSOR_DIMENSIONS", list(dims)).set("CUDNN_ATTR_TENSOR_STRIDES", [dims[1], 1])
+    t.set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", 16)
+    return t.finalize()
+
+
+def add(x, y, out, alpha=1.0):
+    pw = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")
+    pw.set("CUDNN_ATTR_POINTWISE_MODE", "CUDNN_POINTWISE_ADD").set("CUDNN_ATTR_POINTWISE_MATH_PREC", "CUDNN_DATA_FLOAT")
+    pw.finalize()
+    op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR", pw).set("CUDNN_ATTR_OPERATION_POINTWISE_XDESC", x)
+    op.set("CUDNN_ATTR_OPERATION_POINTWISE_BDESC", y).set("CUDNN_ATTR_OPERATION_POINTWISE_YDESC", out)
+    op.set("CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1", alpha, "CUDNN_TYPE_FLOAT")
+    return op
+
+
+def test_a_shared_tensor_is_not_two_equal_ones():
+    x = tensor(1)
+    shared = add(x, x, tensor(3)).fingerprint()
+    separate = add(tensor(1), tensor(1), tensor(3)).fingerprint()  # the same attributes, two descriptors
+    assert shared != separate
+    assert separate == add(tensor(1), tensor(1), tensor(3)).fingerprint()
+
+
+def test_floats_by_bits_and_constants_by_value():
+    assert add(tensor(1), tensor(2), tensor(3), 0.0).fingerprint() != \
+        add(tensor(1), tensor(2), tensor(3), -0.0).fingerprint()
+
+    def constant(value):
+        t = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+        t.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", 9).set("CUDNN_ATTR_TENSOR_DATA_TYPE", "CUDNN_DATA_FLOAT")
+        t.set("CUDNN_ATTR_TENSOR_IS_BY_VALUE", True).set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", value)
+        return t
+
+    assert constant(ctypes.c_float(2.0)).fingerprint() == constant(ctypes.c_float(2.0)).fingerprint()
+    assert constant(ctypes.c_float(2.0)).fingerprint() != constant(ctypes.c_float(3.0)).fingerprint()
+    kept = ctypes.c_float(2.0)
+    assert constant(ctypes.addressof(kept)).fingerprint() is None  # an address: what it points at may change
+
+
+def test_a_repr_does_not_change_the_descriptor_references():
+    x = tensor(1)
+    op = add(x, x, tensor(3))
+    before = op.fingerprint()
+    repr(op), op._attr("CUDNN_ATTR_OPERATION_POINTWISE_XDESC")  # described for display
+    assert op.fingerprint() == before
+
+
+def test_a_descriptor_cuDNN_filled_in_has_none():
+    t = tensor(1)
+    t._filled = True  # as get() copies and JSON-loaded descriptors are marked
+    assert add(t, tensor(2), tensor(3)).fingerprint() is None
+
+
+class _Config(EngineConfig):
+    def __init__(self, index, knobs):  # an engine config as heuristics name it, without descriptors
+        self.engine_index, self._knobs, self.source = index, list(knobs), "test"
+
+
+class _Plan:
+    def __init__(self, index, knobs, workspace):
+        self.config, self.workspace, self.source = _Config(index, knobs), workspace, "deserialized"
+
+
+@pytest.fixture
+def one_entry(monkeypatch):
+    plan_cache.clear_cache()
+    key = plan_cache.key(("graph",), _Config(6, [(24, 26)]), None, 0, 1234)
+    plan_cache._cache[key] = plan_cache._Entry('{"plan": 1}', 6, ((24, 26),), 4096)
+    yield key
+    plan_cache.clear_cache()
+
+
+@pytest.mark.parametrize("rebuilt", [(7, [(24, 26)], 4096), (6, [(24, 25)], 4096), (6, [(24, 26)], 0)],
+                         ids=["other-engine", "other-knobs", "other-workspace"])
+def test_a_rebuilt_plan_that_differs_from_its_entry_is_refused(one_entry, monkeypatch, rebuilt):
+    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(lambda text, handle: _Plan(*rebuilt)))
+    refused = plan_cache.stats["rebuilds_refused"]
+    assert plan_cache.rebuild(one_entry, _Config(6, [(24, 26)]), 1234) is None
+    assert plan_cache.stats["rebuilds_refused"] == refused + 1 and one_entry not in plan_cache._cache
+
+
+def test_a_matching_rebuild_is_served_with_the_graphs_own_config(one_entry, monkeypatch):
+    calls = []
+    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json",
+                        staticmethod(lambda text, handle: calls.append((text, handle)) or _Plan(6, [(24, 26)], 4096)))
+    mine = _Config(6, [(24, 26)])
+    plan = plan_cache.rebuild(one_entry, mine, 1234)
+    assert calls == [('{"plan": 1}', 1234)]
+    assert plan is not None and plan.config is mine and plan.source == plan_cache.REBUILT
+
+
+def test_keys():
+    cfg = _Config(6, [(24, 26)])
+    assert plan_cache.key(None, cfg, None, 0, 1) is None  # no fingerprint
+    assert plan_cache.key(("g",), cfg, None, None, 1) is None  # no device
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), _Config(6, [(24, 27)]), None, 0, 1)
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), cfg, 66, 0, 1)  # SM count target
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), cfg, None, 0, 2)  # handle
+
+
+@pytest.mark.parametrize("scratch", [{"5": 0}, {"1": 64}, ["5"], {"x": 8}])
+def test_a_serialized_plans_scratch_record_is_checked(scratch):
+    from cudnn_py.backend import versions
+
+    doc = {"format": serialize.FORMAT, "version": serialize.VERSION, "cudnn_version": versions.runtime_version(),
+           "plan": {"json": "{}"}, "scratch": scratch,
+           "tensors": [{"uid": 1, "name": "x", "dim": [1], "stride": [1], "data_type": "FLOAT", "alignment": 16,
+                        "is_pass_by_value": False, "pass_by_value": None}]}
+    with pytest.raises(ValueError, match="scratch"):
+        serialize.load(json.dumps(doc).encode(), 0)
