@@ -128,8 +128,9 @@ def test_a_rebuilt_plan_that_differs_from_its_entry_is_refused(one_entry, monkey
 
 def test_a_matching_rebuild_is_served_with_the_graphs_own_config(one_entry, monkeypatch):
     calls = []
-    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json",
-                        staticmethod(lambda text, handle: calls.append((text, handle)) or _Plan(6, [(24, 26)], 4096)))
+    # read back from JSON, a plan lists the engine's other knobs at -1 (their default): the same choices
+    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(
+        lambda text, handle: calls.append((text, handle)) or _Plan(6, [(14, -1), (24, 26)], 4096)))
     mine = _Config(6, [(24, 26)])
     plan = plan_cache.rebuild(one_entry, mine, 1234)
     assert calls == [('{"plan": 1}', 1234)]

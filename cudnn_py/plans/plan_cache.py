@@ -75,6 +75,12 @@ def key(fingerprint: tuple | None, config: EngineConfig, sm_count: int | None, d
     return (fingerprint, config.engine_index, tuple(config.knobs), sm_count, device, handle)
 
 
+def _chosen(knobs: Any) -> dict[int, int]:
+    """Knob choices as cuDNN applies them: a plan read back from JSON also lists the engine's other knobs at -1 (its
+    default; seen on the H200 for engines 6 and 7: ``k14=-1``, ``k17=-1``), which a heuristics config leaves out."""
+    return {t: v for t, v in knobs if v != -1}
+
+
 def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPlan | None:
     """The plan of an entry, rebuilt from its JSON and checked against it; None: no entry, or it was dropped."""
     with _lock:
@@ -85,8 +91,8 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
         return None
     try:
         plan = ExecutionPlan.from_json(entry.json, handle)
-        got = (plan.config.engine_index, tuple(plan.config.knobs), plan.workspace)
-        want = (entry.engine_index, entry.knobs, entry.workspace)
+        got = (plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
+        want = (entry.engine_index, _chosen(entry.knobs), entry.workspace)
         if got != want:
             raise ValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
     except (CudnnError, ValueError) as e:
