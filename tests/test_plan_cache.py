@@ -156,3 +156,31 @@ def test_a_serialized_plans_scratch_record_is_checked(scratch):
                         "is_pass_by_value": False, "pass_by_value": None}]}
     with pytest.raises(ValueError, match="scratch"):
         serialize.load(json.dumps(doc).encode(), 0)
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_a_build_pauses_the_garbage_collector_and_restores_it(monkeypatch, collector_on):
+    import gc
+
+    from cudnn_py.plans.session import PlanningSession
+
+    seen = []
+    real = PlanningSession.validate
+
+    def validate(self):
+        seen.append(gc.isenabled())
+        if len(seen) == 2:
+            raise RuntimeError("a failing validate")
+        return real(self)
+
+    monkeypatch.setattr(PlanningSession, "validate", validate)
+    was = gc.isenabled()
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        attention()  # validates
+        assert seen == [False] and gc.isenabled() is collector_on
+        with pytest.raises(RuntimeError, match="a failing validate"):
+            attention()
+        assert gc.isenabled() is collector_on
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -13,8 +13,11 @@ cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOpt
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import functools
+import gc
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
@@ -27,6 +30,35 @@ from ..plans.kernel_cache import KernelCache
 from ..plans.session import Phase, PlanningSession, SessionOptions
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_gc_lock = threading.Lock()
+_gc_paused = [0, False]  # [builds in progress, whether the collector was on when the first one began]
+
+
+def _without_gc(method: _F) -> _F:
+    """Run a build step with the cyclic garbage collector paused. Lowering a graph allocates thousands of small
+    objects, and each collection it triggers walks the young ones; in a process with a large heap (torch's), an
+    occasional full collection lands inside a build (an attention build's validate ranged 4-19 ms on the H200).
+    Nothing a build makes is cyclic garbage that must go at once. Nested and concurrent builds share one pause;
+    the collector is switched back on by the last one to finish, and only if it was on when the first began."""
+
+    @functools.wraps(method)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        with _gc_lock:
+            if _gc_paused[0] == 0:
+                _gc_paused[1] = gc.isenabled()
+                gc.disable()
+            _gc_paused[0] += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            with _gc_lock:
+                _gc_paused[0] -= 1
+                if _gc_paused[0] == 0 and _gc_paused[1]:
+                    gc.enable()
+
+    return paused  # type: ignore[return-value]
 
 
 def _refuse_unimplemented(**given: Any) -> None:
@@ -208,6 +240,7 @@ class pygraph(Graph):
             raise PhaseError(f"call create_execution_plans() before {what}()")
 
     # ---- validation and the classic staged build --------------------------------------------------------------------
+    @_without_gc
     def validate(self) -> None:
         """IR inference and checks; then, with no python engines registered, the passes and cuDNN's own tensor /
         operation / operation-graph validation (which works without a GPU on cuDNN >= 9.8)."""
@@ -215,6 +248,7 @@ class pygraph(Graph):
         if not self._engines:
             self.session.validate()
 
+    @_without_gc
     def build_operation_graph(self) -> None:
         """Validate; without python engines also finalize the cuDNN operation graph (with a handle), so the
         classic queries (get_engine_count, get_knobs_for_engine) work before create_execution_plans()."""
@@ -223,6 +257,7 @@ class pygraph(Graph):
         if not self._engines:
             self._at(Phase.OPERATION_GRAPH)
 
+    @_without_gc
     def create_execution_plans(self, heuristics: Any = None) -> None:
         """Route once: python engines that accept the graph and the cuDNN entry (heuristic modes `heuristics`,
         default [A, FALLBACK]) form the ranked plan list; the graph freezes."""
@@ -256,6 +291,7 @@ class pygraph(Graph):
         else:
             self._at(Phase.ENGINE_CONFIGS).check_support()
 
+    @_without_gc
     def build_plans(self, *args: Any, ctx: ExecutionContext | None = None, **kwargs: Any) -> None:
         """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
         build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan)."""
