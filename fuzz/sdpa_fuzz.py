@@ -17,6 +17,10 @@ result is compared with the float64 reference engine (``cudnn_py.engines.referen
 definition) on the same rounded inputs: O (and dQ, dK, dV, dBias) within the io type's tolerance, Stats within
 2e-3; rows past a batch's seq_len_q are padding and not compared. Outcomes as in the conv fuzz: **ok**, **refused**
 (a cudnnGraphNotSupportedError / ValueError before anything ran, with its reason), **wrong**, **error**, **died**.
+
+Every case that runs is then built twice more: the third build's plan is rebuilt by the plan cache
+(``plans/plan_cache.py``) from the JSON of the second's, executed on the same inputs and checked the same way; a
+forward must also equal the first plan's output bit for bit (``plan_cache`` in the record says whether it was).
 """
 from __future__ import annotations
 
@@ -196,6 +200,7 @@ def run_case(spec: dict) -> dict:
     import torch
 
     import cudnn_py as cudnn
+    from cudnn_py.plans import plan_cache
 
     gen = torch.Generator(device="cuda").manual_seed(spec["seed"] * 7919 + spec["id"])
     g, ins, outs = build_graph(cudnn, spec)
@@ -213,6 +218,39 @@ def run_case(spec: dict) -> dict:
         values["o"] = torch.empty_strided(o.shape, tuple(ins["o"].get_stride()), dtype=o.dtype, device="cuda")
         values["o"].copy_(torch.nan_to_num(o))
         values["stats"] = torch.from_numpy(np.nan_to_num(ref_fwd["Stats"], neginf=0.0)).to("cuda", torch.float32)
+    got = _execute(torch, g, ins, outs, values)
+    plan = g.get_plan_name_at_index(0) if g.get_execution_plan_count() else "?"
+    ref = _reference(cudnn, spec, values, list(outs))
+    valid = None
+    if spec["padding"]:
+        lens = values["sq"].reshape(-1).cpu().numpy()
+        valid = np.arange(spec["s_q"]).reshape(1, 1, -1, 1) < lens.reshape(-1, 1, 1, 1)
+    wrong, worst, detail = _check(spec, got, ref, valid)
+    if wrong is not None:
+        return {"outcome": "wrong", "reason": wrong, "plan": plan, "errors": detail}
+    # the plan cache (plans/plan_cache.py): the same graph built twice more, the third plan rebuilt from the JSON of
+    # the second's; it must compute what the first computed (a forward bit for bit; a backward, whose atomics do
+    # not repeat bitwise, within the same tolerance of the reference)
+    for _ in range(2):
+        g2, ins2, outs2 = build_graph(cudnn, spec)
+        g2.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    source = g2.session.plan().source if g2.selected_engine is None else "python engine"
+    cached = "rebuilt" if source == plan_cache.REBUILT else f"not rebuilt ({source})"
+    if source == plan_cache.REBUILT:
+        got2 = _execute(torch, g2, ins2, outs2, values)
+        wrong, _, _ = _check(spec, got2, ref, valid)
+        if wrong is None and spec["direction"] == "forward":
+            differ = [r for r in got if not torch.equal(torch.nan_to_num(got[r]), torch.nan_to_num(got2[r]))]
+            if differ:
+                wrong = f"{', '.join(differ)}: the rebuilt plan's output differs from the finalized plan's"
+        if wrong is not None:
+            return {"outcome": "wrong", "reason": f"plan cache: {wrong}", "plan": plan, "errors": detail}
+    return {"outcome": "ok", "worst_of_tolerance": round(worst, 3), "errors": detail, "plan": plan,
+            "plan_cache": cached}
+
+
+def _execute(torch: Any, g: Any, ins: dict, outs: dict, values: dict) -> dict:
+    """Execute with NaN-poisoned outputs and a 0xFF-poisoned workspace; the outputs."""
     tdt = values["q"].dtype
     got = {}
     for role, t in outs.items():
@@ -223,13 +261,15 @@ def run_case(spec: dict) -> dict:
     ws = torch.full((max(1, g.get_workspace_size()),), 255, device="cuda", dtype=torch.uint8)  # poisoned
     g.execute({**{ins[k]: v for k, v in values.items()}, **{outs[k]: v for k, v in got.items()}}, ws)
     torch.cuda.synchronize()
-    plan = g.get_plan_name_at_index(0) if g.get_execution_plan_count() else "?"
-    ref = _reference(cudnn, spec, values, list(outs))
-    valid = None
-    if spec["padding"]:
-        lens = values["sq"].reshape(-1).cpu().numpy()
-        valid = np.arange(spec["s_q"]).reshape(1, 1, -1, 1) < lens.reshape(-1, 1, 1, 1)
-    worst, detail = 0.0, []
+    return got
+
+
+def _check(spec: dict, got: dict, ref: dict, valid: Any) -> tuple[str | None, float, list[str]]:
+    """(what is wrong or None, the worst error as a fraction of its tolerance, per-output errors)."""
+    import numpy as np
+
+    worst = 0.0
+    detail: list[str] = []
     for role, out in got.items():
         x, want = out.double().cpu().numpy(), ref[role]
         rows = None
@@ -243,16 +283,15 @@ def run_case(spec: dict) -> dict:
             finite = np.isfinite(want)
             x, want = np.where(finite, x, 0.0), np.where(finite, want, 0.0)
         if not np.isfinite(x).all():
-            return {"outcome": "wrong", "reason": f"{role}: {int((~np.isfinite(x)).sum())} element(s) not finite "
-                                                  "(NaN poison left, or NaN / inf written)", "plan": plan}
+            return (f"{role}: {int((~np.isfinite(x)).sum())} element(s) not finite (NaN poison left, or NaN / inf "
+                    "written)", worst, detail)
         err = float(np.linalg.norm(x - want) / (np.linalg.norm(want) or 1.0))
         tol = STATS_TOL if role == "Stats" else TOL[spec["dtype"]] * (2 if spec["direction"] == "backward" else 1)
         detail.append(f"{role} {err:.2e}")
         worst = max(worst, err / tol)
         if not err <= tol:
-            return {"outcome": "wrong", "reason": f"{role}: relative error {err:.3g} > {tol}", "plan": plan,
-                    "errors": detail}
-    return {"outcome": "ok", "worst_of_tolerance": round(worst, 3), "errors": detail, "plan": plan}
+            return f"{role}: relative error {err:.3g} > {tol}", worst, detail
+    return None, worst, detail
 
 
 # ---- the parent's summary and the command line (fuzz/harness.py runs the workers) -----------------------------------
