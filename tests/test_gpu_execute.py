@@ -261,6 +261,37 @@ def test_workspace_none_with_cupy_on_two_streams():
     assert {s.ptr for s in streams} <= stream_keys
 
 
+def test_execute_plan_at_index_repeated_and_alternated():
+    """Each plan of build_plans(ALL) called three times in a row (the second and third through that plan's bound fast
+    path), then the plans alternated: fresh inputs, a poisoned output and workspace every call, float64 reference."""
+    g, A, B, C, _ = matmul_with_workspace()
+    count = g.get_execution_plan_count()
+    built = []
+    for i in range(count):
+        try:
+            built.append((i, torch.full((max(1, g.get_workspace_size_plan_at_index(i)),), 255, device="cuda",
+                                        dtype=torch.uint8)))
+        except RuntimeError:  # did not build
+            continue
+    a, b, c = rnd(1, 64, 8192, dtype=torch.float16), rnd(1, 8192, 64, dtype=torch.float16), poisoned((1, 64, 64))
+
+    def call(i, ws):
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        c.fill_(float("nan"))
+        ws.fill_(255)
+        g.execute_plan_at_index({A: a, B: b, C: c}, ws, i)
+        torch.cuda.synchronize()
+        assert rel_err(c, a.double() @ b.double()) < 1e-2, g.get_plan_name_at_index(i)
+
+    for i, ws in built:
+        for _ in range(3):
+            call(i, ws)
+    assert len(g.session._fast_by_plan) == len(built)
+    for i, ws in built[::-1] + built:
+        call(i, ws)
+
+
 def test_workspace_none_with_int_pointers_uses_cuda_core():
     g, A, B, C, i = matmul_with_workspace()
     a = torch.randn(1, 64, 8192, device="cuda", dtype=torch.float16)

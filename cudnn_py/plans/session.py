@@ -117,6 +117,7 @@ class PlanningSession:
         self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
         self._fingerprint: tuple[tuple | None] | None = None  # (the operation graph's fingerprint,) once computed
+        self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (execute_plan_at_index)
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -639,8 +640,16 @@ class PlanningSession:
         self.executor.execute(self.plan(), variant_pack, workspace, handle)
 
     def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None) -> None:
+        """Plan ``index``'s execute: the checked call first, then that plan's bound fast path (``Executor.fast``),
+        as ``execute`` does for the default plan (autotuning loops call each plan many times in a row)."""
         assert self.executor is not None
-        self.executor.execute(self.plan(index), variant_pack, workspace, handle)
+        plan = self.plan(index)
+        fast = self._fast_by_plan.get(plan.id)
+        if fast is not None:
+            return fast(variant_pack, workspace, handle)
+        self.executor.execute(plan, variant_pack, workspace, handle)
+        self._fast_by_plan[plan.id] = self.executor.fast(plan)
+        return None
 
     # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
     def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
