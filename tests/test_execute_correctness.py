@@ -273,7 +273,8 @@ class Recorder:
         self.lock = threading.Lock()
 
     def __call__(self, handle, plan_ptr, vp) -> int:
-        d = descriptor_mod._live.get(vp.value)
+        ref = descriptor_mod._live.get(vp.value)  # the registry's weak reference (descriptor._Owner)
+        d = ref() if ref is not None else None
         assert d is not None and not d.destroyed, "executed with a destroyed variant pack"
         ptrs = [int(p, 16) for p in d._attrs["CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS"]]
         ws = int(d._attrs["CUDNN_ATTR_VARIANT_PACK_WORKSPACE"], 16) if isinstance(
@@ -663,7 +664,7 @@ def test_eviction_never_destroys_a_variant_pack_in_use(torch, monkeypatch):
 
     def blocking(handle, plan_ptr, vp):
         if threading.current_thread().name == "holder":
-            seen["vp"] = weakref.ref(descriptor_mod._live[vp.value])
+            seen["vp"] = descriptor_mod._live[vp.value]  # the registry's weak reference to it
             entered.set()
             release.wait(10)
             d = seen["vp"]()

@@ -168,9 +168,26 @@ def _version(v: int) -> str:
     return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
 
 
+# (type, the value's class, the value, library version) -> the C value, for names and members already checked: an
+# enum set is on every lowering path, and the full check builds the member through the enum's metaclass (4-5 µs).
+# Keyed by the value's class too: an IntEnum member equals its int, so a member of another enum must not find it.
+_checked_enums: dict[tuple[str, type, Any, int], int] = {}
+
+
 def enum_array(attr: str, type_name: str, values: list) -> Any:
     n = len(values)
-    return (ctypes.c_int * n)(*[int(enum_member(attr, type_name, v, i, n)) for i, v in enumerate(values)])
+    version = runtime_version()
+    out = []
+    for i, v in enumerate(values):
+        cls = v.__class__
+        key = (type_name, cls, v, version) if cls is str or isinstance(v, CEnum) else None
+        value = _checked_enums.get(key) if key is not None else None
+        if value is None:
+            value = int(enum_member(attr, type_name, v, i, n))
+            if key is not None:
+                _checked_enums[key] = value
+        out.append(value)
+    return (ctypes.c_int * n)(*out)
 
 
 # --------------------------------------------------------------------------------------------------- fractions
