@@ -40,7 +40,7 @@ class FakeDriver:
     """The current CUDA context of each thread, and every cuCtxSetCurrent."""
 
     def __init__(self, initial: int = CTX0):
-        self.initial, self.current, self.sets, self.buffers = initial, {}, [], {}
+        self.initial, self.current, self.sets = initial, {}, []
         self.devices = 2  # the devices the process sees
 
     def now(self) -> int:
@@ -51,7 +51,7 @@ class FakeDriver:
         return 0
 
     def reader(self):
-        return self.get, self.buffers
+        return self.get
 
     def set_current(self, ctx: int) -> None:
         self.sets.append(ctx)
@@ -62,7 +62,6 @@ class FakeDriver:
 def driver(monkeypatch):
     d = FakeDriver()
     monkeypatch.setattr(context_mod, "reader", d.reader)
-    monkeypatch.setattr(context_mod, "_buffers", d.buffers)
     monkeypatch.setattr(context_mod, "several_devices", lambda: d.devices > 1)
     monkeypatch.setattr(context_mod, "set_current", d.set_current)
     return d

@@ -58,35 +58,6 @@ def driver() -> Any:
     return _typed or None
 
 
-class ThreadBuffers:
-    """One thread's out-parameters for the calls the execute path makes (they release the GIL, so a buffer
-    shared between threads could be overwritten before it is read): a capture status and a stream."""
-
-    __slots__ = ("status", "status_addr", "stream", "stream_addr")
-
-    def __init__(self) -> None:
-        self.status = ctypes.c_int(0)
-        self.status_addr = ctypes.addressof(self.status)
-        self.stream = ctypes.c_void_p()
-        self.stream_addr = ctypes.addressof(self.stream)
-
-
-_buffers: dict[int, ThreadBuffers] = {}
-
-
-def thread_buffers() -> ThreadBuffers:
-    tid = threading.get_ident()
-    b = _buffers.get(tid)
-    if b is None:
-        b = _buffers[tid] = ThreadBuffers()
-    return b
-
-
-def buffers() -> dict[int, ThreadBuffers]:
-    """thread id -> its buffers (the execute path reads this dict directly; ``thread_buffers()`` fills it)."""
-    return _buffers
-
-
 _side_streams: dict[tuple[int, int], int] = {}  # (thread id, context) -> this thread's capture stream there
 
 

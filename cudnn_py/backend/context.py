@@ -17,8 +17,9 @@ nothing to execute on then.
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Any
+
+from . import out_params
 
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
@@ -49,26 +50,11 @@ def _lib() -> Any:
     return _driver
 
 
-_buffers: dict[int, tuple[ctypes.c_void_p, int]] = {}  # thread id -> its result buffer and the buffer's address
-
-
-def reader() -> tuple[Any, dict[int, tuple[ctypes.c_void_p, int]]]:
-    """What reading the current context takes, for callers that inline it (the execute fast path):
-    ``cuCtxGetCurrent`` as a ctypes function (None without a driver) and the per-thread result buffers
-    (``thread_buffer()`` adds this thread's)."""
+def reader() -> Any:
+    """``cuCtxGetCurrent`` as a ctypes function (None without a driver), for callers that inline reading the
+    current context (the execute fast path, with this thread's ``out_params`` buffer)."""
     lib = _lib()
-    return (lib.cuCtxGetCurrent if lib else None), _buffers
-
-
-def thread_buffer() -> tuple[ctypes.c_void_p, int]:
-    """This thread's result buffer for ``cuCtxGetCurrent`` and its address (a buffer per thread: the call releases
-    the GIL, so a shared one could be overwritten by another thread before it is read)."""
-    tid = threading.get_ident()
-    b = _buffers.get(tid)
-    if b is None:
-        buf = ctypes.c_void_p()
-        b = _buffers[tid] = (buf, ctypes.addressof(buf))
-    return b
+    return lib.cuCtxGetCurrent if lib else None
 
 
 _several_devices: bool | None = None
@@ -92,11 +78,11 @@ def several_devices() -> bool:
 
 def current() -> int | None:
     """The current ``CUcontext`` of this thread (0: none), or None without a driver."""
-    get, _ = reader()
+    get = reader()
     if get is None:
         return None
-    buf, addr = thread_buffer()
-    return (buf.value or 0) if get(addr) == 0 else 0
+    p = out_params.this_thread()
+    return (p.context.value or 0) if get(p.context_addr) == 0 else 0
 
 
 def set_current(ctx: int) -> None:

@@ -43,7 +43,7 @@ from dataclasses import replace
 from threading import get_ident
 from typing import Any
 
-from ..backend import Descriptor, capture, trace
+from ..backend import Descriptor, capture, out_params, trace
 from ..backend import context as _context
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
@@ -442,16 +442,15 @@ class Executor:
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
         live_handles, aliases, buffer_ptr, graph_device = _live_handles, self._aliases, _buffer_ptr, self.device
-        ctx_get, ctx_buffers = _context.reader()  # None without a driver: no context to check
+        ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
-        thread_buffer = _context.thread_buffer
+        out_by_thread, this_thread_out = out_params.by_thread, out_params.this_thread  # the calls' out-parameters
         replays, recorded_get = self.replays, self.replays.recorded.get
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         is_capturing: Any = driver.cuStreamIsCapturing if driver else None
         graph_launch: Any = driver.cuGraphLaunch if driver else None
         cudnn_get_stream = lib().cudnnGetStream
-        capture_buffers, thread_capture_buffers = capture.buffers(), capture.thread_buffers
         slow = functools.partial(self.execute, plan)
         executor = self
 
@@ -514,9 +513,10 @@ class Executor:
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
                 h, ctx = state.handle, state.context
+            out = None
             if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
-                b = ctx_buffers.get(get_ident()) or thread_buffer()
-                if ctx_get(b[1]) != 0 or b[0].value != ctx:  # another context current: the slow path switches
+                out = out_by_thread.get(get_ident()) or this_thread_out()
+                if ctx_get(out.context_addr) != 0 or out.context.value != ctx:  # the slow path switches contexts
                     return slow(variant_pack, workspace, handle)
             if workspace is None:
                 ws = 0
@@ -544,23 +544,24 @@ class Executor:
             if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
                 return slow(variant_pack, workspace, handle)
             if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
-                bufs = capture_buffers.get(get_ident()) or thread_capture_buffers()
+                if out is None:
+                    out = out_by_thread.get(get_ident()) or this_thread_out()
                 if stream is None:
-                    if cudnn_get_stream(h, bufs.stream) != 0:
+                    if cudnn_get_stream(h, out.stream) != 0:
                         return slow(variant_pack, workspace, handle)
-                    stream = bufs.stream.value or 0
+                    stream = out.stream.value or 0
                 owner = rec if state is None else state
                 replay = recorded_get((id(binding), id(owner)))
                 if replay is not None and replay.binding is binding and replay.owner is owner:
                     # not while the caller captures this stream: its capture records the execute instead. The
                     # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it
-                    if stream < 2 or (is_capturing(stream, bufs.status_addr) == 0 and bufs.status.value == 0):
+                    if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and out.status.value == 0):
                         status = graph_launch(replay.exec, stream)
                         if status == 0:
                             replay.launches += 1
                             return None
                         replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
-                elif replays.consider(binding, owner, h, stream, backend_execute, bufs):
+                elif replays.consider(binding, owner, h, stream, backend_execute, out):
                     return None
             status = backend_execute(h, plan_ptr, binding[3])
             if status != 0:

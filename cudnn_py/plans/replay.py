@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import capture
+from ..backend import capture, out_params
 from ..backend import handle as _handle_mod
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
@@ -81,7 +81,7 @@ class Replays:
         _log.info("replay: %s", why)
 
     def consider(self, binding: tuple, owner: Any, handle: int, stream: int, backend_execute: Callable[..., int],
-                 buffers: capture.ThreadBuffers) -> bool:
+                 buffers: out_params.OutParams) -> bool:
         """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
         handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
         last = self._pending.get(id(owner))
