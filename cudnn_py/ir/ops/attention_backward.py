@@ -12,7 +12,7 @@ buffers: they live at the start of the workspace (``Program.scratch``), and dQ i
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...enums import data_type, diagonal_alignment, reduction_mode
 from ...errors import shape_error
@@ -165,13 +165,37 @@ def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
 
 
 # ---- the composite decomposition (node_lowering.md §15.3) -------------------------------------------------------
+class Operands(NamedTuple):
+    """What every attention backward decomposition (this one, FP8's, MXFP8's) starts from."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    o: Tensor
+    d_o: Tensor
+    stats: Tensor
+    seq_q: Tensor | None
+    seq_kv: Tensor | None
+    b: int
+    h: int
+    s_q: int
+    d_qk: int
+    h_k: int
+    s_kv: int
+
+
+def operands(node: Node) -> Operands:
+    ins = node.inputs
+    q, k = ins["Q"], ins["K"]
+    b, h, s_q, d_qk = (int(x) for x in q.dim)
+    return Operands(q, k, ins["V"], ins["O"], ins["DO"], ins["STATS"], ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV"),
+                    b, h, s_q, d_qk, int(k.dim[1]), int(k.dim[2]))
+
+
 def expand(node: Node, rw: Any, options: Any) -> bool:
     ins, outs = node.inputs, node.outputs
-    q, k, v, o, d_o, stats = (ins[x] for x in ("Q", "K", "V", "O", "DO", "STATS"))
-    b, h, s_q, d_qk = (int(x) for x in q.dim)
-    h_k, s_kv = int(k.dim[1]), int(k.dim[2])
+    q, k, v, o, d_o, stats, seq_q, seq_kv, b, h, s_q, d_qk, h_k, s_kv = operands(node)
     f32 = data_type.FLOAT
-    seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
     scores = [b, h, s_q, s_kv]
     fwd.transpose_in_place(rw, node, k)
     fwd.transpose_in_place(rw, node, v)

@@ -245,11 +245,8 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
 def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     """§16.3, in the frontend's sub-node order."""
     ins, outs = node.inputs, node.outputs
-    q, k, v, o, d_o, stats = (ins[x] for x in ("Q", "K", "V", "O", "DO", "STATS"))
-    b, h, s_q, d_qk = (int(x) for x in q.dim)
-    h_k, s_kv = int(k.dim[1]), int(k.dim[2])
+    q, k, v, o, d_o, stats, seq_q, seq_kv, b, h, s_q, d_qk, h_k, s_kv = bwd.operands(node)
     f32 = data_type.FLOAT
-    seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
     scores, rows = [b, h, s_q, s_kv], [b, h, s_q, 1]
     fwd.transpose_in_place(rw, node, k)
     fwd.transpose_in_place(rw, node, v)

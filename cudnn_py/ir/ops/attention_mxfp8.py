@@ -265,11 +265,8 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     AMAX of each gradient."""
     require_runtime(node, options)
     ins, outs = node.inputs, node.outputs
-    q, k, v, o, d_o, stats = (ins[x] for x in ("Q", "K", "V", "O", "DO", "STATS"))
-    b, h, s_q, _ = (int(x) for x in q.dim)
-    s_kv = int(k.dim[2])
+    q, k, v, o, d_o, stats, seq_q, seq_kv, b, h, s_q, _, _, s_kv = bwd.operands(node)
     f32 = data_type.FLOAT
-    seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
     scores, rows = [b, h, s_q, s_kv], [b, h, s_q, 1]
     for t in (k, ins["DESCALE_K"], v, ins["DESCALE_V"]):
         fwd.transpose_in_place(rw, node, t)
