@@ -131,33 +131,39 @@ def finish_stats_choice(params: dict[str, Any], method: str) -> None:
     params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
 
 
-def finish_masks(params: dict[str, Any], method: str) -> None:
+def finish_masks(params: dict[str, Any], method: str, names: dict[str, str] | None = None) -> None:
     """The mask arguments in the frontend's terms: a causal flag is the right bound 0 (with its alignment), a
-    sliding window the left bound. Conflicting ones are refused."""
+    sliding window the left bound. Conflicting ones are refused, each argument named as ``method`` calls it
+    (``names``: sdpa's argument name -> the caller's, for the FP8 variants)."""
+    def n(arg: str) -> str:
+        return (names or {}).get(arg, arg)
+
     window, left = params.pop("sliding_window_length"), params["diagonal_band_left_bound"]
     if window is not None and left is not None:
-        raise ValueError(f"{method}(): sliding_window_length is an alias of diagonal_band_left_bound; give one")
+        raise ValueError(f"{method}(): {n('sliding_window_length')} is an alias of {n('diagonal_band_left_bound')}; "
+                         "give one")
     if window is not None:
         params["diagonal_band_left_bound"] = window
     causal, bottom_right = params.pop("use_causal_mask"), params.pop("use_causal_mask_bottom_right")
     if causal and bottom_right:
         raise ValueError(f"{method}(): use_causal_mask and use_causal_mask_bottom_right exclude each other")
     if (causal or bottom_right) and params["diagonal_band_right_bound"] is not None:
-        raise ValueError(f"{method}(): a causal mask is the right bound 0; do not give diagonal_band_right_bound too")
+        raise ValueError(f"{method}(): a causal mask is the right bound 0; do not give "
+                         f"{n('diagonal_band_right_bound')} too")
     if causal or bottom_right:
         params["diagonal_band_right_bound"] = 0
         params["diagonal_alignment"] = diagonal_alignment.BOTTOM_RIGHT if bottom_right else \
             diagonal_alignment.TOP_LEFT
     if params["diagonal_band_left_bound"] is not None and params["diagonal_band_left_bound"] < 1:
-        raise ValueError(f"{method}(): diagonal_band_left_bound (sliding_window_length) must be >= 1")
+        raise ValueError(f"{method}(): {n('diagonal_band_left_bound')} ({n('sliding_window_length')}) must be >= 1")
     if params.get("score_mod") is not None:
         others = [name for name, on in (("use_alibi_mask", params["use_alibi_mask"]),
                                          ("use_padding_mask", params["use_padding_mask"]),
                                          ("a causal mask", params["diagonal_band_right_bound"] is not None),
                                          ("a left bound", params["diagonal_band_left_bound"] is not None)) if on]
         if others:
-            raise ValueError(f"{method}(): score_mod excludes {', '.join(others)} (the frontend's rule: build the "
-                             "masks in the callback)")
+            raise ValueError(f"{method}(): {n('score_mod')} excludes {', '.join(others)} (the frontend's rule: build "
+                             "the masks in the callback)")
     if params["use_alibi_mask"] and params["diagonal_band_right_bound"] != 0:
         raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
 

@@ -39,16 +39,10 @@ OUTPUT_TYPES = FP8_TYPES + (data_type.HALF, data_type.BFLOAT16)
 HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 16, 256  # §14.4 for SM9x (SM10x: at most 128, not checked without a device)
 ONE = [1, 1, 1, 1]
 
-# the frontend's FP8 argument names -> sdpa's node params (so sdpa's mask and score helpers read them)
+# sdpa's argument names -> the frontend's FP8 ones (the params keep sdpa's, so sdpa's mask and score helpers
+# read them; messages name the FP8 ones)
 _RENAMES = {"sliding_window_length": "sliding_window", "diagonal_band_left_bound": "left_bound",
             "diagonal_band_right_bound": "right_bound", "score_mod": "fn"}
-
-
-def _in_fp8_terms(e: ValueError) -> ValueError:
-    message = str(e)
-    for sdpa_name, fp8_name in _RENAMES.items():
-        message = message.replace(sdpa_name, fp8_name)
-    return ValueError(message)
 
 
 def _unpack_forward(values: dict[str, Any]) -> None:
@@ -61,17 +55,11 @@ def _unpack_backward(values: dict[str, Any]) -> None:
 
 def _finish_forward(params: dict[str, Any]) -> None:
     fwd.finish_stats_choice(params, FWD)
-    try:
-        fwd.finish_masks(params, FWD)
-    except ValueError as e:
-        raise _in_fp8_terms(e) from None
+    fwd.finish_masks(params, FWD, _RENAMES)
 
 
 def _finish_backward(params: dict[str, Any]) -> None:
-    try:
-        fwd.finish_masks(params, BWD)
-    except ValueError as e:
-        raise _in_fp8_terms(e) from None
+    fwd.finish_masks(params, BWD, _RENAMES)
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
