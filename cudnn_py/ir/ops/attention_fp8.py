@@ -41,7 +41,7 @@ ONE = [1, 1, 1, 1]
 
 # sdpa's argument names -> the frontend's FP8 ones (the params keep sdpa's, so sdpa's mask and score helpers
 # read them; messages name the FP8 ones)
-_RENAMES = {"sliding_window_length": "sliding_window", "diagonal_band_left_bound": "left_bound",
+ARGUMENT_NAMES = {"sliding_window_length": "sliding_window", "diagonal_band_left_bound": "left_bound",
             "diagonal_band_right_bound": "right_bound", "score_mod": "fn"}
 
 
@@ -55,11 +55,11 @@ def _unpack_backward(values: dict[str, Any]) -> None:
 
 def _finish_forward(params: dict[str, Any]) -> None:
     fwd.finish_stats_choice(params, FWD)
-    fwd.finish_masks(params, FWD, _RENAMES)
+    fwd.finish_masks(params, FWD, ARGUMENT_NAMES)
 
 
 def _finish_backward(params: dict[str, Any]) -> None:
-    fwd.finish_masks(params, BWD, _RENAMES)
+    fwd.finish_masks(params, BWD, ARGUMENT_NAMES)
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------

@@ -90,10 +90,7 @@ def _finish_forward(params: dict[str, Any]) -> None:
 
 
 def _finish_backward(params: dict[str, Any]) -> None:
-    try:
-        fwd.finish_masks(params, BWD)
-    except ValueError as e:
-        raise fp8._in_fp8_terms(e) from None
+    fwd.finish_masks(params, BWD, fp8.ARGUMENT_NAMES)
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
