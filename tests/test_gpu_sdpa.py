@@ -26,10 +26,11 @@ def rel_err(out, ref):
 
 
 def poisoned(t, dtype):
-    """NaN-filled device memory laid out as the graph tensor ``t`` (its dims and strides)."""
+    """NaN-filled device memory laid out as the graph tensor ``t`` (its dims and strides); filled in float32 and
+    cast, which FP8 types take too (E4M3 has a NaN: 0x7f)."""
     dims, strides = tuple(t.get_dim()), tuple(t.get_stride())
     size = 1 + sum((d - 1) * st for d, st in zip(dims, strides))
-    return torch.full((size,), float("nan"), device="cuda", dtype=dtype).as_strided(dims, strides)
+    return torch.full((size,), float("nan"), device="cuda", dtype=torch.float32).to(dtype).as_strided(dims, strides)
 
 
 def alibi_slopes(heads):

@@ -25,6 +25,7 @@ import math
 import pytest
 
 import cudnn_py as cudnn
+from tests.test_gpu_sdpa import poisoned, rel_err  # (that module skips itself without torch, and so this one)
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -35,17 +36,6 @@ FP8_TOL, STATS_TOL, AMAX_TOL, AMAX_MATMUL_TOL = 0.08, 2e-3, 0.02, 0.0625
 B, H, S = 2, 4, 128
 
 
-def rel_err(out, ref):
-    out, ref = out.double(), ref.double()
-    assert torch.isfinite(out).all(), "not every element was written (NaN poison left) or the result is not finite"
-    return ((out - ref).norm() / ref.norm()).item()
-
-
-def poisoned(t, dtype):
-    """NaN-filled device memory laid out as the graph tensor ``t`` (E4M3 has a NaN: 0x7f)."""
-    dims, strides = tuple(t.get_dim()), tuple(t.get_stride())
-    size = 1 + sum((d - 1) * st for d, st in zip(dims, strides))
-    return torch.full((size,), float("nan"), device="cuda", dtype=torch.float32).to(dtype).as_strided(dims, strides)
 
 
 def fp8(x):

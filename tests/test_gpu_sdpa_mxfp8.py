@@ -31,6 +31,7 @@ from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.engines.reference.quantize import tile_positions
 from cudnn_py.plans.device_gates import compute_capability
+from tests.test_gpu_sdpa import poisoned  # (that module skips itself without torch, and so this one)
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -71,12 +72,6 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
 
 def host(t) -> np.ndarray:
     return t.float().cpu().numpy().astype(np.float64)
-
-
-def poisoned(t, dtype):
-    dims, strides = tuple(t.get_dim()), tuple(t.get_stride())
-    size = 1 + sum((d - 1) * st for d, st in zip(dims, strides))
-    return torch.full((size,), float("nan"), device="cuda", dtype=torch.float32).to(dtype).as_strided(dims, strides)
 
 
 def pad(n: int, multiple: int) -> int:
