@@ -387,7 +387,8 @@ def test_fraction_checks():
 
 
 def test_descriptor_kind_must_be_a_member():
-    for bad in (2 ** 40, -1, 51 + 1000, True, 1.0, "CUDNN_BACKEND_NOT_A_KIND"):
+    Descriptor(1), Descriptor(17)  # kinds looked up before: a cached lookup must not accept True or 1.0 for them
+    for bad in (2 ** 40, -1, 51 + 1000, True, 1.0, 17.0, "CUDNN_BACKEND_NOT_A_KIND"):
         with pytest.raises(DescriptorError, match="descriptor kind"):  # 2**40 used to create a POINTWISE descriptor
             Descriptor(bad)
     from cudnn_py.backend import enums

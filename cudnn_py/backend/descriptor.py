@@ -146,9 +146,9 @@ def _collected(ref: _Owner) -> None:
 
 
 @cache
-def _kind_info(kind: Any, version: int) -> tuple[CEnum, str, int]:
-    """(member, C name, value) of a descriptor kind as given, checked against the loaded library (``version``)
-    once per kind and library. (An IntEnum member and its int are the same key: the same kind.)"""
+def _kind_info(cls: type, kind: Any, version: int) -> tuple[CEnum, str, int]:
+    """(member, C name, value) of a descriptor kind as given (``kind``, of class ``cls``), checked against the
+    loaded library (``version``) once per kind, class and library."""
     member = descriptor_kind(kind)
     since = DESCRIPTOR_SINCE.get(member.name, 0)
     if since > version:
@@ -166,8 +166,8 @@ class Descriptor:
     __slots__ = ("_ptr", "kind", "id", "finalized", "_filled", "_attrs", "_keepalive", "_dead", "__weakref__")
 
     def __init__(self, kind: Any):
-        try:
-            member, name, value = _kind_info(kind, runtime_version())
+        try:  # keyed by the class too: True == 1 and 1.0 == 1 hash alike, and both must be refused
+            member, name, value = _kind_info(kind.__class__, kind, runtime_version())
         except TypeError:  # unhashable: descriptor_kind says what is wrong with it
             descriptor_kind(kind)
             raise
