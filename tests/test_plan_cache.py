@@ -191,3 +191,66 @@ def test_a_build_pauses_the_garbage_collector_and_restores_it(monkeypatch, colle
         assert gc.isenabled() is collector_on
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _traced_validate(spec):
+    """(the operation graph's fingerprint, the Set calls that built it: descriptors by order of creation)."""
+    import io
+
+    from cudnn_py.backend import trace
+    from fuzz import sdpa_fuzz
+
+    g, _, _ = sdpa_fuzz.build_graph(cudnn, spec)
+    buf = io.StringIO()
+    with trace.tracing(buf):
+        try:
+            g.validate()
+        except (cudnn.cudnnGraphNotSupportedError, ValueError):
+            return None, None
+    order: dict = {}
+    calls = []
+    for line in buf.getvalue().splitlines():
+        rec = json.loads(line)
+        if rec.get("phase") != "begin" or rec["fn"] != "cudnnBackendSetAttribute":
+            continue
+        values = rec.get("values")
+        if isinstance(values, list):
+            values = [order.setdefault(v["desc"], len(order)) if isinstance(v, dict) else v for v in values]
+        calls.append((order.setdefault(rec["desc"], len(order)), rec["attr"], rec["type"], json.dumps(values)))
+    return g.session.lowered.operation_graph.fingerprint(), tuple(calls)
+
+
+def test_equal_fingerprints_exactly_when_cudnn_got_the_same_calls():
+    """The plan cache's soundness: over seeded attention cases (every mask and option the sdpa fuzz draws), each
+    built twice, two operation graphs have equal fingerprints exactly when the Set calls that built them are the
+    same (descriptors by order of creation, values as traced). Equal calls, equal cuDNN input, the same plan."""
+    from fuzz import sdpa_fuzz
+
+    # each case also with one thing changed: only strides, only the data type, only one dim, only one flag, only
+    # the batch (calls that differ in an attribute or two)
+    variants = {"layout": lambda sp: {"layout": "bshd" if sp["layout"] == "bhsd" else "bhsd"},
+                "dtype": lambda sp: {"dtype": "HALF" if sp["dtype"] == "BFLOAT16" else "BFLOAT16"},
+                "s_kv": lambda sp: {"s_kv": sp["s_kv"] + 1, "window": None, "bottom_right": False},
+                "padding": lambda sp: {"padding": not sp["padding"]},
+                "b": lambda sp: {"b": sp["b"] + 1}}
+    seen: dict = {}
+    built = 0
+    for case in range(30):
+        spec = sdpa_fuzz.make_case(20261204, case)
+        fp, calls = _traced_validate(spec)
+        if fp is None:
+            continue
+        built += 1
+        again, calls_again = _traced_validate(spec)
+        assert again == fp and calls_again == calls, f"case {case}: the same graph built twice differs"
+        entries = {f"{case}": (fp, calls)}
+        for name, change in variants.items():
+            fpv, callsv = _traced_validate({**spec, **change(spec)})
+            if fpv is not None:
+                entries[f"{case} {name}"] = (fpv, callsv)
+        for key, (fp1, calls1) in entries.items():
+            for other, (fp2, calls2) in seen.items():
+                assert (fp1 == fp2) == (calls1 == calls2), f"{key} and {other}"
+            seen[key] = (fp1, calls1)
+    assert built >= 20, f"only {built} of 30 cases validated deviceless"
+    assert len(seen) >= 4 * built, "the variants mostly failed to validate: the test compares too little"
