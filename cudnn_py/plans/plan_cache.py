@@ -18,7 +18,8 @@ What makes a hit the same plan:
   as if there were no cache (the normal path, not a fallback that hides anything: the plan built is the one asked
   for either way);
 * what a plan holds beyond its JSON (a kernel cache, device properties for deviceless planning) is never cached:
-  ``PlanningSession`` asks only for plans of graphs planned on a device without a kernel cache.
+  ``PlanningSession`` asks only for plans of graphs planned on a device without a kernel cache and without
+  dynamic shapes (whose rebuilt plans were never run on the GPU).
 
 Entries are made for graphs whose heuristics query was answered from the query cache (a graph key seen before,
 ``heuristics.py``), so a graph built once pays nothing: the second build finalizes and records its plan, later ones

@@ -570,10 +570,12 @@ class PlanningSession:
     def _plan_cache_key(self, i: int) -> tuple | None:
         """Config ``i``'s key in the plan cache (plan_cache.py), or None: not cached. Only a graph whose heuristics
         came from the query cache (its key was planned before) is fingerprinted, so a graph built once pays
-        nothing; never with a kernel cache or device properties (a plan holds more than its JSON then)."""
+        nothing; never with a kernel cache or device properties (a plan holds more than its JSON then), nor with
+        dynamic shapes (their plans serve other shapes through the kernel cache; rebuilt ones were never run)."""
         lowered = self.lowered
-        if not self.cached_queries or self.options.kernel_cache is not None or lowered is None or \
-                lowered.handle is None or lowered.operation_graph is None or not plan_cache.enabled():
+        if not self.cached_queries or self.options.kernel_cache is not None or self.options.dynamic_shapes or \
+                lowered is None or lowered.handle is None or lowered.operation_graph is None or \
+                not plan_cache.enabled():
             return None
         if self._fingerprint is None:
             self._fingerprint = (lowered.operation_graph.fingerprint(),)
