@@ -145,6 +145,25 @@ def _collected(ref: _Owner) -> None:
         pass
 
 
+class _SetPlan:
+    """What ``Descriptor.set`` needs of one (kind, attribute, type) on the loaded library, worked out once."""
+
+    __slots__ = ("spec", "type_name", "special", "convert", "name", "min_count", "max_count", "scalar",
+                 "described_at_once", "fills", "plain_list")
+
+    def __init__(self, spec: AttributeSpec, type_name: str):
+        self.spec, self.type_name, self.name = spec, type_name, spec.name
+        self.special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == "CUDNN_TYPE_VOID_PTR" else None
+        self.convert = _plain_converter(type_name)
+        self.min_count = spec.min_count
+        self.max_count = spec.max_count if spec.max_count is not None else 1 << 62
+        self.scalar = spec.max_count == 1
+        self.described_at_once = type_name in _DESCRIBED_AT_ONCE
+        self.fills = type_name == "CUDNN_TYPE_CHAR" and spec.name in FILLED_FROM_JSON  # the value is a JSON document
+        # values whose list form _as_list would build as list(value) or [value] (CHAR and FRACTION parse theirs)
+        self.plain_list = type_name not in ("CUDNN_TYPE_CHAR", "CUDNN_TYPE_FRACTION")
+
+
 @cache
 def _kind_info(cls: type, kind: Any, version: int) -> tuple[CEnum, str, int]:
     """(member, C name, value) of a descriptor kind as given (``kind``, of class ``cls``), checked against the
@@ -237,7 +256,7 @@ class Descriptor:
         # the lowering sets a few hundred attributes per graph
         key: tuple | None = (self.kind, attr, type, type.__class__, runtime_version())  # (IntEnum == its int)
         try:
-            plan = _SET_PLANS.get(key)  # type: ignore[arg-type]
+            plan: _SetPlan | None = _SET_PLANS.get(key)  # type: ignore[arg-type]
         except TypeError:  # an unhashable attribute or type: the checks below say what is wrong with it
             plan, key = None, None
         if plan is None:
@@ -246,38 +265,41 @@ class Descriptor:
             if not spec.settable:
                 raise DescriptorError(f"{spec.name} is read-only (get-only) on {self.kind.name}")
         else:
-            spec = plan[0]
+            spec = plan.spec
         if self._dead:  # before the finalized check: "destroyed" is the truth for a dead one
             raise DescriptorError(f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) was destroyed")
         if self.finalized:
             raise DescriptorError(
                 f"cannot set {spec.name}: descriptor #{self.id} ({self.kind.name}) is already finalized")
         if plan is None:
-            type_name = _pick_type(spec, type)
-            special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == "CUDNN_TYPE_VOID_PTR" else None
-            plan = (spec, type_name, special, _plain_converter(type_name))
+            plan = _SetPlan(spec, _pick_type(spec, type))
             if key is not None:
                 _SET_PLANS[key] = plan
-        _, type_name, special, convert = plan
-        if special is not None:
-            return special(self, spec, type_name, value)
-        vals = _as_list(value, type_name, spec.name)
+        type_name = plan.type_name
+        if plan.special is not None:
+            return plan.special(self, spec, type_name, value)
+        cls = value.__class__  # the common cases inline: a list or tuple of plain values, or one plain value
+        if plan.plain_list and (cls is list or cls is tuple):
+            vals = list(value)
+        elif plan.plain_list and (cls is int or cls is float or cls is str or cls is bool):
+            vals = [value]
+        else:
+            vals = _as_list(value, type_name, spec.name)
         n = len(vals)
-        if n < spec.min_count or (spec.max_count is not None and n > spec.max_count):
+        if n < plan.min_count or n > plan.max_count:
             want = f"{spec.min_count}" if spec.min_count == spec.max_count else \
                 f"{spec.min_count}..{'inf' if spec.max_count is None else spec.max_count}"
             raise DescriptorError(f"{spec.name} takes {want} element(s) of {type_name}; got {n}")
-        if convert is not None:
-            array, keep = convert(spec.name, type_name, vals), None
+        if plan.convert is not None:
+            array, keep = plan.convert(spec.name, type_name, vals), None
         else:
             array, keep = self._to_c_array(spec, type_name, vals)
-        self._raw_set(spec, type_name, n, array)
-        scalar = spec.max_count == 1
+        self._raw_set(spec, type_name, n, array)  # the one call point of cudnnBackendSetAttribute (tests hook it)
         # described when first shown (repr, explain): a set on the lowering path pays for no string building
-        self._attrs[spec.name] = _describe(vals, type_name, scalar) if type_name in _DESCRIBED_AT_ONCE else \
-            _Undescribed(vals, type_name, scalar)
-        self._keepalive[spec.name] = keep
-        if type_name == "CUDNN_TYPE_CHAR" and spec.name in FILLED_FROM_JSON:
+        self._attrs[plan.name] = _describe(vals, type_name, plan.scalar) if plan.described_at_once else \
+            _Undescribed(vals, type_name, plan.scalar)
+        self._keepalive[plan.name] = keep
+        if plan.fills:
             self._filled = True
         return self
 
@@ -304,7 +326,7 @@ class Descriptor:
             for i, d in enumerate(vals):
                 if not isinstance(d, Descriptor):
                     raise DescriptorError(f"{spec.name} element {i} must be a Descriptor, not {_type_of(d)}")
-                if d.destroyed:
+                if d._dead:
                     raise DescriptorError(f"{spec.name} element {i} (descriptor #{d.id}, {d.kind.name}) was destroyed")
                 if spec.element_kinds and d.kind.name not in spec.element_kinds:
                     raise DescriptorError(
@@ -318,7 +340,7 @@ class Descriptor:
                     )
                 if d is self:
                     raise DescriptorError(f"{spec.name} element {i} is descriptor #{d.id} itself")
-            return (ct * n)(*[d.ptr for d in vals]), list(vals)
+            return (ct * n)(*[d._ptr for d in vals]), list(vals)  # each checked live above
         if type_name == "CUDNN_TYPE_CHAR":
             return ctypes.create_string_buffer(bytes(vals), n), None
         if type_name == "CUDNN_TYPE_FRACTION":
@@ -416,7 +438,11 @@ class Descriptor:
             raise DescriptorError(
                 f"descriptor #{self.id}: a {kind} is filled in by cuDNN (read it with get() from the descriptor that "
                 f"holds it); there is nothing to finalize ({BACKEND_FILLED_KINDS[kind]})")
-        missing = missing_requirements(kind, self._attrs)
+        # the same kinds are finalized with the same attributes over and over: the answer is remembered per set
+        key = (kind, tuple(self._attrs), runtime_version())
+        missing = _MISSING.get(key)
+        if missing is None:
+            missing = _MISSING[key] = missing_requirements(kind, self._attrs)
         if missing:
             raise DescriptorError(
                 f"cannot finalize descriptor #{self.id} ({kind}): missing required attribute(s) "
@@ -747,10 +773,9 @@ _CONVERT: dict[str, Any] = {
     "CUDNN_TYPE_BOOLEAN": lambda attr, _t, vals: values.bool_array(attr, vals),
 }
 
-# (descriptor kind, attribute as given, type as given and its class, runtime version) -> (spec, type name, special
-# setter, converter):
-# what Descriptor.set checked once for that key (every check that does not depend on the descriptor's state or value)
-_SET_PLANS: dict[tuple, tuple] = {}
+# (descriptor kind, attribute as given, type as given and its class, runtime version) -> its _SetPlan: what
+# Descriptor.set checked once for that key (every check that does not depend on the descriptor's state or value)
+_SET_PLANS: dict[tuple, _SetPlan] = {}
 
 def _plain_converter(type_name: str) -> Any:
     """The converter of a type whose values need nothing kept alive (numbers, booleans, enums), or None."""
@@ -763,6 +788,9 @@ _SPECIAL_VOID_PTR: dict[str, Any] = {
     "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES": Descriptor._set_override_vectors,
     "CUDNN_ATTR_TENSOR_CONSTANT_VALUE": Descriptor._set_constant_value,
 }
+
+
+_MISSING: dict[tuple[str, tuple[str, ...], int], list[str]] = {}  # _check_finalizable's answers
 
 
 def missing_requirements(kind: str, attrs: Any) -> list[str]:

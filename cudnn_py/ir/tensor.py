@@ -86,6 +86,11 @@ def _normalize(attr: str, value: Any) -> Any:
     return value
 
 
+# _FIELDS' defaults as _normalize makes them (Dims stands for a fresh empty Dims)
+_NORMALIZED_DEFAULTS: dict[str, Any] = {
+    attr: Dims if attr in ("dim", "stride") else _normalize(attr, default) for attr, default in _FIELDS.items()}
+
+
 class Tensor:
     """A graph tensor. Created by pygraph.tensor()/tensor_like()/tensor_scalar() and by ops (outputs).
 
@@ -118,8 +123,13 @@ class Tensor:
         object.__setattr__(self, "_frozen", False)
         object.__setattr__(self, "_user_fields", set(_user))
         object.__setattr__(self, "uid_assigned", False)  # True once the user chose the uid
-        for attr, default in _FIELDS.items():
-            object.__setattr__(self, attr, _normalize(attr, attrs.pop(attr, default)))
+        # the passes make many tensors with mostly default fields: only the given ones are normalized
+        for attr, default in _NORMALIZED_DEFAULTS.items():
+            if attr in attrs:
+                value = _normalize(attr, attrs.pop(attr))
+            else:
+                value = Dims() if default is Dims else default  # fresh (empty) dims and strides per tensor
+            object.__setattr__(self, attr, value)
         if attrs:
             raise TypeError(f"unknown tensor attributes {sorted(attrs)}")
 
