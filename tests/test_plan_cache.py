@@ -254,3 +254,12 @@ def test_equal_fingerprints_exactly_when_cudnn_got_the_same_calls():
             seen[key] = (fp1, calls1)
     assert built >= 20, f"only {built} of 30 cases validated deviceless"
     assert len(seen) >= 4 * built, "the variants mostly failed to validate: the test compares too little"
+
+
+def test_the_lowering_corpus_is_deterministic_and_tells_differences():
+    from fuzz import lowering_corpus
+
+    a, b = lowering_corpus.corpus(4), lowering_corpus.corpus(4)
+    assert a == b and sum(isinstance(v, list) for v in a.values()) >= 10
+    changed = dict(b, **{"conv 0": ["0" * 16, 1]})
+    assert lowering_corpus.differences(a, changed) == ["conv 0"]
