@@ -263,3 +263,23 @@ def test_the_lowering_corpus_is_deterministic_and_tells_differences():
     assert a == b and sum(isinstance(v, list) for v in a.values()) >= 10
     changed = dict(b, **{"conv 0": ["0" * 16, 1]})
     assert lowering_corpus.differences(a, changed) == ["conv 0"]
+
+
+def test_a_compile_time_constant_is_fingerprinted_by_value():
+    """A COMPILE_TIME_CONST scalar reaches cuDNN as TENSOR_CONSTANT_VALUE (cuDNN >= 9.22): its value, not the address
+    of the host copy, is part of the fingerprint, so two graphs differing only in it are two plans."""
+    from cudnn_py.backend import versions
+
+    if not versions.available("CUDNN_ATTR_TENSOR_CONSTANT_VALUE"):
+        pytest.skip("TENSOR_CONSTANT_VALUE needs cuDNN 9.22")
+
+    def scaled(by):
+        g = cudnn.pygraph(io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+        x = g.tensor(name="x", dim=[1, 4, 8], stride=[32, 8, 1], data_type=F)
+        y = g.mul(x, g.tensor_scalar(by, cudnn.scalar_type.COMPILE_TIME_CONST, name="by"))
+        y.set_output(True).set_data_type(F)
+        g.validate()
+        return g.session.lowered.operation_graph.fingerprint()
+
+    two = scaled(2.0)
+    assert two is not None and two == scaled(2.0) and two != scaled(3.0)

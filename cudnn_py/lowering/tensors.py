@@ -42,9 +42,9 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
         d.set("CUDNN_ATTR_TENSOR_REORDERING_MODE", f"CUDNN_TENSOR_REORDERING_{reordering.name}")
     if getattr(t, "is_compile_time_constant", False):
         versions.require("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", what=f"{where}: a compile-time constant scalar")
-        value = host_scalar(t)
-        d.set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", ctypes.addressof(value))
-        d._keepalive["constant"] = value
+        # the ctypes scalar itself: Descriptor checks its size against the data type and keeps it alive, and the
+        # plan cache's fingerprint reads its bytes (an address alone would make the graph uncacheable)
+        d.set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", host_scalar(t))
     d.finalize()
     return d
 
