@@ -54,7 +54,11 @@ def int_array(attr: str, type_name: str, values: list) -> Any:
         if v.__class__ is not int or v < lo or v > hi:
             break
     else:
-        return (ct * len(values))(*values)
+        n = len(values)
+        array_type = _ARRAY_TYPES.get((ct, n))
+        if array_type is None:
+            array_type = _ARRAY_TYPES[(ct, n)] = ct * n
+        return array_type(*values)
     n = len(values)
     for i, v in enumerate(values):
         if v.__class__ is not int:  # anything else with __index__ (numpy integers), normalised; never bool
@@ -65,6 +69,7 @@ def int_array(attr: str, type_name: str, values: list) -> Any:
 
 
 _INT_TYPES = {t: (element_ctype(t), lo, hi) for t, (lo, hi) in INT_RANGE.items()}
+_ARRAY_TYPES: dict[tuple[Any, int], Any] = {}  # (C type, length) -> the ctypes array type (ctypes makes one per call)
 
 
 def _as_int(attr: str, i: int, n: int, v: Any, type_name: str) -> int:

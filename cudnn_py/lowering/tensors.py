@@ -15,9 +15,8 @@ from ..ir.layout import pointer_alignment  # noqa: F401  (the lowering's public 
 
 def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) -> Descriptor:
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
-    where = f"tensor {t.name!r} (uid {t.uid})"
     if not t.dim or not t.stride or len(t.dim) != len(t.stride):
-        raise ValueError(f"{where}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
+        raise ValueError(f"{_where(t)}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
     d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
     d.set("CUDNN_ATTR_TENSOR_DATA_TYPE", to_backend_data_type(t.data_type))
     d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
@@ -32,7 +31,7 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
         d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", ragged)
     multiplier = int(getattr(t, "ragged_offset_multiplier", 1))
     if multiplier != 1:
-        versions.require("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", what=f"{where}: ragged_offset_multiplier")
+        versions.require("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", what=f"{_where(t)}: ragged_offset_multiplier")
         d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", multiplier)
     if int(getattr(t, "vector_count", 1)) != 1:
         d.set("CUDNN_ATTR_TENSOR_VECTOR_COUNT", int(t.vector_count))
@@ -41,12 +40,16 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
     if reordering is not None and getattr(reordering, "name", "NONE") != "NONE":
         d.set("CUDNN_ATTR_TENSOR_REORDERING_MODE", f"CUDNN_TENSOR_REORDERING_{reordering.name}")
     if getattr(t, "is_compile_time_constant", False):
-        versions.require("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", what=f"{where}: a compile-time constant scalar")
+        versions.require("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", what=f"{_where(t)}: a compile-time constant scalar")
         # the ctypes scalar itself: Descriptor checks its size against the data type and keeps it alive, and the
         # plan cache's fingerprint reads its bytes (an address alone would make the graph uncacheable)
         d.set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", host_scalar(t))
     d.finalize()
     return d
+
+
+def _where(t: Any) -> str:
+    return f"tensor {t.name!r} (uid {t.uid})"
 
 
 def host_scalar(t: Any) -> Any:
