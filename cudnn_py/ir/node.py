@@ -25,19 +25,31 @@ if TYPE_CHECKING:
 
 
 class Node:
+    _frozen: bool
+    op: str
+    spec: OpSpec | None
+    name: str
+    requested_compute_data_type: Any
+    inputs: Mapping[str, Tensor]
+    outputs: Mapping[str, Tensor]
+    params: dict[str, Any]
+    built_params: Mapping[str, Any]
+
     def __init__(self, op: str, name: str, params: dict[str, Any] | None = None,
                  compute_data_type: Any = data_type.NOT_SET, spec: OpSpec | None = None) -> None:
-        self._frozen = False
-        self.op = op
-        self.spec = spec
-        self.name = name
+        init = object.__setattr__  # a new node is not frozen: no check per field (the passes make hundreds)
+        init(self, "_frozen", False)
+        init(self, "op", op)
+        init(self, "spec", spec)
+        init(self, "name", name)
         # what the caller asked for; params["compute_data_type"] is the inferred value (re-derived each validate)
-        self.requested_compute_data_type = compute_data_type
-        self.inputs: Mapping[str, Tensor] = {}
-        self.outputs: Mapping[str, Tensor] = {}
-        self.params: dict[str, Any] = {**(params or {}), "compute_data_type": compute_data_type}
+        init(self, "requested_compute_data_type", compute_data_type)
+        init(self, "inputs", {})
+        init(self, "outputs", {})
+        params = {**(params or {}), "compute_data_type": compute_data_type}
+        init(self, "params", params)
         # the params as built, before inference resolved defaults into `params` (what graph.key() hashes)
-        self.built_params: Mapping[str, Any] = MappingProxyType(dict(self.params))
+        init(self, "built_params", MappingProxyType(dict(params)))
 
     def __setattr__(self, attr: str, value: Any) -> None:
         if getattr(self, "_frozen", False):
