@@ -49,3 +49,26 @@ def test_repeated_builds_do_not_accumulate_descriptors():
     for _ in range(20):
         build()
     assert live() == base
+
+
+def test_a_collected_descriptor_is_destroyed_once_and_an_explicit_destroy_is_final():
+    import io
+    import json
+
+    from cudnn_py.backend import Descriptor, trace
+
+    buf = io.StringIO()
+    with trace.tracing(buf):
+        d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+        ptr, kept = d.ptr, Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+        del d
+        gc.collect()  # the registry's weak reference calls back: destroyed, entry gone
+        assert ptr not in descriptor._live
+        kept.destroy()  # the entry and its reference go first: no second destroy when it is collected
+        kept_ptr = kept._ptr
+        del kept
+        gc.collect()
+    destroyed = [json.loads(line)["desc"] for line in buf.getvalue().splitlines()
+                 if '"cudnnBackendDestroyDescriptor"' in line and '"begin"' in line]
+    assert len(destroyed) == 2 and len(set(destroyed)) == 2, destroyed
+    assert kept_ptr not in descriptor._live

@@ -109,18 +109,10 @@ class _Owner(weakref.ref):
     ``weakref.finalize`` plus a ``WeakValueDictionary`` entry did (4.4 µs per descriptor; lowering an attention
     backward makes about 70)."""
 
-    __slots__ = ("ptr", "kind", "desc_id")
+    __slots__ = ("ptr", "kind", "desc_id")  # set right after it is made: _Owner(descriptor, _collected)
     ptr: int
     kind: str
     desc_id: int
-
-    def __new__(cls, d: Descriptor, ptr: int, kind: str, desc_id: int) -> _Owner:
-        self = super().__new__(cls, d, _collected)
-        self.ptr, self.kind, self.desc_id = ptr, kind, desc_id
-        return self
-
-    def __init__(self, d: Descriptor, ptr: int, kind: str, desc_id: int):
-        super().__init__(d, _collected)  # type: ignore[call-arg]
 
 
 _exiting = False  # set at interpreter exit: what remains is left to the OS (see the module docstring)
@@ -209,7 +201,9 @@ class Descriptor:
         if not out.value:
             raise DescriptorError(f"cudnnBackendCreateDescriptor({name}) succeeded but returned NULL")
         self._ptr: int = out.value
-        _live[self._ptr] = _Owner(self, self._ptr, name, self.id)
+        owner = _Owner(self, _collected)
+        owner.ptr, owner.kind, owner.desc_id = self._ptr, name, self.id
+        _live[self._ptr] = owner
         self._dead = False
 
     # ----------------------------------------------------------------------------------------------- lifetime
