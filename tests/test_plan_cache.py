@@ -119,7 +119,7 @@ class _Plan:
 def one_entry(monkeypatch):
     plan_cache.clear_cache()
     key = plan_cache.key(("graph",), _Config(6, [(24, 26)]), None, 0, 1234)
-    plan_cache._cache[key] = plan_cache._Entry('{"plan": 1}', 6, ((24, 26),), 4096)
+    plan_cache._cache[key] = plan_cache._Entry('{"plan": 1}', 6, {24: 26}, 4096)
     yield key
     plan_cache.clear_cache()
 

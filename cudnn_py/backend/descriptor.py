@@ -311,9 +311,7 @@ class Descriptor:
                             detail=f"{n} element(s) of {type_name}")
 
     def _to_c_array(self, spec: AttributeSpec, type_name: str, vals: list) -> tuple[Any, Any]:
-        convert = _plain_converter(type_name)
-        if convert is not None:
-            return convert(spec.name, type_name, vals), None
+        """The C array (and what must stay alive with it) of a type with no plain converter (set tried that)."""
         ct = element_ctype(type_name)
         n = len(vals)
         if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
@@ -488,9 +486,7 @@ class Descriptor:
                         raise _Unknowable
                     items.append((name, type(scalar).__name__, ctypes.string_at(ctypes.addressof(scalar),
                                                                                  ctypes.sizeof(scalar))))
-                elif kept and all(isinstance(c, Descriptor) for c in kept):  # described for a repr already
-                    items.append((name, "CUDNN_TYPE_BACKEND_DESCRIPTOR", tuple(visit(c) for c in kept)))
-                else:  # as shown (pointers, handles, and values an explain() described)
+                else:  # as shown when set: pointers, handles (_DESCRIBED_AT_ONCE), override vectors
                     items.append((name, "shown", _frozen(value)))
             out[pos] = (d.kind.name, tuple(items))
             return pos

@@ -50,7 +50,7 @@ REBUILT = "rebuilt from the JSON of the same plan built earlier in this process 
 class _Entry:
     json: str
     engine_index: int
-    knobs: tuple[tuple[int, int], ...]
+    knobs: dict[int, int]  # as applied (_chosen)
     workspace: int  # cuDNN's, without the program's workspace-resident intermediates
 
 
@@ -93,7 +93,7 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
     try:
         plan = ExecutionPlan.from_json(entry.json, handle)
         got = (plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
-        want = (entry.engine_index, _chosen(entry.knobs), entry.workspace)
+        want = (entry.engine_index, entry.knobs, entry.workspace)
         if got != want:
             raise ValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
     except (CudnnError, ValueError) as e:
@@ -111,14 +111,14 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
 
 
 def remember(cache_key: tuple, plan: ExecutionPlan) -> None:
-    """Record a plan just finalized for ``cache_key``; a plan cuDNN cannot write as JSON is simply not cached."""
+    """Record a plan just finalized for ``cache_key`` (its ``workspace`` still cuDNN's: the session adds its
+    intermediates afterwards); a plan cuDNN cannot write as JSON is simply not cached."""
     try:
         text = plan.to_json()
-        workspace = int(plan.plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
     except CudnnError as e:
         _log.info("plan cache: plan %s has no JSON representation (%s); not cached", plan.name, e)
         return
-    entry = _Entry(text, plan.config.engine_index, tuple(plan.config.knobs), workspace)
+    entry = _Entry(text, plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
     with _lock:
         _cache[cache_key] = entry
         stats["entries_made"] += 1

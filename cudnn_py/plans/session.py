@@ -116,7 +116,7 @@ class PlanningSession:
         self.context: int | None = None  # that handle's CUDA context (None: not known)
         self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
-        self._fingerprint: tuple[tuple | None] | None = None  # (the operation graph's fingerprint,) once computed
+        self._fingerprint: tuple[Descriptor, tuple | None] | None = None  # (operation graph, its fingerprint)
         self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (execute_plan_at_index)
         self._on_default_plan_change = on_default_plan_change
 
@@ -577,9 +577,10 @@ class PlanningSession:
                 lowered is None or lowered.handle is None or lowered.operation_graph is None or \
                 not plan_cache.enabled():
             return None
-        if self._fingerprint is None:
-            self._fingerprint = (lowered.operation_graph.fingerprint(),)
-        return plan_cache.key(self._fingerprint[0], self.configs[i], self.options.sm_count, self.device,
+        og = lowered.operation_graph
+        if self._fingerprint is None or self._fingerprint[0] is not og:  # (lowered again, or finalized again)
+            self._fingerprint = (og, og.fingerprint())
+        return plan_cache.key(self._fingerprint[1], self.configs[i], self.options.sm_count, self.device,
                               lowered.handle)
 
     def build_plans(self, build_all: bool = False) -> None:
