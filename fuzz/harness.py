@@ -201,10 +201,19 @@ def summary(title: str, seed: int, out_path: str, tag: str, categories: tuple[st
     return "\n".join(lines)
 
 
+def without_a_gpu() -> None:
+    """Make cuDNN finalize descriptors on a machine with no driver, as the CPU tests do: the test-only libcuda stub
+    of ``tests/support`` (source tree; nothing is done where a real driver loads). For the deviceless runs."""
+    from tests.support.libcuda_stub import ensure_driver
+
+    ensure_driver()
+
+
 def deviceless(make_case: Callable[[int, int], dict], run_deviceless: Callable[[dict], dict], tag: str, seed: int,
                n: int) -> int:
     """Cases 0..n-1 in this process, build + validate() only: ``CASE <id>`` before and ``RESULT <id> <tag>
     <outcome> <reason>`` after each (a crash is pinned to the last CASE line)."""
+    without_a_gpu()
     for case in range(n):
         spec = make_case(seed, case)
         print(f"CASE {case}", flush=True)

@@ -6,8 +6,8 @@ lowering faster, not different, is checked on the CPU (it needs no GPU: the case
     python -m fuzz.lowering_corpus --out before.json          # (on the old code)
     python -m fuzz.lowering_corpus --out after.json --compare before.json
 
-Run from the source tree: without a driver it loads the test-only libcuda stub of ``tests/support`` first, as the
-CPU tests do (cuDNN then finalizes descriptors on a machine with no GPU).
+Run from the source tree: without a driver it loads the test-only libcuda stub first (``harness.without_a_gpu``), as
+the CPU tests do.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import io
 import json
 import sys
 from typing import Any
+
+from fuzz import harness
 
 SEED = 777
 
@@ -91,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=80)
     ap.add_argument("--compare", help="a corpus written before: list the cases whose calls differ")
     args = ap.parse_args(argv)
-    from tests.support.libcuda_stub import ensure_driver
-
-    ensure_driver()  # nothing to do where a real driver loads
+    harness.without_a_gpu()
     got = corpus(args.cases)
     with open(args.out, "w") as f:
         json.dump(got, f, indent=0, sort_keys=True)
