@@ -15,13 +15,13 @@ queries that returned configs are kept; ``HEURISTICS_CACHE_SIZE`` of them, the l
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Descriptor
 from ..errors import CudnnError
 from .engine_config import CachedEngineConfig, EngineConfig, KnobReader
+from .lru import LruCache
 
 HEURISTICS_CACHE_SIZE = 256
 
@@ -47,19 +47,16 @@ class _Answer:
     ranked: tuple[tuple[str, tuple[int, ...]], ...]
 
 
-_cache: OrderedDict[Any, _Answer] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache = LruCache()  # cache key -> _Answer
 
 
 def forget(cache_key: Any) -> None:
     """Drop one cached answer (its configs did not build for a graph of that key)."""
-    with _cache_lock:
-        _cache.pop(cache_key, None)
+    _cache.drop(cache_key)
 
 
 def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
+    _cache.empty()
 
 
 def _answered(operation_graph: Descriptor, answer: _Answer) -> HeuristicsResult:
@@ -74,10 +71,7 @@ def _remember(cache_key: Any, result: HeuristicsResult) -> None:
     answer = _Answer(tuple((c.engine_index, tuple(c.knobs), c.source) for c in result.configs),
                      tuple(result.per_mode),
                      tuple((m, tuple(position[id(c)] for c in ranked)) for m, ranked in result.ranked))
-    with _cache_lock:
-        _cache[cache_key] = answer
-        while len(_cache) > HEURISTICS_CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.store(cache_key, answer, HEURISTICS_CACHE_SIZE)
 
 
 def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None,
@@ -88,10 +82,7 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
     if device_properties is not None:
         cache_key = None  # deviceless answers are for the properties given: not kept
     if cache_key is not None:
-        with _cache_lock:
-            answer = _cache.get(cache_key)
-            if answer is not None:
-                _cache.move_to_end(cache_key)
+        answer = _cache.lookup(cache_key)
         if answer is not None:
             return _answered(operation_graph, answer)
     result = _query(operation_graph, modes, sm_count, device_properties)

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CudnnError
 from .engine_config import EngineConfig
+from .lru import LruCache
 from .plan import ExecutionPlan
 
 _log = logging.getLogger(__name__)
@@ -54,9 +53,8 @@ class _Entry:
     workspace: int  # cuDNN's, without the program's workspace-resident intermediates
 
 
-_cache: OrderedDict[Any, _Entry] = OrderedDict()
-_lock = threading.Lock()
-stats = {"hits": 0, "entries_made": 0, "rebuilds_refused": 0}
+_cache = LruCache()  # cache key -> _Entry
+stats = {"hits": 0, "entries_made": 0, "rebuilds_refused": 0}  # counted under _cache.lock
 
 
 def enabled() -> bool:
@@ -64,8 +62,7 @@ def enabled() -> bool:
 
 
 def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    _cache.empty()
 
 
 def key(fingerprint: tuple | None, config: EngineConfig, sm_count: int | None, device: int | None,
@@ -84,10 +81,7 @@ def _chosen(knobs: Any) -> dict[int, int]:
 
 def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPlan | None:
     """The plan of an entry, rebuilt from its JSON and checked against it; None: no entry, or it was dropped."""
-    with _lock:
-        entry = _cache.get(cache_key)
-        if entry is not None:
-            _cache.move_to_end(cache_key)
+    entry = _cache.lookup(cache_key)
     if entry is None:
         return None
     try:
@@ -97,13 +91,13 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
         if got != want:
             raise ValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
     except (CudnnError, ValueError) as e:
-        with _lock:
-            _cache.pop(cache_key, None)
+        _cache.drop(cache_key)
+        with _cache.lock:
             stats["rebuilds_refused"] += 1
         _log.warning("plan cache: the entry for %s could not be rebuilt (%s); dropped, the plan is finalized afresh",
                      config.name, e)
         return None
-    with _lock:
+    with _cache.lock:
         stats["hits"] += 1
     plan.config = config  # the graph's own config object (its notes, its source), the same engine and knobs
     plan.source = REBUILT
@@ -119,8 +113,6 @@ def remember(cache_key: tuple, plan: ExecutionPlan) -> None:
         _log.info("plan cache: plan %s has no JSON representation (%s); not cached", plan.name, e)
         return
     entry = _Entry(text, plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
-    with _lock:
-        _cache[cache_key] = entry
+    _cache.store(cache_key, entry, PLAN_CACHE_SIZE)
+    with _cache.lock:
         stats["entries_made"] += 1
-        while len(_cache) > PLAN_CACHE_SIZE:
-            _cache.popitem(last=False)
