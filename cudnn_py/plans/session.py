@@ -117,7 +117,7 @@ class PlanningSession:
         self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
         self._fingerprint: tuple[Descriptor, tuple | None] | None = None  # (operation graph, its fingerprint)
-        self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (execute_plan_at_index)
+        self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (_fast)
         self._on_default_plan_change = on_default_plan_change
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
@@ -324,6 +324,7 @@ class PlanningSession:
         self.device, self.context = placement_of(handle)  # one read of the handle registry
         if self.executor is not None:
             self.executor.set_device(self.device)
+            self._fast_by_plan.clear()  # a bound execute keeps the device it was made for
 
     def on_device(self) -> cuda_context.bound:
         """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""
@@ -635,8 +636,15 @@ class PlanningSession:
     # ---- EXECUTABLE -------------------------------------------------------------------------------------------------
     def fast_path(self) -> Callable[..., None]:
         """``execute`` for the default plan with every indirection bound (``Executor.fast``)."""
-        assert self.executor is not None
-        return self.executor.fast(self.plan())
+        return self._fast(self.plan())
+
+    def _fast(self, plan: ExecutionPlan) -> Callable[..., None]:
+        """``plan``'s bound execute, made once per plan (the default plan's and ``execute_plan_at_index``'s)."""
+        fast = self._fast_by_plan.get(plan.id)
+        if fast is None:
+            assert self.executor is not None
+            fast = self._fast_by_plan[plan.id] = self.executor.fast(plan)
+        return fast
 
     def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
         assert self.executor is not None
@@ -651,7 +659,7 @@ class PlanningSession:
         if fast is not None:
             return fast(variant_pack, workspace, handle)
         self.executor.execute(plan, variant_pack, workspace, handle)
-        self._fast_by_plan[plan.id] = self.executor.fast(plan)
+        self._fast(plan)
         return None
 
     # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
