@@ -283,3 +283,15 @@ def test_a_compile_time_constant_is_fingerprinted_by_value():
 
     two = scaled(2.0)
     assert two is not None and two == scaled(2.0) and two != scaled(3.0)
+
+
+def test_the_environment_variable_turns_the_plan_cache_off(monkeypatch):
+    # the same words as CUDNN_PY_REPLAY (plans/switches.py), read per build
+    for value in ("0", "off", "False", " no "):
+        monkeypatch.setenv(plan_cache.PLAN_CACHE_ENV, value)
+        assert not plan_cache.enabled()
+    for value in ("1", "yes", "on", ""):
+        monkeypatch.setenv(plan_cache.PLAN_CACHE_ENV, value)
+        assert plan_cache.enabled()
+    monkeypatch.delenv(plan_cache.PLAN_CACHE_ENV)
+    assert plan_cache.enabled()

@@ -29,7 +29,6 @@ rebuild it. ``PLAN_CACHE_SIZE`` entries (JSON of tens of KB each), least recentl
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,7 @@ from ..errors import CudnnError
 from .engine_config import EngineConfig
 from .lru import LruCache
 from .plan import ExecutionPlan
+from .switches import switched_off
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ stats = {"hits": 0, "entries_made": 0, "rebuilds_refused": 0}  # counted under _
 
 
 def enabled() -> bool:
-    return os.environ.get(PLAN_CACHE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switched_off(PLAN_CACHE_ENV) is None
 
 
 def clear_cache() -> None:

@@ -27,7 +27,6 @@ both are equally correct.
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any
 
 from ..backend import capture, out_params
 from ..backend import handle as _handle_mod
+from .switches import switched_off
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
 CACHE_SIZE = 8  # recorded bindings kept per executor (least recently recorded dropped first)
@@ -44,8 +44,9 @@ _log = logging.getLogger(__name__)
 
 def environment_refusal() -> str | None:
     """Why replay is off for executors made now (the environment, the driver), or None."""
-    if os.environ.get(REPLAY_ENV, "1").strip().lower() in ("0", "off", "false", "no"):
-        return f"{REPLAY_ENV}={os.environ[REPLAY_ENV]}"
+    off = switched_off(REPLAY_ENV)
+    if off is not None:
+        return off
     if capture.driver() is None:
         return "no CUDA driver with stream capture"
     return None
