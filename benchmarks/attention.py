@@ -29,7 +29,7 @@ CASES: dict[str, dict[str, Any]] = {
     "decode": dict(b=B, h_q=H, h_kv=H, s_q=1, s_kv=S, d=D, causal=False),
 }
 BACKWARD_CASES = ("causal", "non_causal", "gqa4_causal")  # decode trains nothing (and s_q = 1 has no backward)
-BUILD_REPEATS = 6  # after one warm-up build per library: 6 timed ones per library and case (builds vary by +-30%)
+BUILD_REPEATS = 10  # after one warm-up build per library: 10 timed ones per library and case (builds vary by +-30%)
 HOST_CALLS = 40  # back-to-back executes per sample: well under the launch queue's depth
 _LIKE = {"o": "o", "dQ": "q", "dK": "k", "dV": "v"}  # each output's buffer is laid out as this input
 
@@ -88,7 +88,7 @@ def backward_graph(lib, handle, case, layouts):
 
 
 # ---- measuring (GPU only: torch is imported here, not at module import) ------------------------------------------
-def _host_us(ctx, fns: dict, rounds=5) -> dict:
+def _host_us(ctx, fns: dict, rounds=15) -> dict:
     """Host wall time per execute(): HOST_CALLS calls back to back, a sync between samples; median sample."""
     import torch
 

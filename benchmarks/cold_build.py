@@ -8,7 +8,7 @@ built a case first would pay for both. The driver's JIT cache is disabled (``CUD
 process inherits another's compilation from disk. The processes alternate (official, cudnn_py, cudnn_py, official);
 each case's figure is the median over a library's processes.
 
-    python3 benchmarks/cold_build.py --out DIR [--processes 2]
+    python3 benchmarks/cold_build.py --out DIR [--processes 3]
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def child(lib_name: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
-    ap.add_argument("--processes", type=int, default=2, help="fresh processes per library")
+    ap.add_argument("--processes", type=int, default=3, help="fresh processes per library")
     ap.add_argument("--child", choices=("official", "cudnn_py"))
     args = ap.parse_args()
     if args.child:
