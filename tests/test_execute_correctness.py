@@ -285,9 +285,12 @@ class Recorder:
         return 0
 
 
-def square_matmul(io=H):
-    """C = A @ B over [2, 16, 16] tensors: A.transpose(1, 2) has A's shape and pointer but other strides."""
+def square_matmul(io=H, keep: list | None = None):
+    """C = A @ B over [2, 16, 16] tensors: A.transpose(1, 2) has A's shape and pointer but other strides. The
+    executor works without its graph; a test that plans further keeps the graph (``keep``): nothing else does."""
     g = cudnn.pygraph(io_data_type=io, compute_data_type=F)
+    if keep is not None:
+        keep.append(g)
     A = g.tensor(dim=[2, 16, 16], stride=[256, 16, 1], name="A")
     B = g.tensor(dim=[2, 16, 16], stride=[256, 16, 1], name="B")
     C = g.matmul(A, B)

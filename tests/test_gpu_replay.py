@@ -255,3 +255,34 @@ def test_the_environment_variable_turns_replay_off():
     r = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "'enabled': False" in r.stdout and "CUDNN_PY_REPLAY=0" in r.stdout and "'launches': 0" in r.stdout, r.stdout
+
+
+def test_a_dropped_graph_releases_plans_packs_and_recordings_at_once():
+    """A built graph, executed until replayed, then dropped with the cyclic collector off: its descriptors (the
+    operation graph, plans, variant packs) are destroyed and its recorded CUDA graph execs go at once (no reference
+    cycle runs through a graph or its session)."""
+    import gc
+    import weakref
+
+    from cudnn_py.backend import descriptor as descriptor_mod
+
+    g, ts, bufs = sdpa_forward()  # first: what the process keeps for any graph (default handle, caches) is made
+    run_and_check(g, ts, bufs, 4)
+    del g, ts, bufs
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        before = set(descriptor_mod._live)
+        g, ts, bufs = sdpa_forward()
+        run_and_check(g, ts, bufs, 4)
+        replays = list(g.session.executor.replays.recorded.values())
+        assert replays, stats(g)
+        recorded, alive = weakref.ref(replays[0]), weakref.ref(g)
+        made = set(descriptor_mod._live) - before
+        assert made
+        del g, ts, replays
+        assert alive() is None and recorded() is None
+        assert not set(descriptor_mod._live) - before, "descriptors of the dropped graph are still alive"
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -688,3 +688,46 @@ def test_the_ir_refuses_what_it_should():
     g.nodes[0].inputs = {"IN_0": g.nodes[0].outputs["OUT_0"]}
     with pytest.raises(ValueError, match="writes itself.*cycle"):
         g.validate()
+
+
+
+def test_a_dropped_graph_frees_its_descriptors_at_once():
+    """No reference cycle runs through a graph (its observers, its session and the lowered program refer to it
+    weakly): its last reference going destroys the lowered descriptors there and then, as the frontend's C++
+    objects are, not whenever the cyclic collector next runs (with torch's heap: rarely). The collector is off
+    here: a cycle would leave them alive. A session kept by the caller outlives its graph and keeps its own
+    descriptors; what needs the graph then says it is gone."""
+    import gc
+    import weakref
+
+    from cudnn_py.backend import descriptor as descriptor_mod
+
+    def lowered():
+        g, a, b = mm_graph()
+        g.matmul(a, b).set_output(True)
+        g.validate()
+        return g
+
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        before = set(descriptor_mod._live)
+        g = lowered()
+        made = set(descriptor_mod._live) - before
+        assert len(made) >= 4, "validate() lowered nothing"  # A, B, C, the matmul, the operation graph
+        alive = weakref.ref(g)
+        del g
+        assert alive() is None and not set(descriptor_mod._live) - before
+
+        g = lowered()
+        session, alive = g.session, weakref.ref(g)
+        del g
+        assert alive() is None  # the session refers to its graph weakly
+        assert len(set(descriptor_mod._live) - before) >= 4  # and owns what it lowered
+        with pytest.raises(RuntimeError, match=r"graph this planning session belongs to was garbage-collected"):
+            _ = session.graph
+        del session
+        assert not set(descriptor_mod._live) - before
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -283,7 +283,8 @@ def test_sm10x_erratum_is_data_with_its_gpus_and_source():
 
 
 def test_sm10x_erratum_refuses_on_blackwell_only():
-    program = _validated()._session.program
+    g = _validated()  # kept: the program refers to its graph weakly
+    program = g._session.program
     errata.check(program, 91900)  # deviceless: the GPU is not known, so the erratum waits for planning
     errata.check_on_device(program, 91900, 90)  # an H200: not refused
     errata.check_on_device(program, 92600, 100)  # fixed in 9.26

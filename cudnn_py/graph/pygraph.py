@@ -117,7 +117,7 @@ class pygraph(Graph):
         # the cuDNN side
         self._session: PlanningSession | None = None
         self._fast_execute: Any = None  # the default cuDNN plan's bound execute, once execute has run it
-        self._observers.append(self._drop_session)
+        self.on_change(self._drop_session)
         for engine in backends or ():
             self.register_backend(engine)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +29,13 @@ from .node import Node
 from .ops.common import InferenceContext, check_tensor
 from .tensor import Tensor
 
+
+def weak_callable(callback: Callable[..., Any]) -> Callable[[], Callable[..., Any] | None]:
+    """A reference to ``callback``: weak for a bound method (its object may go; the reference then gives None),
+    strong for anything else (a function or lambda the caller made for this)."""
+    if isinstance(callback, types.MethodType):
+        return weakref.WeakMethod(callback)
+    return lambda: callback
 
 class GraphContext:
     """Graph-level data-type defaults; frozen with the graph."""
@@ -69,7 +78,8 @@ class Graph(BuilderMixin):
         self._bound_ids: dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
         self._frozen = False
         self._is_validated = False
-        self._observers: list[Callable[[], None]] = []  # told when the IR changes (a stale lowering drops)
+        # told when the IR changes (a stale lowering drops); weak references to bound methods (weak_callable)
+        self._observers: list[Callable[[], Callable[[], None] | None]] = []
 
     name = property(lambda self: self._name)
     is_validated = property(lambda self: self._is_validated)
@@ -151,7 +161,9 @@ class Graph(BuilderMixin):
         self._is_validated = False
         if not self._frozen:
             for observer in self._observers:
-                observer()
+                callback = observer()
+                if callback is not None:
+                    callback()
 
     def fresh_uids(self) -> Iterator[int]:
         """Uids no tensor of this graph holds, for the tensors the passes add to their copy of it."""
@@ -160,8 +172,9 @@ class Graph(BuilderMixin):
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` whenever the IR changes (before the freeze; a frozen graph does not change), so that
-        what was derived from it can drop."""
-        self._observers.append(callback)
+        what was derived from it can drop. A bound method is held weakly: a graph observing itself is no reference
+        cycle, so a graph nothing else refers to goes (with its session's descriptors) when its last reference does."""
+        self._observers.append(weak_callable(callback))
 
     def _freeze(self) -> None:
         """Freeze tensors, nodes and context: every later mutation raises RuntimeError."""

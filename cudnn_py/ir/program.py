@@ -10,6 +10,7 @@ signatures, and runs each new node's inference at once (so every intermediate ha
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from .tensor import Tensor
 class Program:
     def __init__(self, source: Any, nodes: list[Node], tensors: dict[int, Tensor], context: InferenceContext,
                  uids: Iterator[int]) -> None:
-        self.source = source  # the user's graph
+        self._source = weakref.ref(source)  # the user's graph (weakly: it owns the session that owns this program)
         self.nodes = nodes
         self.tensors = tensors  # uid -> tensor, every tensor of the program
         self.context = context
@@ -71,6 +72,14 @@ class Program:
         span = elements if elements is not None else layout.span(t.dim, t.stride)
         self.scratch[t.uid] = -(-span * dtype_info(t.data_type).bits // 8)
         return t
+
+    @property
+    def source(self) -> Any:
+        """The user's graph this program was copied from (RuntimeError once it was garbage-collected)."""
+        graph = self._source()
+        if graph is None:
+            raise RuntimeError("the graph this program was copied from was garbage-collected")
+        return graph
 
     def user_tensor(self, uid: int) -> Tensor | None:
         """The user's tensor behind a program uid (None for a tensor a pass added)."""

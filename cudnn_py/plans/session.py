@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ from ..errors import (
     cudnnGraphNotSupportedError,
 )
 from ..interop import data_ptr
+from ..ir.graph import weak_callable
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
@@ -95,7 +97,9 @@ class SessionOptions:
 
 class PlanningSession:
     def __init__(self, graph: Any, options: SessionOptions, on_default_plan_change: Callable[[], None] = lambda: None):
-        self.graph = graph  # the user's (validated) IR graph
+        # the user's (validated) IR graph, referred to weakly: the graph owns its session, and a reference back would
+        # make a cycle that keeps every descriptor of a dropped graph until the cyclic collector runs
+        self._graph_ref = weakref.ref(graph)
         self.options = options
         self.phase = Phase.BUILT
         self.program: Program | None = None
@@ -118,7 +122,17 @@ class PlanningSession:
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
         self._fingerprint: tuple[Descriptor, tuple | None] | None = None  # (operation graph, its fingerprint)
         self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (_fast)
-        self._on_default_plan_change = on_default_plan_change
+        self._on_default_plan_change = weak_callable(on_default_plan_change)  # a bound method of the graph: weakly
+
+    @property
+    def graph(self) -> Any:
+        """The graph this session plans (RuntimeError once it was garbage-collected: only planning needs it; the
+        built plans execute without it)."""
+        graph = self._graph_ref()
+        if graph is None:
+            raise RuntimeError("the graph this planning session belongs to was garbage-collected; keep the graph "
+                               "while you plan with its session")
+        return graph
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
     def _need(self, phase: Phase, method: str) -> None:
@@ -608,7 +622,9 @@ class PlanningSession:
         if index != self.candidate:
             _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, self.configs[index].name)
             self.candidate = index
-            self._on_default_plan_change()  # a bound execute targets the old plan
+            on_change = self._on_default_plan_change()
+            if on_change is not None:  # (the graph may be gone; its session lives on in the caller's hands)
+                on_change()  # a bound execute targets the old plan
         self._advance(Phase.EXECUTABLE)
 
     def plan(self, index: int | None = None) -> ExecutionPlan:
