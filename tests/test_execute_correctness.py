@@ -792,3 +792,29 @@ def test_an_unregistered_handle_never_reaches_cudnn(path, torch):
     with pytest.raises(ValueError, match=r"execute\(handle=...\): 0x999 is not a handle created by"):
         run({A: a, B: b, C: c}, handle=0x999)
     assert len(ex._backend_execute.calls) == 1
+
+
+def test_an_executor_dropped_after_executes_frees_its_variant_packs_at_once(torch):
+    """No reference cycle inside an executor either (bound fast paths, cached bindings): dropped with its graph
+    after checked and cached executes, its variant packs are destroyed at once (the cyclic collector is off)."""
+    import gc
+
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        before = set(descriptor_mod._live)
+        kept: list = []
+        ex, A, B, C = square_matmul(keep=kept)
+        pack = dict(zip((A, B, C), operands()))
+        paths = both_paths(ex, FakePlan())
+        for _, run in paths:
+            for _ in range(3):
+                run(pack)
+        assert ex._vp_cache and len(ex._backend_execute.calls) == 6
+        alive = weakref.ref(ex)
+        del ex, run, paths, kept
+        assert alive() is None
+        assert not set(descriptor_mod._live) - before
+    finally:
+        (gc.enable if was else gc.disable)()
