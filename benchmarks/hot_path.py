@@ -69,6 +69,9 @@ def fake() -> dict:
         def get_device(self):
             return 0
 
+        def is_contiguous(self):  # the fast path re-checks row-major operands this way
+            return True
+
     T.__module__ = "torch"
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
     X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])

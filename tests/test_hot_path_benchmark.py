@@ -1,0 +1,21 @@
+"""benchmarks/hot_path.py --fake on the CPU: it runs (its fake torch tensor must offer what the execute fast path
+reads; it lacked is_contiguous once and the benchmark failed unnoticed) and prints its JSON line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_fake_hot_path_benchmark_runs():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hot_path.py"), "--fake"], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {"fake_torch_us", "fake_int_ptrs_us", "noop_backend_us"} <= set(figures)
+    assert all(figures[k] > 0 for k in ("fake_torch_us", "fake_int_ptrs_us", "noop_backend_us"))
