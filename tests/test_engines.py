@@ -370,3 +370,26 @@ def test_reference_engine_on_cuda_tensors_matches_cudnn():
         assert torch.isfinite(cudnn_out).all() and torch.isfinite(reference_out).all(), build.__name__
         err = ((cudnn_out - reference_out).norm() / reference_out.norm()).item()
         assert err < 5e-3, f"{build.__name__}: relative error {err}"
+
+
+def test_a_graph_run_by_the_reference_engine_goes_when_dropped():
+    """No reference cycle through a graph its python engine planned and ran (the plan keeps no reference to the
+    graph; the execute's reader closures are cleared): dropped, it goes at once (the cyclic collector is off)."""
+    import gc
+    import weakref
+
+    def ran():
+        g, x, y = small_graph(ReferenceEngine())
+        out = np.zeros((2, 3))
+        xs = rand(2, 3)
+        g.execute({x: xs, y: out})
+        assert np.allclose(out, np.exp(xs))
+        return weakref.ref(g)
+
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        assert ran()() is None
+    finally:
+        (gc.enable if was else gc.disable)()

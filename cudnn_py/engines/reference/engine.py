@@ -66,8 +66,7 @@ class ReferencePlan(CompiledPlan):
         self.engine_id = config.engine_id
         self.name = config.name
         self._nodes = nodes  # the graph is frozen: this snapshot stays valid
-        self._outputs = graph.get_outputs()
-        self._user_tensor = graph.find_tensor
+        self._outputs = graph.get_outputs()  # (not the graph: it holds this plan, and a reference back is a cycle)
 
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         values: dict[int, np.ndarray] = {}
@@ -77,7 +76,7 @@ class ReferencePlan(CompiledPlan):
                 if t.uid in buffers and t.ragged_offset is not None:
                     values[t.uid] = ragged.gather(_host(buffers[t.uid]), t, _offsets(t))
                 elif t.uid in buffers:
-                    values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, self._user_tensor(t.uid))
+                    values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, graph.find_tensor(t.uid))
                 elif t.pass_by_value is not None:
                     values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
                 else:
@@ -87,20 +86,25 @@ class ReferencePlan(CompiledPlan):
         def _offsets(t: Any) -> np.ndarray:
             return read(t.ragged_offset).reshape(-1) * int(t.ragged_offset_multiplier)
 
-        with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
-            for node in self._nodes:
-                result = REFERENCES[node.op][0](node, read)
-                extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
-                for t in node.outputs.values():
-                    value = extra.get(t.uid, result)
-                    values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
-        for t in self._outputs:
-            if t.uid not in buffers:
-                raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
-            if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
-                _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, _offsets(t))
-            else:
-                _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
+        try:
+            with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
+                for node in self._nodes:
+                    result = REFERENCES[node.op][0](node, read)
+                    extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
+                    for t in node.outputs.values():
+                        value = extra.get(t.uid, result)
+                        values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
+            for t in self._outputs:
+                if t.uid not in buffers:
+                    raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
+                if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
+                    _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, _offsets(t))
+                else:
+                    _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
+        finally:
+            # read and _offsets refer to each other through their closure cells: clearing them breaks that cycle,
+            # which would keep the graph (and its descriptors) until the cyclic collector ran
+            read = _offsets = None  # type: ignore[assignment]
 
 
 # ---- host adapter: the only place that knows about frameworks -------------------------------------------------------
