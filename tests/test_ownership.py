@@ -1,0 +1,32 @@
+"""Ownership on the CPU: graphs of every kind the fuzzers make (attention forward and backward, every option;
+convolutions), validated or refused, leave no graph, planning session or descriptor in cyclic garbage. A graph,
+its session and what they lowered go by reference counting when the caller drops them (tests of single graphs:
+test_graph_ir.py, test_execute_correctness.py, test_engines.py; with plans and replays: test_gpu_replay.py)."""
+from __future__ import annotations
+
+import gc
+from collections import Counter
+
+import pytest
+
+from fuzz import conv_fuzz, sdpa_fuzz
+
+OWNED = ("pygraph", "PlanningSession", "Program", "Descriptor", "Executor")
+
+
+@pytest.mark.parametrize("fuzzer, cases", [(sdpa_fuzz, 60), (conv_fuzz, 40)], ids=["sdpa", "conv"])
+def test_fuzzed_graphs_leave_no_cyclic_garbage(fuzzer, cases):
+    was, flags = gc.isenabled(), gc.get_debug()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable stays in gc.garbage, to be counted
+    try:
+        outcomes = Counter(fuzzer.run_case_deviceless(fuzzer.make_case(4242, i))["outcome"] for i in range(cases))
+        gc.collect()
+        left = Counter(type(o).__name__ for o in gc.garbage if type(o).__name__ in OWNED)
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+        (gc.enable if was else gc.disable)()
+    assert outcomes["validated"] > cases // 2, outcomes
+    assert not left, f"in cyclic garbage after {dict(outcomes)}: {dict(left)}"
