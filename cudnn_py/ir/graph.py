@@ -37,6 +37,7 @@ def weak_callable(callback: Callable[..., Any]) -> Callable[[], Callable[..., An
         return weakref.WeakMethod(callback)
     return lambda: callback
 
+
 class GraphContext:
     """Graph-level data-type defaults; frozen with the graph."""
 
