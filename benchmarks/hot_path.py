@@ -3,7 +3,8 @@
     PYTHONPATH=<checkout> python benchmarks/hot_path.py --fake     # CPU: fake torch tensors, no-op backend
     PYTHONPATH=<checkout> python benchmarks/hot_path.py            # GPU: real torch tensors, real cuDNN plan
 
-``--fake`` needs no GPU: cuDNN's execute is replaced by a Python no-op, operands are instances of a tiny class
+``--fake`` needs no GPU: cuDNN's execute is replaced by a Python no-op (and, for the ``fake_replayed_*`` figures,
+the replayed branch's three driver / cuDNN calls by a C function that returns 0), operands are instances of a tiny class
 whose module is ``torch`` (so they take the torch code path); its ``data_ptr``/``stride`` are Python methods, so
 absolute times are higher than with real torch, the difference between versions is what it shows. On a GPU it
 times a tiny pointwise add with torch tensors (handle and workspace given, as benchmarks/run.py does; and
@@ -95,9 +96,71 @@ def fake() -> dict:
     fast(pack, 0, 0x77)
     fast(ipack, 0, 0x77)
     fast(pack, 0, 0x77)
-    return {"fake_torch_us": per_call_us(lambda: fast(pack, 0, 0x77)),
-            "fake_int_ptrs_us": per_call_us(lambda: fast(ipack, 0, 0x77)),
-            "noop_backend_us": per_call_us(lambda: ex._backend_execute(0x77, 0x1000, None))}
+    figures = {"fake_torch_us": per_call_us(lambda: fast(pack, 0, 0x77)),
+               "fake_int_ptrs_us": per_call_us(lambda: fast(ipack, 0, 0x77)),
+               "noop_backend_us": per_call_us(lambda: ex._backend_execute(0x77, 0x1000, None))}
+    figures.update(_fake_replayed(cudnn, T))
+    return figures
+
+
+def _fake_replayed(cudnn, T) -> dict:
+    """The replayed branch of the fast path on the CPU: the driver's capture query and graph launch and
+    cudnnGetStream are a C function that returns 0 and ignores its arguments (libm's fegetround: 0 is
+    FE_TONEAREST, the default rounding mode; no system call), and a recording of the last binding is put in place
+    (the stub driver cannot capture). Times the branch's Python and its three ctypes calls; the launch itself
+    costs nothing here."""
+    import ctypes
+    import ctypes.util
+    import types
+
+    from cudnn_py.backend import capture, out_params
+    from cudnn_py.backend.api import lib
+    from cudnn_py.plans import execute as execute_mod
+    from cudnn_py.plans import replay as replay_mod
+
+    libm = ctypes.util.find_library("m")
+    if libm is None:
+        return {"fake_replayed_skipped": "no libm to stand in for the driver"}
+
+    def returns_zero():
+        fn = ctypes.CDLL(libm).fegetround
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+        if fn(0, 0) != 0:  # a rounding mode other than the default: no stand-in
+            raise RuntimeError("fegetround() is not 0 here")
+        return fn
+
+    fake_driver = types.SimpleNamespace(cuStreamIsCapturing=returns_zero(), cuGraphLaunch=returns_zero())
+    capture.driver = lambda: fake_driver
+    capture.destroy_exec = lambda exec_: None
+    lib().cudnnGetStream = returns_zero()
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Z = g.add(X, Y)
+    Z.set_output(True)
+    g.validate()
+    ex = g.session.executor
+    ex._backend_execute = lambda h, p, v: 0
+    ex.replays.consider = lambda *args: False  # no recording here: one is put in place below
+    if not ex.replays.on:
+        return {"fake_replayed_skipped": f"replay is off: {ex.replays.refusal}"}
+
+    class Plan:
+        id, ptr, name, workspace = 2, 0x2000, "fake", 0
+
+    fast = ex.fast(Plan())
+    out_params.this_thread().stream.value = 0x1234  # the fake cudnnGetStream leaves it: a stream one can capture
+    figures = {}
+    for name, pack in (("fake_replayed_torch_us", {X: T(0x40000), Y: T(0x50000), Z: T(0x60000)}),
+                       ("fake_replayed_int_ptrs_us", {X: 0x40000, Y: 0x50000, Z: 0x60000})):
+        fast(pack, 0, 0x77)
+        fast(pack, 0, 0x77)
+        binding, owner = ex._last, execute_mod._live_handles.get(0x77)
+        recording = replay_mod.Replay(binding, owner, 1)
+        ex.replays.recorded[(id(binding), id(owner))] = recording
+        figures[name] = per_call_us(lambda pack=pack: fast(pack, 0, 0x77))
+        assert recording.launches > 1000, "the replayed branch was not taken"
+    return figures
 
 
 def gpu() -> dict:

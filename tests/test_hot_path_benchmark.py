@@ -12,10 +12,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_fake_hot_path_benchmark_runs():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in os.environ.items() if k != "CUDNN_PY_REPLAY"}  # (conftest turns replay off)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hot_path.py"), "--fake"], capture_output=True,
                        text=True, timeout=120, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     figures = json.loads(r.stdout.strip().splitlines()[-1])
-    assert {"fake_torch_us", "fake_int_ptrs_us", "noop_backend_us"} <= set(figures)
-    assert all(figures[k] > 0 for k in ("fake_torch_us", "fake_int_ptrs_us", "noop_backend_us"))
+    names = ("fake_torch_us", "fake_int_ptrs_us", "noop_backend_us", "fake_replayed_torch_us",
+             "fake_replayed_int_ptrs_us")  # (the replayed branch's figures assert that the branch was taken)
+    assert set(names) <= set(figures), figures
+    assert all(figures[k] > 0 for k in names)
