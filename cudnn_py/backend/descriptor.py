@@ -495,6 +495,8 @@ class Descriptor:
             visit(self)
         except _Unknowable:
             return None
+        finally:
+            visit = None  # type: ignore[assignment]  # it refers to itself through its closure cell: a cycle
         return tuple(out)
 
     # ----------------------------------------------------------------------------------------------- get

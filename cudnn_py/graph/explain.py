@@ -83,19 +83,21 @@ def report(g: Any) -> dict:
 
 def _all_descriptors(lowered: Any) -> list:
     """Every descriptor reachable from the lowered graph, in a stable order (tensors, operations, their parts)."""
+    # a loop over a stack, not a recursive nested function: that one refers to itself through its closure cell,
+    # a cycle that kept every descriptor it had seen alive until the cyclic collector ran
     seen: dict[int, Any] = {}
-
-    def visit(d: Any) -> None:
+    stack = list(reversed(lowered.descriptors()))
+    while stack:
+        d = stack.pop()
         if d.id in seen:
-            return
+            continue
         seen[d.id] = d
+        parts = []
         for kept in d._keepalive.values():
             for x in kept if isinstance(kept, list) else [kept]:
                 if hasattr(x, "kind") and hasattr(x, "_keepalive"):
-                    visit(x)
-
-    for d in lowered.descriptors():
-        visit(d)
+                    parts.append(x)
+        stack.extend(reversed(parts))  # visited in the order the recursion took
     return sorted(seen.values(), key=lambda d: d.id)
 
 
