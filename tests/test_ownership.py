@@ -1,5 +1,5 @@
 """Ownership on the CPU: graphs of every kind the fuzzers make (attention forward and backward, every option;
-convolutions), validated (and explained) or refused, leave no graph, planning session or descriptor in cyclic
+convolutions; normalizations), validated (and explained) or refused, leave no graph, planning session or descriptor in cyclic
 garbage. A graph,
 its session and what they lowered go by reference counting when the caller drops them (tests of single graphs:
 test_graph_ir.py, test_execute_correctness.py, test_engines.py; with plans and replays: test_gpu_replay.py)."""
@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from fuzz import conv_fuzz, sdpa_fuzz
+from fuzz import conv_fuzz, norm_fuzz, sdpa_fuzz
 
 OWNED = ("pygraph", "PlanningSession", "Program", "Descriptor", "Executor")
 
@@ -18,19 +18,21 @@ OWNED = ("pygraph", "PlanningSession", "Program", "Descriptor", "Executor")
 def _validated_and_explained(fuzzer, spec: dict) -> str:
     """The fuzzer's deviceless run, then what a user looks at on such a graph: explain() (text and JSON), repr."""
     import cudnn_py as cudnn
+    from cudnn_py.errors import CudnnError
 
-    if fuzzer is not sdpa_fuzz:
+    if fuzzer is conv_fuzz:
         return fuzzer.run_case_deviceless(spec)["outcome"]
-    g = sdpa_fuzz.build_graph(cudnn, spec)[0]
+    g = sdpa_fuzz.build_graph(cudnn, spec)[0] if fuzzer is sdpa_fuzz else norm_fuzz.build(spec)
     try:
         g.validate()
-    except (cudnn.cudnnGraphNotSupportedError, ValueError):
+    except (cudnn.cudnnGraphNotSupportedError, CudnnError, ValueError, TypeError):
         return "refused"
     assert g.explain() and g.explain(format="json") and repr(g)
     return "validated"
 
 
-@pytest.mark.parametrize("fuzzer, cases", [(sdpa_fuzz, 60), (conv_fuzz, 40)], ids=["sdpa", "conv"])
+@pytest.mark.parametrize("fuzzer, cases", [(sdpa_fuzz, 60), (conv_fuzz, 40), (norm_fuzz, 40)],
+                         ids=["sdpa", "conv", "norms"])
 def test_fuzzed_graphs_leave_no_cyclic_garbage(fuzzer, cases):
     was, flags = gc.isenabled(), gc.get_debug()
     gc.collect()
