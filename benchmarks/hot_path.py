@@ -38,6 +38,20 @@ def per_call_us(fn, n=20000, rounds=7, sync=None) -> float:
     return statistics.median(out)
 
 
+def _tiny_add(cudnn):
+    """Z = X + Y over [1, 1, 8] halves, validated; its executor's cuDNN execute replaced by a Python no-op.
+    Returns (graph, (X, Y, Z), executor): keep the graph while using the executor's session."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
+    Z = g.add(X, Y)
+    Z.set_output(True)
+    g.validate()
+    ex = g.session.executor
+    ex._backend_execute = lambda h, p, v: 0
+    return g, (X, Y, Z), ex
+
+
 def fake() -> dict:
     from tests.support.libcuda_stub import ensure_driver
 
@@ -74,14 +88,7 @@ def fake() -> dict:
             return True
 
     T.__module__ = "torch"
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
-    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
-    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
-    Z = g.add(X, Y)
-    Z.set_output(True)
-    g.validate()
-    ex = g.session.executor
-    ex._backend_execute = lambda h, p, v: 0
+    g, (X, Y, Z), ex = _tiny_add(cudnn)
 
     class Plan:
         id, ptr, name, workspace = 1, 0x1000, "fake", 0
@@ -133,14 +140,7 @@ def _fake_replayed(cudnn, T) -> dict:
     capture.driver = lambda: fake_driver
     capture.destroy_exec = lambda exec_: None
     lib().cudnnGetStream = returns_zero()
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
-    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
-    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1])
-    Z = g.add(X, Y)
-    Z.set_output(True)
-    g.validate()
-    ex = g.session.executor
-    ex._backend_execute = lambda h, p, v: 0
+    g, (X, Y, Z), ex = _tiny_add(cudnn)
     ex.replays.consider = lambda *args: False  # no recording here: one is put in place below
     if not ex.replays.on:
         return {"fake_replayed_skipped": f"replay is off: {ex.replays.refusal}"}
