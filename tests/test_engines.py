@@ -375,8 +375,9 @@ def test_reference_engine_on_cuda_tensors_matches_cudnn():
 def test_a_graph_run_by_the_reference_engine_goes_when_dropped():
     """No reference cycle through a graph its python engine planned and ran (the plan keeps no reference to the
     graph; the execute's reader closures are cleared): dropped, it goes at once (the cyclic collector is off)."""
-    import gc
     import weakref
+
+    from tests.support.collector import collector_off
 
     def ran():
         g, x, y = small_graph(ReferenceEngine())
@@ -386,10 +387,5 @@ def test_a_graph_run_by_the_reference_engine_goes_when_dropped():
         assert np.allclose(out, np.exp(xs))
         return weakref.ref(g)
 
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         assert ran()() is None
-    finally:
-        (gc.enable if was else gc.disable)()

@@ -797,12 +797,9 @@ def test_an_unregistered_handle_never_reaches_cudnn(path, torch):
 def test_an_executor_dropped_after_executes_frees_its_variant_packs_at_once(torch):
     """No reference cycle inside an executor either (bound fast paths, cached bindings): dropped with its graph
     after checked and cached executes, its variant packs are destroyed at once (the cyclic collector is off)."""
-    import gc
+    from tests.support.collector import collector_off
 
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         before = set(descriptor_mod._live)
         kept: list = []
         ex, A, B, C = square_matmul(keep=kept)
@@ -816,5 +813,3 @@ def test_an_executor_dropped_after_executes_frees_its_variant_packs_at_once(torc
         del ex, run, paths, kept
         assert alive() is None
         assert not set(descriptor_mod._live) - before
-    finally:
-        (gc.enable if was else gc.disable)()

@@ -261,18 +261,15 @@ def test_a_dropped_graph_releases_plans_packs_and_recordings_at_once():
     """A built graph, executed until replayed, then dropped with the cyclic collector off: its descriptors (the
     operation graph, plans, variant packs) are destroyed and its recorded CUDA graph execs go at once (no reference
     cycle runs through a graph or its session)."""
-    import gc
     import weakref
 
     from cudnn_py.backend import descriptor as descriptor_mod
+    from tests.support.collector import collector_off
 
     g, ts, bufs = sdpa_forward()  # first: what the process keeps for any graph (default handle, caches) is made
     run_and_check(g, ts, bufs, 4)
     del g, ts, bufs
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         before = set(descriptor_mod._live)
         g, ts, bufs = sdpa_forward()
         run_and_check(g, ts, bufs, 4)
@@ -284,5 +281,3 @@ def test_a_dropped_graph_releases_plans_packs_and_recordings_at_once():
         del g, ts, replays
         assert alive() is None and recorded() is None
         assert not set(descriptor_mod._live) - before, "descriptors of the dropped graph are still alive"
-    finally:
-        (gc.enable if was else gc.disable)()

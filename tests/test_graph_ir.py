@@ -697,10 +697,10 @@ def test_a_dropped_graph_frees_its_descriptors_at_once():
     objects are, not whenever the cyclic collector next runs (with torch's heap: rarely). The collector is off
     here: a cycle would leave them alive. A session kept by the caller outlives its graph and keeps its own
     descriptors; what needs the graph then says it is gone."""
-    import gc
     import weakref
 
     from cudnn_py.backend import descriptor as descriptor_mod
+    from tests.support.collector import collector_off
 
     def lowered():
         g, a, b = mm_graph()
@@ -708,10 +708,7 @@ def test_a_dropped_graph_frees_its_descriptors_at_once():
         g.validate()
         return g
 
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         before = set(descriptor_mod._live)
         g = lowered()
         made = set(descriptor_mod._live) - before
@@ -729,5 +726,3 @@ def test_a_dropped_graph_frees_its_descriptors_at_once():
             _ = session.graph
         del session
         assert not set(descriptor_mod._live) - before
-    finally:
-        (gc.enable if was else gc.disable)()

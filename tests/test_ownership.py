@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from fuzz import conv_fuzz, norm_fuzz, sdpa_fuzz
+from tests.support.collector import collector_off
 
 OWNED = ("pygraph", "PlanningSession", "Program", "Descriptor", "Executor")
 
@@ -34,17 +35,15 @@ def _validated_and_explained(fuzzer, spec: dict) -> str:
 @pytest.mark.parametrize("fuzzer, cases", [(sdpa_fuzz, 60), (conv_fuzz, 40), (norm_fuzz, 40)],
                          ids=["sdpa", "conv", "norms"])
 def test_fuzzed_graphs_leave_no_cyclic_garbage(fuzzer, cases):
-    was, flags = gc.isenabled(), gc.get_debug()
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable stays in gc.garbage, to be counted
-    try:
-        outcomes = Counter(_validated_and_explained(fuzzer, fuzzer.make_case(4242, i)) for i in range(cases))
-        gc.collect()
-        left = Counter(type(o).__name__ for o in gc.garbage if type(o).__name__ in OWNED)
-    finally:
-        gc.set_debug(flags)
-        gc.garbage.clear()
-        (gc.enable if was else gc.disable)()
+    flags = gc.get_debug()
+    with collector_off():
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable stays in gc.garbage, to be counted
+        try:
+            outcomes = Counter(_validated_and_explained(fuzzer, fuzzer.make_case(4242, i)) for i in range(cases))
+            gc.collect()
+            left = Counter(type(o).__name__ for o in gc.garbage if type(o).__name__ in OWNED)
+        finally:
+            gc.set_debug(flags)
+            gc.garbage.clear()
     assert outcomes["validated"] > cases // 2, outcomes
     assert not left, f"in cyclic garbage after {dict(outcomes)}: {dict(left)}"
