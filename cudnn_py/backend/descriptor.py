@@ -223,8 +223,7 @@ class Descriptor:
         if self._dead:
             raise DescriptorError(f"descriptor #{self.id} ({self.kind.name}) was already destroyed")
         self._dead = True
-        if _live.get(self._ptr) is not None:
-            del _live[self._ptr]  # its reference goes with the entry: no collection callback follows
+        _live.pop(self._ptr, None)  # its reference goes with the entry: no collection callback follows
         _destroy_ptr(self._ptr, self.kind.name, self.id)
         self._keepalive.clear()
 
