@@ -109,3 +109,73 @@ def test_a_cached_answer_whose_configs_do_not_build_is_queried_afresh():
     check_runs(g, T, x)
     assert any("queried afresh" in r for r in report(g)), report(g)
     assert heuristics._cache[key].configs == answer.configs  # the fresh answer is cached again
+
+
+def test_fallback_is_queried_only_when_the_whole_list_is_needed():
+    """create_execution_plans([A, FALLBACK]) asks A; FALLBACK waits until something needs every config (here the
+    plan count) and then gives the list one query of both modes gives, in the same order."""
+    heuristics.clear_cache()
+    g, T, x = attention_graph()
+    s = g.session
+    assert s._deferred is not None and s._deferred.pending == ["CUDNN_HEUR_MODE_FALLBACK"]
+    assert [m for m, _ in s.heuristics_report] == ["CUDNN_HEUR_MODE_A"]
+    check_runs(g, T, x)  # A's first config built and ran: FALLBACK still not asked
+    assert s._deferred is not None
+    listed = names(g)  # the count needs every config
+    assert s._deferred is None
+    assert [m for m, _ in s.heuristics_report] == ["CUDNN_HEUR_MODE_A", "CUDNN_HEUR_MODE_FALLBACK"]
+    assert report(g)[1].endswith("(deferred: queried when first needed)")
+    both = heuristics.query(s.operation_graph, ["CUDNN_HEUR_MODE_A", "CUDNN_HEUR_MODE_FALLBACK"])
+    assert listed == [c.name for c in both.configs]
+    assert len(set(listed)) == len(listed)  # deduplicated across the deferred boundary too
+
+
+def test_build_plans_asks_the_deferred_mode_when_no_config_so_far_builds(monkeypatch):
+    """Every config of mode A fails to build (injected): build_plans queries FALLBACK then and builds from it."""
+    from cudnn_py.errors import CudnnError
+    from cudnn_py.plans import session as session_module
+
+    heuristics.clear_cache()
+    g, T, x = matmul_graph()
+    s = g.session
+    a_configs = len(s._configs)
+    assert s._deferred is not None
+    real = session_module.ExecutionPlan.build
+
+    def build(config, kernel_cache=None):
+        if config.source == "CUDNN_HEUR_MODE_A":
+            raise CudnnError(3000, "cudnnBackendFinalize", detail="injected: mode A's configs do not build")
+        return real(config, kernel_cache)
+
+    monkeypatch.setattr(session_module.ExecutionPlan, "build", staticmethod(build))
+    g.check_support()
+    g.build_plans()
+    assert s._deferred is None and len(s._configs) > a_configs
+    assert s.candidate >= a_configs and s._configs[s.candidate].source == "CUDNN_HEUR_MODE_FALLBACK"
+    assert all(i in s.failures for i in range(a_configs))
+    monkeypatch.undo()
+    check_matmul(g, T, x)
+
+
+def matmul_graph():
+    x = {"a": torch.randn(2, 96, 80, device="cuda", dtype=torch.float16),
+         "b": torch.randn(2, 80, 112, device="cuda", dtype=torch.float16)}
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=F)
+    A = g.tensor_like(x["a"])
+    B = g.tensor_like(x["b"])
+    C = g.matmul(A, B)
+    C.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+    x["c"] = torch.full((2, 96, 112), float("nan"), device="cuda", dtype=torch.float32)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans(MODES)
+    return g, (A, B, C), x
+
+
+def check_matmul(g, T, x):
+    A, B, C = T
+    ws = torch.full((max(1, g.get_workspace_size()),), 0xFF, device="cuda", dtype=torch.uint8)
+    g.execute({A: x["a"], B: x["b"], C: x["c"]}, ws)
+    torch.cuda.synchronize()
+    ref = x["a"].double() @ x["b"].double()
+    assert ((x["c"].double() - ref).norm() / ref.norm()).item() < 1e-3

@@ -16,12 +16,17 @@ class _Config:
         self.engine_index, self.knobs, self.source = index, knobs, source
 
 
+_SEEN: list = []  # the configs each query was told were returned before (heuristics._query's ``seen``)
+
+
 @pytest.fixture
 def queries(monkeypatch):
     calls: list = []
+    _SEEN.clear()
 
-    def fake_query(operation_graph, modes, sm_count, device_properties):
+    def fake_query(operation_graph, modes, sm_count, device_properties, seen=None):
         calls.append((operation_graph, tuple(modes)))
+        _SEEN.append(list(seen or []))
         if operation_graph == "no engine":
             return heuristics.HeuristicsResult(per_mode=[(modes[0], "0 config(s), 0 new")])
         a, b = _Config(2, [(24, 7)], modes[0]), _Config(1, [], modes[-1])
@@ -87,3 +92,36 @@ def test_a_cached_config_builds_its_descriptors_when_first_needed(monkeypatch):
     assert c.name == "eng6_k24=26" and made == []  # naming, ranking and errata read no descriptor
     assert c.cfg == "cfg descriptor" and c.engine == "engine descriptor"
     assert made == [("graph", 6, {24: 26})]  # made once, for this graph, with the cached knobs
+
+
+A, FALLBACK = "CUDNN_HEUR_MODE_A", "CUDNN_HEUR_MODE_FALLBACK"
+
+
+def test_a_deferred_query_asks_the_later_modes_only_when_resumed(queries):
+    res = heuristics.query("graph", [A, FALLBACK], cache_key="k", defer=True)
+    assert queries == [("graph", (A,))] and res.pending == [FALLBACK]
+    assert heuristics._cache.lookup("k").pending == (FALLBACK,)  # the partial answer is cached as such
+    first = list(res.configs)
+    added = heuristics.resume(res)
+    assert queries[-1] == ("graph", (FALLBACK,)) and _SEEN[-1] == first  # deduplicated against A's configs
+    assert res.configs == first + added.configs and not res.pending
+    assert [r for _, r in added.per_mode] == ["1 config(s), 1 new (deferred: queried when first needed)"]
+    whole = heuristics._cache.lookup("k")
+    assert whole.pending == () and len(whole.configs) == len(res.configs)  # the whole answer replaced it
+    assert heuristics.resume(res).configs == [] and len(queries) == 2  # nothing left to ask
+
+
+def test_a_deferred_query_goes_on_while_no_mode_returned_a_config(queries):
+    res = heuristics.query("no engine", [A, FALLBACK], defer=True)
+    assert queries == [("no engine", (A,)), ("no engine", (FALLBACK,))] and res.pending == []
+
+
+def test_a_partial_cached_answer(queries):
+    heuristics.query("g1", [A, FALLBACK], cache_key="k", defer=True)
+    hit = heuristics.query("g2", [A, FALLBACK], cache_key="k", defer=True)
+    assert hit.cached and hit.pending == [FALLBACK] and len(queries) == 1
+    whole = heuristics.query("g3", [A, FALLBACK], cache_key="k")  # not deferred: the pending mode is asked now
+    assert not whole.pending and queries[-1] == ("g3", (FALLBACK,))
+    assert [c.engine_index for c in _SEEN[-1]] == [2, 1] and all(isinstance(c, CachedEngineConfig) for c in _SEEN[-1])
+    again = heuristics.query("g4", [A, FALLBACK], cache_key="k", defer=True)
+    assert again.cached and not again.pending and len(queries) == 2 and len(again.configs) == 4

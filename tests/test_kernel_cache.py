@@ -269,7 +269,7 @@ def test_planning_hands_the_device_properties_and_the_kernel_cache_to_cudnn(monk
     def no_handle(*_a, **_k):
         raise AssertionError("a deviceless graph must not ask for a handle")
 
-    def query(og, modes, sm_count=None, device_properties=None):
+    def query(og, modes, sm_count=None, device_properties=None, defer=False):
         seen["heuristics"] = (og, modes, sm_count, device_properties)
         return HeuristicsResult(configs=[_FakeConfig()], per_mode=[(modes[0], "1 config(s), 1 new")])
 
@@ -301,7 +301,7 @@ def test_planning_hands_the_device_properties_and_the_kernel_cache_to_cudnn(monk
 
 def test_no_configs_deviceless_names_the_device_properties(monkeypatch):
     monkeypatch.setattr(session_mod.heuristics, "query",
-                        lambda og, modes, sm_count=None, device_properties=None:
+                        lambda og, modes, sm_count=None, device_properties=None, defer=False:
                         HeuristicsResult(per_mode=[(modes[0], "0 config(s), 0 new")]))
     g = matmul_relu(device_property=fake_device_properties())
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"No valid engine configs.*deviceless, for "

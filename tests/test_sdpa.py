@@ -639,7 +639,7 @@ def test_auto_falls_back_to_the_composite_when_the_unified_graph_finds_no_engine
     assert [n.op for n in s.program.nodes] == ["sdpa"]
     asked = []
 
-    def query(op_graph, modes, sm_count):  # heuristics need a GPU: the unified graph gets none, the composite one
+    def query(op_graph, modes, sm_count, defer=False):  # heuristics need a GPU: the unified graph gets none, the composite one
         asked.append(op_graph)
         configs = [] if len(asked) == 1 else [SimpleNamespace(name="fake", engine_index=0, source="A")]
         return session_module.heuristics.HeuristicsResult(configs=configs, ranked=[],

@@ -195,7 +195,7 @@ def test_auto_does_not_fall_back_to_the_composite_when_the_unified_op_finds_no_e
     g.validate()
     s = g._session
 
-    def query(op_graph, modes, sm_count):  # heuristics need a GPU: no engine for the unified graph
+    def query(op_graph, modes, sm_count, defer=False):  # heuristics need a GPU: no engine for the unified graph
         return session_module.heuristics.HeuristicsResult(per_mode=[("CUDNN_HEUR_MODE_A", "0 configs")])
 
     monkeypatch.setattr(session_module.heuristics, "query", query)

@@ -3,6 +3,12 @@ deduplicated by name, keeping the first (best) rank — unlike the C++ frontend,
 name is engine index plus knob choices, so only configs of an engine already seen have their knobs read here.
 A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything.
 
+**Deferred modes.** ``query(..., defer=True)`` stops after the first mode that returned a config and leaves the
+rest pending (``HeuristicsResult.pending``); :func:`resume` queries them later, deduplicated against every config
+already returned, as one query of all the modes would have. A planner asks for [A, FALLBACK] and almost always
+builds A's first config: FALLBACK's query (2-3 ms of an SDPA build on the H200) is then never needed. The
+session resumes as soon as anything needs the whole list (``plans/session.py``).
+
 **The query cache.** Heuristics rank engines for an operation graph on one device; the same graph on the same device
 and cuDNN gets the same answer, so a query given a ``cache_key`` (``PlanningSession``: the graph's ``key()``, the
 lowering, the device, the cuDNN version, the modes, the SM count target) is answered from the process's cache when
@@ -35,6 +41,9 @@ class HeuristicsResult:
     # (mode, the configs it returned, best first: duplicates of an earlier one as that one); names when asked
     ranked: list[tuple[str, list[EngineConfig]]] = field(default_factory=list)
     cached: bool = False  # answered from the query cache
+    pending: list[str] = field(default_factory=list)  # modes not queried yet (query(defer=True)): resume() them
+    # what resume() needs: (operation graph, sm_count, device properties, cache key)
+    _resume_with: tuple | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class _Answer:
     configs: tuple[tuple[int, tuple[tuple[int, int], ...], str], ...]
     per_mode: tuple[tuple[str, str], ...]
     ranked: tuple[tuple[str, tuple[int, ...]], ...]
+    pending: tuple[str, ...] = ()  # modes a deferred query had not asked yet
 
 
 _cache = LruCache()  # cache key -> _Answer
@@ -63,41 +73,85 @@ def _answered(operation_graph: Descriptor, answer: _Answer) -> HeuristicsResult:
     configs: list[EngineConfig] = [CachedEngineConfig(operation_graph, index, list(knobs), source)
                                    for index, knobs, source in answer.configs]
     return HeuristicsResult(configs=configs, per_mode=[(m, f"{r} (cached)") for m, r in answer.per_mode],
-                            ranked=[(m, [configs[i] for i in order]) for m, order in answer.ranked], cached=True)
+                            ranked=[(m, [configs[i] for i in order]) for m, order in answer.ranked], cached=True,
+                            pending=list(answer.pending))
 
 
 def _remember(cache_key: Any, result: HeuristicsResult) -> None:
     position = {id(c): i for i, c in enumerate(result.configs)}
     answer = _Answer(tuple((c.engine_index, tuple(c.knobs), c.source) for c in result.configs),
                      tuple(result.per_mode),
-                     tuple((m, tuple(position[id(c)] for c in ranked)) for m, ranked in result.ranked))
+                     tuple((m, tuple(position[id(c)] for c in ranked)) for m, ranked in result.ranked),
+                     tuple(result.pending))
     _cache.store(cache_key, answer, HEURISTICS_CACHE_SIZE)
 
 
 def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = None,
-          device_properties: Descriptor | None = None, cache_key: Any = None) -> HeuristicsResult:
+          device_properties: Descriptor | None = None, cache_key: Any = None,
+          defer: bool = False) -> HeuristicsResult:
     """``modes``: backend heuristics mode C names ("CUDNN_HEUR_MODE_A", ...). ``device_properties``: a finalized
     DEVICEPROP descriptor to rank engines for (deviceless planning, ``ENGINEHEUR_DEVICEPROP``; never cached).
-    ``cache_key``: answer from / into the query cache (see the module's docstring); None: query cuDNN."""
+    ``cache_key``: answer from / into the query cache (see the module's docstring); None: query cuDNN.
+    ``defer``: leave the modes after the first that returned a config pending (see the module's docstring)."""
     if device_properties is not None:
         cache_key = None  # deviceless answers are for the properties given: not kept
+    result = None
     if cache_key is not None:
         answer = _cache.lookup(cache_key)
         if answer is not None:
-            return _answered(operation_graph, answer)
-    result = _query(operation_graph, modes, sm_count, device_properties)
-    if cache_key is not None and result.configs:
-        try:
-            _remember(cache_key, result)
-        except CudnnError:  # a config whose knobs cannot be read back is simply not cached
-            pass
+            result = _answered(operation_graph, answer)
+    if result is None:
+        if defer:
+            result = HeuristicsResult(pending=list(modes))
+            while result.pending and not result.configs:
+                _merge(result, _query(operation_graph, [result.pending.pop(0)], sm_count, device_properties,
+                                      result.configs))
+        else:
+            result = _query(operation_graph, modes, sm_count, device_properties)
+        if cache_key is not None and result.configs:
+            _remember_if_readable(cache_key, result)
+    result._resume_with = (operation_graph, sm_count, device_properties, cache_key)
+    if result.pending and not defer:
+        resume(result)
     return result
 
 
+def resume(result: HeuristicsResult) -> HeuristicsResult:
+    """Query ``result``'s pending modes now; add what they return to ``result`` (and to the cache entry it came
+    from or went into) and return just that: the new configs, the modes' reports and rankings."""
+    if not result.pending or result._resume_with is None:
+        return HeuristicsResult()
+    operation_graph, sm_count, device_properties, cache_key = result._resume_with
+    modes, result.pending = result.pending, []
+    added = _query(operation_graph, modes, sm_count, device_properties, result.configs)
+    added.per_mode = [(m, f"{r} (deferred: queried when first needed)") for m, r in added.per_mode]
+    _merge(result, added)
+    if cache_key is not None and result.configs:
+        _remember_if_readable(cache_key, result)  # the whole answer now replaces the partial one
+    return added
+
+
+def _merge(result: HeuristicsResult, more: HeuristicsResult) -> None:
+    result.configs.extend(more.configs)
+    result.per_mode.extend(more.per_mode)
+    result.ranked.extend(more.ranked)
+
+
+def _remember_if_readable(cache_key: Any, result: HeuristicsResult) -> None:
+    try:
+        _remember(cache_key, result)
+    except CudnnError:  # a config whose knobs cannot be read back is simply not cached
+        pass
+
+
 def _query(operation_graph: Descriptor, modes: list[str], sm_count: int | None,
-           device_properties: Descriptor | None) -> HeuristicsResult:
+           device_properties: Descriptor | None, seen: list[EngineConfig] | None = None) -> HeuristicsResult:
+    """One ENGINEHEUR per mode; ``seen``: configs an earlier query returned (a config equal to one of them is
+    that one, as within one query)."""
     result = HeuristicsResult()
     by_engine: dict[int, list[EngineConfig]] = {}  # the configs kept so far, by engine index
+    for c in seen or ():
+        by_engine.setdefault(c.engine_index, []).append(c)
     reader = KnobReader()
     for mode in modes:
         try:

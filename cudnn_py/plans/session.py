@@ -22,6 +22,10 @@ descriptors, configs, plans and executor.
 
 Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 - configs from several heuristics modes are deduplicated (the frontend builds duplicate plans);
+- the modes after the first that returned a config are queried when first needed (``configs``: the plan count, an
+  index past the configs so far, a filter, ``build_plans(ALL)``, explain), or when none of the configs so far
+  builds: FALLBACK's query (2-3 ms of an SDPA build on the H200) is usually never made. The list is the one an
+  eager query gives (``heuristics.py``, deferred modes);
 - ``build_plans(ALL)`` makes the *best-ranked* plan that built the default one (the frontend picks the last);
 - ``deselect_engines(["eng1"])`` bars engine 1 only, not eng10..eng19 (the frontend matches substrings);
 - a variant-pack descriptor is cached per pointer set instead of being rebuilt on every execute.
@@ -105,7 +109,8 @@ class PlanningSession:
         self.program: Program | None = None
         self.lowered: LoweredGraph | None = None
         self.executor: Executor | None = None
-        self.configs: list[EngineConfig] = []
+        self._configs: list[EngineConfig] = []  # read through .configs, which first queries the deferred modes
+        self._deferred: heuristics.HeuristicsResult | None = None  # a query whose later modes wait until needed
         self.plans: dict[int, ExecutionPlan] = {}
         self.failures: dict[int, str] = {}  # config index -> why its plan did not build
         self.barred: dict[int, str] = {}  # config index -> why a filter bars it
@@ -133,6 +138,18 @@ class PlanningSession:
             raise RuntimeError("the graph this planning session belongs to was garbage-collected; keep the graph "
                                "while you plan with its session")
         return graph
+
+    @property
+    def configs(self) -> list[EngineConfig]:
+        """Every engine config, in plan-index order: heuristics modes a query deferred are queried first (the
+        build itself reads ``_configs``, the configs so far, and asks for the rest only when none of them built)."""
+        if self._deferred is not None:
+            self._resolve_deferred()
+        return self._configs
+
+    @configs.setter
+    def configs(self, configs: list[EngineConfig]) -> None:
+        self._configs, self._deferred = configs, None
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
     def _need(self, phase: Phase, method: str) -> None:
@@ -373,21 +390,26 @@ class PlanningSession:
         self._need(Phase.OPERATION_GRAPH, "create_execution_plans")
         assert self.lowered is not None
         names = [enums.to_backend_heur_mode(m) for m in modes]
+        self._resolve_deferred()  # an earlier call's modes come first in the plan index space
         t0 = time.perf_counter()
         with self.on_device():
-            res = self._query(names)
-            if not res.configs and not self.configs and self._auto_unified_attention():
+            res = self._query(names, defer=True)
+            if not res.configs and not self._configs and self._auto_unified_attention():
                 self.heuristics_report.extend(res.per_mode)
                 self._fall_back_to_composite_attention("; ".join(f"{m}: {r}" for m, r in res.per_mode))
-                res = self._query(names)
+                res = self._query(names, defer=True)
         if _log.isEnabledFor(logging.INFO):
             _log.info("graph %r: heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
                       "; ".join(f"{m}: {r}" for m, r in res.per_mode))
             for c in res.configs:
                 _log.debug("graph %r: engine config %d %s (from %s)", self.graph.name,
-                           len(self.configs) + res.configs.index(c), c.name, c.source)
+                           len(self._configs) + res.configs.index(c), c.name, c.source)
+            if res.pending:
+                _log.info("graph %r: heuristics mode(s) %s deferred until needed", self.graph.name,
+                          ", ".join(res.pending))
         self._take(res)
-        if not self.configs:
+        self._deferred = res if res.pending else None
+        if not self._configs:
             from ..backend.api import get_last_error_string
 
             report = "; ".join(f"{m}: {r}" for m, r in res.per_mode)
@@ -399,21 +421,34 @@ class PlanningSession:
                                               f"{get_last_error_string()}")
         self._advance(Phase.ENGINE_CONFIGS)
 
-    def _query(self, modes: list[str]) -> heuristics.HeuristicsResult:
+    def _query(self, modes: list[str], defer: bool = False) -> heuristics.HeuristicsResult:
         key = self._heuristics_key(modes)
         kw: dict[str, Any] = self._for_device()
         if key is not None:  # (given only when set, as _for_device's)
             kw["cache_key"] = key
-        res = heuristics.query(self.operation_graph, modes, self.options.sm_count, **kw)
+        res = heuristics.query(self.operation_graph, modes, self.options.sm_count, defer=defer, **kw)
         if res.cached:
             self.cached_queries.append((key, modes))
         return res
+
+    def _resolve_deferred(self) -> bool:
+        """Query the modes a query deferred (heuristics.resume) and add their configs; True if that added any."""
+        res, self._deferred = self._deferred, None
+        if res is None:
+            return False
+        t0 = time.perf_counter()
+        with self.on_device():
+            added = heuristics.resume(res)
+        _log.info("graph %r: deferred heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
+                  "; ".join(f"{m}: {r}" for m, r in added.per_mode))
+        self._take(added)
+        return bool(added.configs)
 
     def _take(self, res: heuristics.HeuristicsResult) -> None:
         """Add a query's configs (and its report, its ranking) to the graph's, barring those errata bar."""
         self.heuristics_report.extend(res.per_mode)
         self.heuristics_ranked.extend(res.ranked)
-        self.configs.extend(res.configs)
+        self._configs.extend(res.configs)
         self._bar_erratic_engines()
 
     def _heuristics_key(self, modes: list[str]) -> tuple | None:
@@ -443,8 +478,11 @@ class PlanningSession:
         with self.on_device():
             for key, modes in queries:
                 heuristics.forget(key)
-                self._take(self._query(modes))  # cuDNN's answer, cached in place of the one forgotten
-        return bool(self.configs)
+                self._resolve_deferred()  # an earlier query's modes keep their place in the index space
+                res = self._query(modes, defer=True)  # cuDNN's answer, cached in place of the one forgotten
+                self._take(res)
+                self._deferred = res if res.pending else None
+        return bool(self._configs)
 
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
         """Add a config for an explicit engine id and knob choices (no heuristics)."""
@@ -463,7 +501,7 @@ class PlanningSession:
         version = versions.runtime_version()
         for e, where in self.engine_errata:
             why = errata.engine_reason(e, where, version)
-            for i, c in enumerate(self.configs):
+            for i, c in enumerate(self._configs):
                 if i not in self.barred and c.engine_index in e.engines:
                     self.barred[i] = why
                     _log.info("graph %r: engine config %s barred: %s", self.graph.name, c.name, why)
@@ -505,7 +543,9 @@ class PlanningSession:
 
     def check_support(self) -> None:
         self._need(Phase.ENGINE_CONFIGS, "check_support")
-        if any(i not in self.barred for i in range(len(self.configs))):
+        if any(i not in self.barred for i in range(len(self._configs))):
+            return
+        if self._resolve_deferred() and any(i not in self.barred for i in range(len(self._configs))):
             return
         raise cudnnGraphNotSupportedError(
             "No execution plans support the graph: every engine config was filtered out ("
@@ -515,7 +555,8 @@ class PlanningSession:
         return len(self.configs)
 
     def _index(self, index: int) -> int:
-        if not 0 <= int(index) < len(self.configs):
+        if not 0 <= int(index) < len(self._configs) and not (self._resolve_deferred() and
+                                                             0 <= int(index) < len(self._configs)):
             raise IndexError(f"plan index {index} out of range: this graph has {len(self.configs)} engine config(s)")
         return int(index)
 
@@ -556,16 +597,16 @@ class PlanningSession:
         if i in self.plans:
             return
         if i in self.barred:
-            raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) is filtered out: {self.barred[i]}")
+            raise cudnnGraphNotSupportedError(f"plan {i} ({self._configs[i].name}) is filtered out: {self.barred[i]}")
         t0 = time.perf_counter()
         try:
             with self.on_device():  # kernels are compiled and loaded into the current context
                 cache_key, plan = self._plan_cache_key(i), None
                 if cache_key is not None:
                     assert self.lowered is not None and self.lowered.handle is not None
-                    plan = plan_cache.rebuild(cache_key, self.configs[i], self.lowered.handle)
+                    plan = plan_cache.rebuild(cache_key, self._configs[i], self.lowered.handle)
                 if plan is None:
-                    plan = ExecutionPlan.build(self.configs[i], **self._with_cache())
+                    plan = ExecutionPlan.build(self._configs[i], **self._with_cache())
                     if cache_key is not None:
                         plan_cache.remember(cache_key, plan)
             if self.executor is not None:  # the program's workspace-resident intermediates come first
@@ -573,11 +614,11 @@ class PlanningSession:
             self.plans[i] = plan
         except CudnnError as e:
             self.failures[i] = str(e)
-            _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self.configs[i].name,
+            _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, self._configs[i].name,
                       _ms_since(t0), e)
-            raise cudnnGraphNotSupportedError(f"plan {i} ({self.configs[i].name}) did not build: {e}") from e
+            raise cudnnGraphNotSupportedError(f"plan {i} ({self._configs[i].name}) did not build: {e}") from e
         _log.info("graph %r: plan %d (%s) built in %.2f ms, workspace %d bytes", self.graph.name, i,
-                  self.configs[i].name, _ms_since(t0), self.plans[i].workspace)
+                  self._configs[i].name, _ms_since(t0), self.plans[i].workspace)
         self._advance(Phase.PLANS)
         if self.candidate is None:
             self._set_candidate(i)
@@ -595,32 +636,45 @@ class PlanningSession:
         og = lowered.operation_graph
         if self._fingerprint is None or self._fingerprint[0] is not og:  # (lowered again, or finalized again)
             self._fingerprint = (og, og.fingerprint())
-        return plan_cache.key(self._fingerprint[1], self.configs[i], self.options.sm_count, self.device,
+        return plan_cache.key(self._fingerprint[1], self._configs[i], self.options.sm_count, self.device,
                               lowered.handle)
 
     def build_plans(self, build_all: bool = False) -> None:
         """Build the best-ranked plan that builds (``build_all``: every plan), and make the best one the default."""
         self._need(Phase.ENGINE_CONFIGS, "build_plans")
-        for i in range(len(self.configs)):
-            if i in self.barred or i in self.failures:
-                continue
-            try:
-                self.build_plan_at_index(i)
-            except cudnnGraphNotSupportedError:  # recorded in self.failures; the summary below says why
-                continue
-            if not build_all:
-                break
+        if build_all:
+            self._resolve_deferred()
+        start = 0
+        while not self._build_first(start, build_all) and self._deferred is not None:
+            start = len(self._configs)
+            self._resolve_deferred()  # none of the configs so far built: the deferred modes' configs are next
         if not self.plans and self._query_afresh():
             return self.build_plans(build_all)
         if not self.plans:
-            why = "; ".join(f"{self.configs[i].name}: {self.failures.get(i) or self.barred.get(i)}"
+            why = "; ".join(f"{self._configs[i].name}: {self.failures.get(i) or self.barred.get(i)}"
                             for i in range(len(self.configs)))
             raise cudnnGraphNotSupportedError(f"No execution plans support the graph: {why}")
         self._set_candidate(min(self.plans))
 
+    def _build_first(self, start: int, build_all: bool) -> bool:
+        """Build the plans of configs ``start``.. in order, stopping at the first that builds unless ``build_all``;
+        True if one did."""
+        built = False
+        for i in range(start, len(self._configs)):
+            if i in self.barred or i in self.failures:
+                continue
+            try:
+                self.build_plan_at_index(i)
+            except cudnnGraphNotSupportedError:  # recorded in self.failures; the summary says why
+                continue
+            built = True
+            if not build_all:
+                break
+        return built
+
     def _set_candidate(self, index: int) -> None:
         if index != self.candidate:
-            _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, self.configs[index].name)
+            _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, self._configs[index].name)
             self.candidate = index
             on_change = self._on_default_plan_change()
             if on_change is not None:  # (the graph may be gone; its session lives on in the caller's hands)
