@@ -176,7 +176,8 @@ def test_a_graph_planned_ahead_of_time_executes(tmp_path, handle):
     heur = [r for r in recs if r["fn"] == "cudnnBackendCreateDescriptor" and r["kind"] ==
             "CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR"]
     props = sets(recs, "CUDNN_ATTR_ENGINEHEUR_DEVICEPROP")
-    assert len(props) == len(heur) == len(MODES)
+    # one query: A returned configs and built, so FALLBACK waits until needed (plans/heuristics.py, deferred modes)
+    assert len(props) == len(heur) == 1 and s._deferred is not None and len(MODES) == 2
     assert all(r["status"] == 0 and r["values"][0]["desc"] == dp.descriptor.id for r in props)
     assert run_and_check(g, *t, seed=5, handle=handle) < TOL
     # the classic AoT flow: serialize where it was planned, deserialize with a handle where it runs

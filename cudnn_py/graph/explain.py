@@ -66,16 +66,17 @@ def report(g: Any) -> dict:
         doc["operation_graph_handle"] = session.lowered.handle
         doc["backend_operations"] = [{"id": d.id, "node": name}
                                      for d, name in zip(session.lowered.operations, session.lowered.op_names)]
+    configs = list(session.configs)  # first: the heuristics modes a query deferred are asked now (plans/session.py)
     doc["heuristics"] = [{"mode": m, "result": r} for m, r in session.heuristics_report]
-    ranked = [(m, [c.name for c in configs]) for m, configs in getattr(session, "heuristics_ranked", [])]
+    ranked = [(m, [c.name for c in by_mode]) for m, by_mode in getattr(session, "heuristics_ranked", [])]
     for h in doc["heuristics"]:
         h["configs"] = next((names for m, names in ranked if m == h["mode"]), [])
-    doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(session.configs)]
+    doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(configs)]
     for c in doc["engine_configs"]:  # the rank each mode gave it (a config several modes returned is kept once)
         c["rank_by_mode"] = {m: names.index(c["name"]) for m, names in ranked if c["name"] in names}
     doc["default_plan"] = session.candidate
-    if session.candidate is not None and session.candidate < len(session.configs):
-        doc["default_plan_name"] = session.configs[session.candidate].name
+    if session.candidate is not None and session.candidate < len(configs):
+        doc["default_plan_name"] = configs[session.candidate].name
     if session.executor is not None:  # plans/replay.py: whether repeated executes are replayed, and how often
         doc["execute_replay"] = session.executor.replays.stats()
     return doc
