@@ -192,7 +192,10 @@ def enum_array(attr: str, type_name: str, values: list) -> Any:
             if key is not None:
                 _checked_enums[key] = value
         out.append(value)
-    return (ctypes.c_int * n)(*out)
+    array_type = _ARRAY_TYPES.get((ctypes.c_int, n))  # (as int_array: building `c_int * n` costs more than filling it)
+    if array_type is None:
+        array_type = _ARRAY_TYPES[(ctypes.c_int, n)] = ctypes.c_int * n
+    return array_type(*out)
 
 
 # --------------------------------------------------------------------------------------------------- fractions
