@@ -69,42 +69,52 @@ class ReferencePlan(CompiledPlan):
         self._outputs = graph.get_outputs()  # (not the graph: it holds this plan, and a reference back is a cycle)
 
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
-        values: dict[int, np.ndarray] = {}
+        read = _Reader(graph, buffers)
+        values = read.values
+        with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
+            for node in self._nodes:
+                result = REFERENCES[node.op][0](node, read)
+                extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
+                for t in node.outputs.values():
+                    value = extra.get(t.uid, result)
+                    values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
+        for t in self._outputs:
+            if t.uid not in buffers:
+                raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
+            if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
+                _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, read.offsets(t))
+            else:
+                _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
 
-        def read(t: Any) -> np.ndarray:
-            if t.uid not in values:
-                if t.uid in buffers and t.ragged_offset is not None:
-                    values[t.uid] = ragged.gather(_host(buffers[t.uid]), t, _offsets(t))
-                elif t.uid in buffers:
-                    values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, graph.find_tensor(t.uid))
-                elif t.pass_by_value is not None:
-                    values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
-                else:
-                    raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
-            return values[t.uid]
 
-        def _offsets(t: Any) -> np.ndarray:
-            return read(t.ragged_offset).reshape(-1) * int(t.ragged_offset_multiplier)
+class _Reader:
+    """The value of a tensor during one execute, as the references ask for it (``read(t)``): computed by a node
+    already, or read from the caller's buffer (gathered from its ragged offsets), or a pass-by-value scalar. An
+    object, not two closures: closures that call each other form a cycle through their cells, which kept the
+    graph's descriptors until the cyclic collector ran."""
 
-        try:
-            with np.errstate(all="ignore"):  # inf/nan are legitimate results here, as on the GPU
-                for node in self._nodes:
-                    result = REFERENCES[node.op][0](node, read)
-                    extra = getattr(result, "extra", {})  # other outputs of a node with several (the norms' stats)
-                    for t in node.outputs.values():
-                        value = extra.get(t.uid, result)
-                        values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
-            for t in self._outputs:
-                if t.uid not in buffers:
-                    raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
-                if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
-                    _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, _offsets(t))
-                else:
-                    _write(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t)
-        finally:
-            # read and _offsets refer to each other through their closure cells: clearing them breaks that cycle,
-            # which would keep the graph (and its descriptors) until the cyclic collector ran
-            read = _offsets = None  # type: ignore[assignment]
+    __slots__ = ("graph", "buffers", "values")
+
+    def __init__(self, graph: Any, buffers: dict[int, Any]) -> None:
+        self.graph, self.buffers = graph, buffers
+        self.values: dict[int, np.ndarray] = {}
+
+    def __call__(self, t: Any) -> np.ndarray:
+        values, buffers = self.values, self.buffers
+        if t.uid not in values:
+            if t.uid in buffers and t.ragged_offset is not None:
+                values[t.uid] = ragged.gather(_host(buffers[t.uid]), t, self.offsets(t))
+            elif t.uid in buffers:
+                values[t.uid] = _read_buffer(_host(buffers[t.uid]), t, self.graph.find_tensor(t.uid))
+            elif t.pass_by_value is not None:
+                values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
+            else:
+                raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
+        return values[t.uid]
+
+    def offsets(self, t: Any) -> np.ndarray:
+        """Where each batch of ragged ``t`` starts, in elements."""
+        return self(t.ragged_offset).reshape(-1) * int(t.ragged_offset_multiplier)
 
 
 # ---- host adapter: the only place that knows about frameworks -------------------------------------------------------
