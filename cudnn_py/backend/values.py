@@ -54,11 +54,7 @@ def int_array(attr: str, type_name: str, values: list) -> Any:
         if v.__class__ is not int or v < lo or v > hi:
             break
     else:
-        n = len(values)
-        array_type = _ARRAY_TYPES.get((ct, n))
-        if array_type is None:
-            array_type = _ARRAY_TYPES[(ct, n)] = ct * n
-        return array_type(*values)
+        return _array_type(ct, len(values))(*values)
     n = len(values)
     for i, v in enumerate(values):
         if v.__class__ is not int:  # anything else with __index__ (numpy integers), normalised; never bool
@@ -69,7 +65,15 @@ def int_array(attr: str, type_name: str, values: list) -> Any:
 
 
 _INT_TYPES = {t: (element_ctype(t), lo, hi) for t, (lo, hi) in INT_RANGE.items()}
-_ARRAY_TYPES: dict[tuple[Any, int], Any] = {}  # (C type, length) -> the ctypes array type (ctypes makes one per call)
+_ARRAY_TYPES: dict[tuple[Any, int], Any] = {}  # (C type, length) -> the ctypes array type
+
+
+def _array_type(ct: Any, n: int) -> Any:
+    """``ct * n``, made once: ctypes builds a new array type on every ``ct * n``, which costs more than filling it."""
+    array_type = _ARRAY_TYPES.get((ct, n))
+    if array_type is None:
+        array_type = _ARRAY_TYPES[(ct, n)] = ct * n
+    return array_type
 
 
 def _as_int(attr: str, i: int, n: int, v: Any, type_name: str) -> int:
@@ -192,10 +196,7 @@ def enum_array(attr: str, type_name: str, values: list) -> Any:
             if key is not None:
                 _checked_enums[key] = value
         out.append(value)
-    array_type = _ARRAY_TYPES.get((ctypes.c_int, n))  # (as int_array: building `c_int * n` costs more than filling it)
-    if array_type is None:
-        array_type = _ARRAY_TYPES[(ctypes.c_int, n)] = ctypes.c_int * n
-    return array_type(*out)
+    return _array_type(ctypes.c_int, n)(*out)
 
 
 # --------------------------------------------------------------------------------------------------- fractions

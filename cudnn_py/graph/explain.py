@@ -87,18 +87,15 @@ def _all_descriptors(lowered: Any) -> list:
     # a loop over a stack, not a recursive nested function: that one refers to itself through its closure cell,
     # a cycle that kept every descriptor it had seen alive until the cyclic collector ran
     seen: dict[int, Any] = {}
-    stack = list(reversed(lowered.descriptors()))
-    while stack:
+    stack = list(lowered.descriptors())
+    while stack:  # (the order of the visit does not matter: the result is sorted)
         d = stack.pop()
         if d.id in seen:
             continue
         seen[d.id] = d
-        parts = []
         for kept in d._keepalive.values():
-            for x in kept if isinstance(kept, list) else [kept]:
-                if hasattr(x, "kind") and hasattr(x, "_keepalive"):
-                    parts.append(x)
-        stack.extend(reversed(parts))  # visited in the order the recursion took
+            stack.extend(x for x in (kept if isinstance(kept, list) else [kept])
+                         if hasattr(x, "kind") and hasattr(x, "_keepalive"))
     return sorted(seen.values(), key=lambda d: d.id)
 
 

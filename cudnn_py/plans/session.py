@@ -408,7 +408,6 @@ class PlanningSession:
                 _log.info("graph %r: heuristics mode(s) %s deferred until needed", self.graph.name,
                           ", ".join(res.pending))
         self._take(res)
-        self._deferred = res if res.pending else None
         if not self._configs:
             from ..backend.api import get_last_error_string
 
@@ -439,16 +438,19 @@ class PlanningSession:
         t0 = time.perf_counter()
         with self.on_device():
             added = heuristics.resume(res)
-        _log.info("graph %r: deferred heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
-                  "; ".join(f"{m}: {r}" for m, r in added.per_mode))
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("graph %r: deferred heuristics in %.2f ms: %s", self.graph.name, _ms_since(t0),
+                      "; ".join(f"{m}: {r}" for m, r in added.per_mode))
         self._take(added)
         return bool(added.configs)
 
     def _take(self, res: heuristics.HeuristicsResult) -> None:
-        """Add a query's configs (and its report, its ranking) to the graph's, barring those errata bar."""
+        """Add a query's configs (and its report, its ranking) to the graph's, barring those errata bar; a query
+        with modes still pending becomes the deferred one (callers resolve the one before first)."""
         self.heuristics_report.extend(res.per_mode)
         self.heuristics_ranked.extend(res.ranked)
         self._configs.extend(res.configs)
+        self._deferred = res if res.pending else None
         self._bar_erratic_engines()
 
     def _heuristics_key(self, modes: list[str]) -> tuple | None:
@@ -479,9 +481,7 @@ class PlanningSession:
             for key, modes in queries:
                 heuristics.forget(key)
                 self._resolve_deferred()  # an earlier query's modes keep their place in the index space
-                res = self._query(modes, defer=True)  # cuDNN's answer, cached in place of the one forgotten
-                self._take(res)
-                self._deferred = res if res.pending else None
+                self._take(self._query(modes, defer=True))  # cuDNN's answer, cached in place of the one forgotten
         return bool(self._configs)
 
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
@@ -543,22 +543,27 @@ class PlanningSession:
 
     def check_support(self) -> None:
         self._need(Phase.ENGINE_CONFIGS, "check_support")
-        if any(i not in self.barred for i in range(len(self._configs))):
-            return
-        if self._resolve_deferred() and any(i not in self.barred for i in range(len(self._configs))):
+        if not self._any_unbarred():
+            self._resolve_deferred()  # every config so far is filtered out: the deferred modes' may not be
+        if self._any_unbarred():
             return
         raise cudnnGraphNotSupportedError(
             "No execution plans support the graph: every engine config was filtered out ("
             + "; ".join(f"{self.configs[i].name}: {w}" for i, w in self.barred.items()) + ")")
 
+    def _any_unbarred(self) -> bool:
+        return any(i not in self.barred for i in range(len(self._configs)))
+
     def get_execution_plan_count(self) -> int:
         return len(self.configs)
 
     def _index(self, index: int) -> int:
-        if not 0 <= int(index) < len(self._configs) and not (self._resolve_deferred() and
-                                                             0 <= int(index) < len(self._configs)):
+        i = int(index)
+        if i >= len(self._configs):
+            self._resolve_deferred()  # an index past the configs so far
+        if not 0 <= i < len(self._configs):
             raise IndexError(f"plan index {index} out of range: this graph has {len(self.configs)} engine config(s)")
-        return int(index)
+        return i
 
     def get_plan_name_at_index(self, index: int) -> str:
         self._need(Phase.ENGINE_CONFIGS, "get_plan_name_at_index")
@@ -651,8 +656,8 @@ class PlanningSession:
         if not self.plans and self._query_afresh():
             return self.build_plans(build_all)
         if not self.plans:
-            why = "; ".join(f"{self._configs[i].name}: {self.failures.get(i) or self.barred.get(i)}"
-                            for i in range(len(self.configs)))
+            why = "; ".join(f"{c.name}: {self.failures.get(i) or self.barred.get(i)}"
+                            for i, c in enumerate(self._configs))
             raise cudnnGraphNotSupportedError(f"No execution plans support the graph: {why}")
         self._set_candidate(min(self.plans))
 
