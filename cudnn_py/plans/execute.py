@@ -207,12 +207,17 @@ class Executor:
         self.graph_handle: Any = None
         # the device the graph was built for (its planning handle's); None until known (deviceless validation)
         self.device: int | None = None
+        self._fast_made = False  # fast() made a bound execute: the device is fixed from then on
 
     def set_device(self, device: int | None) -> None:
-        """Record the device the graph's plans are built for. Operands checked before are checked again."""
+        """Record the device the graph's plans are built for (when its operation graph gets its handle, before
+        any execute). Operands checked before are checked again."""
         if device != self.device:
+            if self._fast_made:  # a bound execute (fast) keeps the device it was made for
+                raise RuntimeError(f"the graph's executor is bound to device {self.device}: it cannot move to "
+                                   f"device {device} once it has executed")
             self.device = device
-            self._checked = [_UNCHECKED] * len(self._uids)
+            self._checked[:] = [_UNCHECKED] * len(self._uids)
             self._last = _NO_BINDING
 
     # --------------------------------------------------------------------------------------------- binding
@@ -437,6 +442,7 @@ class Executor:
         resolves keys and pointers with everything bound as closure locals, re-checks every operand's
         signature, and hands anything else (new pointers, an operand unlike the last checked one, unknown keys,
         a stream change, no handle yet, tracing on) to :meth:`execute`."""
+        self._fast_made = True
         slots, template, checked = self._fast_slots, self._template, self._checked
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
@@ -446,7 +452,7 @@ class Executor:
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
         out_by_thread, this_thread_out = out_params.by_thread, out_params.this_thread  # the calls' out-parameters
-        replays, recorded_get = self.replays, self.replays.recorded.get
+        replays, find_replay = self.replays, self.replays.find
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         is_capturing: Any = driver.cuStreamIsCapturing if driver else None
         graph_launch: Any = driver.cuGraphLaunch if driver else None
@@ -477,9 +483,11 @@ class Executor:
                     if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
                             not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
                         return slow(variant_pack, workspace, handle)
+                    ptrs[slot] = value.data_ptr()  # the getter (cls.data_ptr), bound: cheaper than calling it
                 elif signature(value) != sig:
                     return slow(variant_pack, workspace, handle)
-                ptrs[slot] = getter(value)
+                else:
+                    ptrs[slot] = getter(value)
                 if placement is None:
                     placement = where
             if bound_items:  # data bound at build time: the same checks (unless the pack rebinds the slot)
@@ -551,8 +559,10 @@ class Executor:
                         return slow(variant_pack, workspace, handle)
                     stream = out.stream.value or 0
                 owner = rec if state is None else state
-                replay = recorded_get((id(binding), id(owner)))
-                if replay is not None and replay.binding is binding and replay.owner is owner:
+                replay = replays.last  # the one launched last, else the one recorded for this binding and handle
+                if replay is None or replay.binding is not binding or replay.owner is not owner:
+                    replay = find_replay(binding, owner)
+                if replay is not None:
                     # not while the caller captures this stream: its capture records the execute instead. The
                     # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it
                     if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and out.status.value == 0):

@@ -71,6 +71,9 @@ class Replays:
         # (id(binding), id(owner)) -> its Replay (which holds both, so neither id can be reused while recorded): each
         # handle (a thread's default one, say) has its own recording of a binding
         self.recorded: OrderedDict[tuple[int, int], Replay] = OrderedDict()
+        # the replay launched last (one of `recorded`, or None): the fast path compares it with its binding and
+        # handle before it looks the pair up (see find)
+        self.last: Replay | None = None
         self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
@@ -80,6 +83,14 @@ class Replays:
     def _fail(self, why: str) -> None:
         self.failures = (self.failures + [why])[-8:]
         _log.info("replay: %s", why)
+
+    def find(self, binding: tuple, owner: Any) -> Replay | None:
+        """The recording of ``binding`` with ``owner``, or None; it becomes :attr:`last`."""
+        replay = self.recorded.get((id(binding), id(owner)))
+        if replay is not None and (replay.binding is not binding or replay.owner is not owner):
+            replay = None
+        self.last = replay
+        return replay
 
     def consider(self, binding: tuple, owner: Any, handle: int, stream: int, backend_execute: Callable[..., int],
                  buffers: out_params.OutParams) -> bool:
@@ -120,6 +131,7 @@ class Replays:
         replay.launches = 1
         # (a recorded key is launched, never considered again: no recording to replace)
         self.recorded[(id(binding), id(owner))] = replay
+        self.last = replay
         while len(self.recorded) > CACHE_SIZE:
             _, old = self.recorded.popitem(last=False)
             self.dropped_launches += old.launches
@@ -136,6 +148,8 @@ class Replays:
         if self.recorded.get(key) is replay:
             del self.recorded[key]
             self.dropped_launches += replay.launches
+        if self.last is replay:
+            self.last = None
         self._refuse(replay.binding[0], why)
 
     def stats(self) -> dict[str, Any]:

@@ -355,7 +355,6 @@ class PlanningSession:
         self.device, self.context = placement_of(handle)  # one read of the handle registry
         if self.executor is not None:
             self.executor.set_device(self.device)
-            self._fast_by_plan.clear()  # a bound execute keeps the device it was made for
 
     def on_device(self) -> cuda_context.bound:
         """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""

@@ -233,7 +233,10 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
 def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     """§16.3, in the frontend's sub-node order."""
     ins, outs = node.inputs, node.outputs
-    q, k, v, o, d_o, stats, seq_q, seq_kv, b, h, s_q, d_qk, h_k, s_kv = bwd.operands(node)
+    ops = bwd.operands(node)  # by field name: the fields of one type are easy to swap by position
+    q, k, v, o, d_o, stats = ops.q, ops.k, ops.v, ops.o, ops.d_o, ops.stats
+    seq_q, seq_kv = ops.seq_q, ops.seq_kv
+    b, h, s_q, d_qk, h_k, s_kv = ops.b, ops.h, ops.s_q, ops.d_qk, ops.h_k, ops.s_kv
     f32 = data_type.FLOAT
     scores, rows = [b, h, s_q, s_kv], [b, h, s_q, 1]
     fwd.transpose_in_place(rw, node, k)
