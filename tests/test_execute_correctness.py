@@ -813,18 +813,3 @@ def test_an_executor_dropped_after_executes_frees_its_variant_packs_at_once(torc
         del ex, run, paths, kept
         assert alive() is None
         assert not set(descriptor_mod._live) - before
-
-
-def test_an_executor_that_executed_keeps_its_device():
-    # its bound executes (Executor.fast) hold the device they were made for: moving it afterwards is refused, and
-    # before, operands checked for the old device are checked again (the list the bound execute reads is reset)
-    ex, A, B, C = square_matmul()
-    ex.set_device(0)
-    ex._checked[0] = ("checked",)
-    ex.set_device(1)
-    assert ex._checked[0] == execute_mod._UNCHECKED and ex.device == 1
-    ex.fast(FakePlan())
-    ex.set_device(1)  # the same device: nothing to do
-    with pytest.raises(RuntimeError, match="bound to device 1: it cannot move to device 0"):
-        ex.set_device(0)
-    assert ex.device == 1

@@ -281,3 +281,29 @@ def test_a_dropped_graph_releases_plans_packs_and_recordings_at_once():
         del g, ts, replays
         assert alive() is None and recorded() is None
         assert not set(descriptor_mod._live) - before, "descriptors of the dropped graph are still alive"
+
+
+def test_a_recording_destroyed_while_its_launch_is_in_flight_still_completes():
+    """The graph dropped right after a replayed call whose launch still waits in the stream (queued behind a
+    GPU sleep): its CUDA graph exec is destroyed at once (cuGraphExecDestroy frees an in-flight exec when its
+    launch completes), and the launched work completes and is correct."""
+    import weakref
+
+    from tests.support.collector import collector_off
+
+    g, ts, bufs = sdpa_forward(s=1024)
+    run_and_check(g, ts, bufs, 3)  # the third call is recorded and launched
+    assert (stats(g)["recorded"], stats(g)["launches"]) == (1, 1), stats(g)
+    refresh(bufs)
+    ref = attention_reference(bufs["q"], bufs["k"], bufs["v"])
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # tens of ms of GPU time ahead of the launch
+    g.execute({ts[n]: bufs[n] for n in ts})
+    assert stats(g)["launches"] == 2, stats(g)
+    with collector_off():
+        recorded = weakref.ref(next(iter(g.session.executor.replays.recorded.values())))
+        del g, ts
+        assert recorded() is None, "the recording outlived its graph"
+    assert not torch.cuda.current_stream().query(), "the launch was not in flight when its exec was destroyed"
+    torch.cuda.synchronize()
+    assert rel_err(bufs["o"], ref) < TOL

@@ -457,46 +457,27 @@ class Descriptor:
         on them and a descriptor referenced twice (a tensor two operations share) as one. None when that cannot be
         known from here: a descriptor cuDNN filled in (read back, loaded from JSON), or a constant given by address.
         (The plan cache keys plans by the fingerprint of their operation graph: ``plans/plan_cache.py``.)"""
+        # positions: depth-first pre-order (a descriptor before what it references, referenced ones in attribute
+        # name order), each descriptor at its first visit. An explicit stack, marked when popped, gives the order a
+        # recursion would, with no depth limit.
         order: dict[int, int] = {}  # descriptor id -> its position in the fingerprint
-        out: list = []
-
-        def visit(d: Descriptor) -> int:
-            pos = order.get(d.id)
-            if pos is not None:
-                return pos
+        tree: list[Descriptor] = []
+        stack: list[Descriptor] = [self]
+        while stack:
+            d = stack.pop()
+            if d.id in order:
+                continue
             if d._filled:
-                raise _Unknowable
-            pos = order[d.id] = len(out)
-            out.append(None)
-            items: list[tuple[str, str, Any]] = []
-            for name in sorted(d._attrs):
-                value, kept = d._attrs[name], d._keepalive.get(name)
-                if isinstance(value, _Undescribed):
-                    t = value.type_name
-                    if t == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-                        items.append((name, t, tuple(visit(c) for c in value.vals)))
-                    elif t in ("CUDNN_TYPE_FLOAT", "CUDNN_TYPE_DOUBLE"):  # -0.0 is not 0.0 here
-                        items.append((name, t, tuple(float(x).hex() for x in value.vals)))
-                    else:
-                        items.append((name, t, tuple(value.vals)))
-                elif name == "CUDNN_ATTR_TENSOR_CONSTANT_VALUE":  # the value at the address, not the address
-                    scalar = kept[1] if kept else None
-                    if not isinstance(scalar, ctypes._SimpleCData):
-                        raise _Unknowable
-                    items.append((name, type(scalar).__name__, ctypes.string_at(ctypes.addressof(scalar),
-                                                                                 ctypes.sizeof(scalar))))
-                else:  # as shown when set: pointers, handles (_DESCRIBED_AT_ONCE), override vectors
-                    items.append((name, "shown", _frozen(value)))
-            out[pos] = (d.kind.name, tuple(items))
-            return pos
-
+                return None
+            order[d.id] = len(tree)
+            tree.append(d)
+            children = [c for name in sorted(d._attrs) for c in _referenced(d._attrs[name])]
+            stack.extend(reversed(children))
         try:
-            visit(self)
+            return tuple((d.kind.name, tuple(_fingerprint_item(name, d._attrs[name], d._keepalive.get(name), order)
+                                             for name in sorted(d._attrs))) for d in tree)
         except _Unknowable:
             return None
-        finally:
-            visit = None  # type: ignore[assignment]  # it refers to itself through its closure cell: a cycle
-        return tuple(out)
 
     # ----------------------------------------------------------------------------------------------- get
     def get(self, attr: Any, type: str | None = None, *, kind: Any = None, count: int | None = None,
@@ -819,6 +800,31 @@ _DESCRIBED_AT_ONCE = frozenset({"CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"})
 
 class _Unknowable(Exception):
     """A fingerprint cannot be known (a descriptor cuDNN filled in, a constant given by address)."""
+
+
+def _referenced(value: Any) -> tuple:
+    """The descriptors an attribute value refers to (a descriptor array), in order; () for any other value."""
+    if isinstance(value, _Undescribed) and value.type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+        return tuple(value.vals)
+    return ()
+
+
+def _fingerprint_item(name: str, value: Any, kept: Any, order: dict[int, int]) -> tuple:
+    """One attribute of a fingerprint (``Descriptor.fingerprint``): referenced descriptors by position."""
+    if isinstance(value, _Undescribed):
+        t = value.type_name
+        if t == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+            return (name, t, tuple(order[c.id] for c in value.vals))
+        if t in ("CUDNN_TYPE_FLOAT", "CUDNN_TYPE_DOUBLE"):  # -0.0 is not 0.0 here
+            return (name, t, tuple(float(x).hex() for x in value.vals))
+        return (name, t, tuple(value.vals))
+    if name == "CUDNN_ATTR_TENSOR_CONSTANT_VALUE":  # the value at the address, not the address
+        scalar = kept[1] if kept else None
+        if not isinstance(scalar, ctypes._SimpleCData):
+            raise _Unknowable
+        return (name, type(scalar).__name__, ctypes.string_at(ctypes.addressof(scalar), ctypes.sizeof(scalar)))
+    # as shown when set: pointers, handles (_DESCRIBED_AT_ONCE), override vectors
+    return (name, "shown", _frozen(value))
 
 
 def _frozen(value: Any) -> Any:

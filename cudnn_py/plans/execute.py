@@ -207,17 +207,12 @@ class Executor:
         self.graph_handle: Any = None
         # the device the graph was built for (its planning handle's); None until known (deviceless validation)
         self.device: int | None = None
-        self._fast_made = False  # fast() made a bound execute: the device is fixed from then on
 
     def set_device(self, device: int | None) -> None:
-        """Record the device the graph's plans are built for (when its operation graph gets its handle, before
-        any execute). Operands checked before are checked again."""
+        """Record the device the graph's plans are built for. Operands checked before are checked again."""
         if device != self.device:
-            if self._fast_made:  # a bound execute (fast) keeps the device it was made for
-                raise RuntimeError(f"the graph's executor is bound to device {self.device}: it cannot move to "
-                                   f"device {device} once it has executed")
             self.device = device
-            self._checked[:] = [_UNCHECKED] * len(self._uids)
+            self._checked[:] = [_UNCHECKED] * len(self._uids)  # in place: the bound executes (fast) read this list
             self._last = _NO_BINDING
 
     # --------------------------------------------------------------------------------------------- binding
@@ -442,12 +437,11 @@ class Executor:
         resolves keys and pointers with everything bound as closure locals, re-checks every operand's
         signature, and hands anything else (new pointers, an operand unlike the last checked one, unknown keys,
         a stream change, no handle yet, tracing on) to :meth:`execute`."""
-        self._fast_made = True
         slots, template, checked = self._fast_slots, self._template, self._checked
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles, aliases, buffer_ptr, graph_device = _live_handles, self._aliases, _buffer_ptr, self.device
+        live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
@@ -502,6 +496,7 @@ class Executor:
                         placement = where
             for view, source, offset in aliases:
                 ptrs[view] = ptrs[source] + offset
+            graph_device = executor.device  # read per call: set_device may come after this closure was made
             stream, h, state, rec = None, handle, None, None  # `handle` stays the caller's: the slow path gets it
             if h is None:
                 h = graph_handle
