@@ -154,3 +154,54 @@ def test_bindings_taking_turns_launch_their_own_recordings(driver):
     first, second = driver.captures  # each recorded on its 3rd call (the 2nd on the fast path)
     # each launch is the recording of its own pointers, also when the one launched last is the other's
     assert [e for e, _ in driver.launches] == [first, second] + [first, first, second, second] * 2
+
+def test_a_failed_launch_executes_and_the_plan_is_not_recorded_again(driver):
+    ex, fast, pack = setup()
+    driver.launch_status = 700
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    assert len(ex._backend_execute.calls) == 4  # the recorded call's launch failed: it executed as well
+    st = ex.replays.stats()
+    assert st["recorded"] == 0 and "cuGraphLaunch failed with CUresult 700" in st["failures"][0]
+    driver.launch_status = 0
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    assert len(driver.captures) == 1 and len(ex._backend_execute.calls) == 7
+
+
+def test_a_launch_that_fails_later_drops_the_recording(driver):
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    driver.launch_status = 999
+    fast(pack, None, HANDLE)
+    assert len(ex._backend_execute.calls) == 4  # executed instead
+    st = ex.replays.stats()
+    assert st["recorded"] == 0 and st["launches"] == 1 and "CUresult 999" in st["failures"][-1]
+    assert st["refused_plans"]  # and not recorded again
+    driver.launch_status = 0
+    fast(pack, None, HANDLE)  # nor launched again: the dropped recording is not the one launched last any more
+    assert len(driver.launches) == 2 and len(ex._backend_execute.calls) == 5 and ex.replays.last is None
+
+
+def test_a_plan_whose_execute_cannot_be_captured_executes(driver):
+    ex, fast, pack = setup()
+    driver.capture_fails = True
+    for _ in range(6):
+        fast(pack, None, HANDLE)
+    # every call executed; the 3rd also ran once under the (failed) capture, which on a GPU enqueues nothing
+    assert driver.launches == [] and len(ex._backend_execute.calls) == 7
+    st = ex.replays.stats()
+    assert st["captures"] == 0 and len(st["failures"]) == 1 and "could not be captured" in st["failures"][0]
+
+
+def test_other_pointers_are_other_bindings(driver):
+    ex, fast, pack = setup()
+    _, _, c2 = operands()
+    (A, a), (B, b), (C, _) = pack.items()
+    other = {A: a, B: b, C: c2}
+    for p in (pack, pack, pack, other, other, other, pack):
+        fast(p, None, HANDLE)
+    st = ex.replays.stats()
+    assert (st["captures"], st["recorded"]) == (2, 2)
+    assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
