@@ -284,26 +284,31 @@ def test_a_dropped_graph_releases_plans_packs_and_recordings_at_once():
 
 
 def test_a_recording_destroyed_while_its_launch_is_in_flight_still_completes():
-    """The graph dropped right after a replayed call whose launch still waits in the stream (queued behind a
+    """A recording forgotten right after its launch, while the launch still waits in the stream (queued behind a
     GPU sleep): its CUDA graph exec is destroyed at once (cuGraphExecDestroy frees an in-flight exec when its
-    launch completes), and the launched work completes and is correct."""
+    launch completes), the launched work completes and is correct, and the next calls record the binding again."""
     import weakref
 
     from tests.support.collector import collector_off
 
     g, ts, bufs = sdpa_forward(s=1024)
     run_and_check(g, ts, bufs, 3)  # the third call is recorded and launched
-    assert (stats(g)["recorded"], stats(g)["launches"]) == (1, 1), stats(g)
+    replays = g.session.executor.replays
+    assert (replays.stats()["recorded"], replays.stats()["launches"]) == (1, 1), replays.stats()
     refresh(bufs)
     ref = attention_reference(bufs["q"], bufs["k"], bufs["v"])
+    pack = {ts[n]: bufs[n] for n in ts}
     torch.cuda.synchronize()
-    torch.cuda._sleep(100_000_000)  # tens of ms of GPU time ahead of the launch
-    g.execute({ts[n]: bufs[n] for n in ts})
-    assert stats(g)["launches"] == 2, stats(g)
+    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of the launch
+    g.execute(pack)
+    assert replays.stats()["launches"] == 2, replays.stats()
     with collector_off():
-        recorded = weakref.ref(next(iter(g.session.executor.replays.recorded.values())))
-        del g, ts
-        assert recorded() is None, "the recording outlived its graph"
+        recorded = weakref.ref(next(iter(replays.recorded.values())))
+        replays.recorded.clear()
+        replays.last = None
+        assert recorded() is None, "the recording is still referenced: its exec was not destroyed"
     assert not torch.cuda.current_stream().query(), "the launch was not in flight when its exec was destroyed"
     torch.cuda.synchronize()
     assert rel_err(bufs["o"], ref) < TOL
+    run_and_check(g, ts, bufs, 3)  # recorded again on the second fast call in a row, and correct
+    assert replays.stats()["captures"] == 2, replays.stats()

@@ -36,6 +36,8 @@ class FakeDriver:
         self.capturing: set[int] = set()  # streams the "caller" is capturing
         self.launch_status = 0
         self.capture_fails = False
+        self.memsets_as_kernels: list[bool] = []  # what each capture was asked
+        self.memset_outcome = (1, "")  # (memset nodes replaced, why kept) of each capture
         self._execs = itertools.count(0xE000)
 
     def cuStreamIsCapturing(self, stream, status_addr):
@@ -46,14 +48,16 @@ class FakeDriver:
         self.launches.append((exec_, stream))
         return self.launch_status
 
-    def capture(self, stream, run):
+    def capture(self, stream, run, memsets_as_kernels=False):
         assert stream == SIDE
+        self.memsets_as_kernels.append(memsets_as_kernels)
         status = run()  # on a GPU this enqueues nothing: the capture records it
         if self.capture_fails:
-            return status, 0, "cuStreamEndCapture failed with CUresult 900 (a call not allowed under capture)"
+            return capture.Captured(status, 0, "cuStreamEndCapture failed with CUresult 900 (a call not allowed "
+                                    "under capture)")
         e = next(self._execs)
         self.captures.append(e)
-        return status, e, ""
+        return capture.Captured(status, e, "", *self.memset_outcome)
 
 
 class FakeCudnn:
@@ -205,3 +209,25 @@ def test_other_pointers_are_other_bindings(driver):
     st = ex.replays.stats()
     assert (st["captures"], st["recorded"]) == (2, 2)
     assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
+
+
+def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatch):
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+    assert driver.memsets_as_kernels == [True]
+    st = ex.replays.stats()
+    assert (st["memsets_as_kernels"], st["memsets_kept"]) == (1, [])
+    driver.memset_outcome = (0, "a memset of 8-byte elements")  # a recording whose memsets stay: said why
+    other = dict(pack)
+    other[next(iter(pack))] = operands()[0]
+    for _ in range(3):
+        fast(other, None, HANDLE)
+    st = ex.replays.stats()
+    assert st["memsets_as_kernels"] == 1 and st["memsets_kept"] == ["plan fake_plan: a memset of 8-byte elements"]
+    monkeypatch.setenv(replay_mod.MEMSET_KERNELS_ENV, "0")  # read when the executor is made
+    ex2, fast2, pack2 = setup()
+    for _ in range(3):
+        fast2(pack2, None, HANDLE)
+    assert driver.memsets_as_kernels[-1] is False
+    assert ex2.replays.stats()["memsets_as_kernels"] == "CUDNN_PY_REPLAY_MEMSET_KERNELS=0"

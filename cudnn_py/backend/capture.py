@@ -6,7 +6,8 @@ instantiated graph on later calls with the same operands; this module is the dri
 * :func:`driver` - the ctypes libcuda with the capture entry points typed, or None (no driver, or one without
   them: the CPU test stub exports only what cuDNN's engines need);
 * :func:`side_stream` - this thread's private capture stream in the current context (non-blocking, created once);
-* :func:`capture` - begin (thread-local mode) / run / end / instantiate, returning the executable graph or why not;
+* :func:`capture` - begin (thread-local mode) / run / end / instantiate, returning the executable graph or why not
+  (its small memset nodes as kernel nodes, on request: ``graph_memsets.py``);
 * :func:`destroy_exec`.
 
 Thread-local capture mode: another thread's CUDA calls are neither captured nor refused, and this thread cannot
@@ -17,9 +18,9 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from . import context
+from . import context, graph_memsets
 
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
@@ -78,32 +79,59 @@ def side_stream() -> int:
     return s
 
 
-def capture(stream: int, run: Callable[[], int]) -> tuple[int, int, str]:
+class Captured(NamedTuple):
+    """What :func:`capture` made."""
+
+    status: int  # what run() returned
+    exec: int  # the instantiated graph; 0: none
+    why: str  # why there is none ("" when there is one)
+    memsets_replaced: int = 0  # memset nodes instantiated as kernel nodes (graph_memsets.py)
+    memsets_kept: str = ""  # why the graph's memset nodes stayed memsets ("" when it had none, or all went)
+
+
+def capture(stream: int, run: Callable[[], int], memsets_as_kernels: bool = False) -> Captured:
     """Capture what ``run()`` enqueues on ``stream`` (it returns a status, 0 for success) into an instantiated
-    graph. Returns (run's status, the graph exec or 0, why there is none: "" when there is one)."""
+    graph; with ``memsets_as_kernels``, its small memset nodes become kernel nodes (``graph_memsets.py``: a
+    cheaper launch), unless that is refused or fails, when the graph is instantiated as captured."""
     lib = driver()
     if lib is None:
-        return 0, 0, "the CUDA driver has no stream capture entry points"
+        return Captured(0, 0, "the CUDA driver has no stream capture entry points")
     begun = lib.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
     if begun != 0:
-        return 0, 0, f"cuStreamBeginCapture failed with CUresult {begun}"
+        return Captured(0, 0, f"cuStreamBeginCapture failed with CUresult {begun}")
     status = -1
     try:
         status = run()
     finally:  # the capture is always ended: the stream stays usable whatever run() did
         graph = ctypes.c_void_p()
         ended = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
+    rewritten = 0
     try:
         if status != 0:
-            return status, 0, f"the captured call returned status {status}"
+            return Captured(status, 0, f"the captured call returned status {status}")
         if ended != 0 or not graph.value:
-            return status, 0, f"cuStreamEndCapture failed with CUresult {ended} (a call not allowed under capture)"
+            return Captured(status, 0, f"cuStreamEndCapture failed with CUresult {ended} (a call not allowed under "
+                                       "capture)")
+        replaced, kept = 0, ""
+        if memsets_as_kernels:
+            try:
+                target, replaced, kept = graph_memsets.rewrite(graph.value)
+            except Exception as e:  # an optimization: whatever it meets, the graph as captured still runs
+                target, replaced, kept = graph.value, 0, f"the rewrite failed: {e!r}"
+            if target != graph.value:
+                rewritten = target
         exec_ = ctypes.c_void_p()
-        made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, 0)
+        made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), rewritten or graph, 0)
+        if rewritten and (made != 0 or not exec_.value):  # the rewritten graph did not instantiate: the captured one
+            kept = f"the graph with kernel nodes for its memsets did not instantiate (CUresult {made})"
+            replaced = 0
+            made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, 0)
         if made != 0 or not exec_.value:
-            return status, 0, f"cuGraphInstantiateWithFlags failed with CUresult {made}"
-        return status, exec_.value, ""
+            return Captured(status, 0, f"cuGraphInstantiateWithFlags failed with CUresult {made}")
+        return Captured(status, exec_.value, "", replaced, kept)
     finally:
+        if rewritten:
+            graph_memsets.destroy_graph(rewritten)
         if graph.value:
             lib.cuGraphDestroy(graph)  # the exec keeps what it needs
 

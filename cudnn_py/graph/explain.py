@@ -197,8 +197,11 @@ def text(doc: dict) -> str:
     replay = doc.get("execute_replay")
     if replay is not None:
         if replay["enabled"]:
+            memsets = replay.get("memsets_as_kernels")
             line = (f"on: {replay['captures']} recorded, {replay['launches']} launches"
-                    + "".join(f"; {why}" for why in replay["refused_plans"].values()))
+                    + (f", memset nodes as kernel nodes: {memsets}" if memsets else "")
+                    + "".join(f"; {why}" for why in replay["refused_plans"].values())
+                    + "".join(f"; memsets kept: {why}" for why in replay.get("memsets_kept", ())))
         else:
             line = f"off: {replay['refusal']}"
         out.append(f"\nexecute replay (a repeated execute launched as a CUDA graph): {line}")

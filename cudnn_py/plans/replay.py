@@ -22,7 +22,13 @@ executed normally from then on; the reason is logged and kept in :meth:`Replays.
 kernels accumulate with atomics, so neither two executes nor an execute and a replay are bitwise equal there;
 both are equally correct.
 
-``CUDNN_PY_REPLAY=0`` (read when a graph's executor is made) turns replay off: every call executes.
+**Cheaper launches.** cuDNN's attention executes begin with a 4-byte memset; a recording instantiates such small
+memset nodes as kernel nodes that write the same bytes (``backend/graph_memsets.py``: about 1 us less per launch
+on the H200; the kernel is PTX, compiled by the driver once per context). A graph whose memsets cannot be rewritten
+is launched as captured, and :meth:`Replays.stats` says why (``memsets_kept``).
+
+``CUDNN_PY_REPLAY=0`` (read when a graph's executor is made) turns replay off: every call executes;
+``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (likewise) keeps the memset nodes.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ from ..backend import handle as _handle_mod
 from .switches import switched_off
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
+MEMSET_KERNELS_ENV = "CUDNN_PY_REPLAY_MEMSET_KERNELS"
 CACHE_SIZE = 8  # recorded bindings kept per executor (least recently recorded dropped first)
 PENDING_OWNERS = 64  # handles whose last binding is remembered (to record a binding on its second call in a row)
 _log = logging.getLogger(__name__)
@@ -77,6 +84,11 @@ class Replays:
         self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
+        # small memset nodes of a recording instantiated as kernel nodes (backend/graph_memsets.py): ~1 us less per
+        # launch on the H200; CUDNN_PY_REPLAY_MEMSET_KERNELS=0 keeps them memsets
+        self.memsets_as_kernels = switched_off(MEMSET_KERNELS_ENV) is None
+        self.memsets_replaced = 0
+        self.memsets_kept: list[str] = []  # the latest few reasons a recording kept its memset nodes
         self.dropped_launches = 0  # launches of replays no longer recorded
         self.failures: list[str] = []  # the latest few reasons a capture or a launch failed
 
@@ -116,14 +128,21 @@ class Replays:
             return False
         _handle_mod.set_stream(handle, side)
         try:
-            _, exec_, why = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]))
+            got = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]),
+                                  memsets_as_kernels=self.memsets_as_kernels)
         finally:
             _handle_mod.set_stream(handle, stream)
+        exec_ = got.exec
         if not exec_:
-            self._refuse(plan, f"plan {plan.name}: its execute could not be captured ({why}); it executes normally")
+            self._refuse(plan, f"plan {plan.name}: its execute could not be captured ({got.why}); it executes "
+                         "normally")
             return False
         replay = Replay(binding, owner, exec_)
         self.captures += 1
+        self.memsets_replaced += got.memsets_replaced
+        if got.memsets_kept:
+            self.memsets_kept = (self.memsets_kept + [f"plan {plan.name}: {got.memsets_kept}"])[-8:]
+            _log.info("replay: plan %s keeps its memset nodes: %s", plan.name, got.memsets_kept)
         status = lib.cuGraphLaunch(exec_, stream)
         if status != 0:
             self._refuse(plan, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}; it executes normally")
@@ -157,4 +176,6 @@ class Replays:
         return {"enabled": self.on, "refusal": self.refusal, "captures": self.captures,
                 "recorded": len(self.recorded),
                 "launches": self.dropped_launches + sum(r.launches for r in self.recorded.values()),
-                "refused_plans": dict(self._refused_plans), "failures": list(self.failures)}
+                "refused_plans": dict(self._refused_plans), "failures": list(self.failures),
+                "memsets_as_kernels": self.memsets_replaced if self.memsets_as_kernels else MEMSET_KERNELS_ENV + "=0",
+                "memsets_kept": list(self.memsets_kept)}
