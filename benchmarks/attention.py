@@ -325,7 +325,7 @@ def markdown_rows(results):
         lines.append(f"| {k} | rel. error vs fp32 reference (worst output; cudnn_py: first call / replayed) | "
                      f"{r['official_rel_err']:.2e} | {r['cudnn_py_rel_err']:.2e} / {r['cudnn_py_replayed_rel_err']:.2e} "
                      f"| | replay: {r['cudnn_py_replay']['captures']} recorded, {r['cudnn_py_replay']['launches']} "
-                     "launches |")
+                     f"launches, memset nodes as kernels: {r['cudnn_py_replay'].get('memsets_as_kernels')} |")
         if r["torch_refused"]:
             lines.append(f"| {k} | torch backends refused | | | {'; '.join(r['torch_refused'])} | |")
     return lines
