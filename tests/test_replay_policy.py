@@ -211,11 +211,17 @@ def test_other_pointers_are_other_bindings(driver):
     assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
 
 
-def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatch):
+def test_recordings_rewrite_their_memsets_when_switched_on(driver, monkeypatch):
+    ex0, fast0, pack0 = setup()  # off by default
+    for _ in range(3):
+        fast0(pack0, None, HANDLE)
+    assert driver.memsets_as_kernels == [False]
+    assert ex0.replays.stats()["memsets_as_kernels"] == "off (CUDNN_PY_REPLAY_MEMSET_KERNELS)"
+    monkeypatch.setenv(replay_mod.MEMSET_KERNELS_ENV, "1")  # read when the executor is made
     ex, fast, pack = setup()
     for _ in range(3):
         fast(pack, None, HANDLE)
-    assert driver.memsets_as_kernels == [True]
+    assert driver.memsets_as_kernels == [False, True]
     st = ex.replays.stats()
     assert (st["memsets_as_kernels"], st["memsets_kept"]) == (1, [])
     driver.memset_outcome = (0, "a memset of 8-byte elements")  # a recording whose memsets stay: said why
@@ -225,9 +231,3 @@ def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatc
         fast(other, None, HANDLE)
     st = ex.replays.stats()
     assert st["memsets_as_kernels"] == 1 and st["memsets_kept"] == ["plan fake_plan: a memset of 8-byte elements"]
-    monkeypatch.setenv(replay_mod.MEMSET_KERNELS_ENV, "0")  # read when the executor is made
-    ex2, fast2, pack2 = setup()
-    for _ in range(3):
-        fast2(pack2, None, HANDLE)
-    assert driver.memsets_as_kernels[-1] is False
-    assert ex2.replays.stats()["memsets_as_kernels"] == "CUDNN_PY_REPLAY_MEMSET_KERNELS=0"

@@ -7,6 +7,10 @@ same bytes: measured on the H200 as an A/B over 41 interleaved rounds of 40 laun
 per-round saving quartiles 0.68 / 1.04 / 1.35 us (fwd causal), 0.67 / 0.97 / 1.13 (fwd GQA), 0.80 / 0.97 / 1.15
 (bwd causal), outputs bitwise equal. A replayed attention execute costs 6-12 us of host time in all.
 
+Opt-in (``CUDNN_PY_REPLAY_MEMSET_KERNELS=1``, ``plans/replay.py``): the measurement above edited the graph through
+cuda.bindings; this ctypes implementation came after that session's last device run and is off by default until
+tests/test_gpu_graph_memsets.py has passed on a GPU.
+
 The kernel is PTX text (below), compiled by the driver's JIT once per context (tens of ms the first time on a
 machine, ~0.2 ms once the driver's compute cache has it): no compiled code ships. It stores ``value`` to every
 element of the memset's rows (``dst + row * pitch + column * element size``) with a grid-stride loop.
