@@ -282,3 +282,41 @@ def test_capture_instantiates_the_rewritten_graph_or_else_the_captured_one(monke
     assert (got.exec, got.memsets_replaced, got.memsets_kept, lib.instantiated) == expected
     assert got.status == 0 and got.why == ""
     assert sorted(lib.destroyed) == sorted(set(clones) | {0x61})  # the clone and the captured graph both go
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graphs_keep_their_shape_with_memsets_as_kernels(drv, seed):
+    """Seeded random DAGs of kernel and memset nodes: after the rewrite every memset is a kernel node with the
+    memset's arguments, and the edges are the original ones with each memset in its kernel node's place."""
+    import random
+
+    r = random.Random(seed)
+    g = drv.graph()
+    order = []
+    for i in range(r.randint(1, 12)):
+        after = r.sample(order, r.randint(0, min(3, len(order))))
+        if r.random() < 0.4:
+            size = r.choice((1, 2, 4))
+            width, height = r.randint(1, 300), r.randint(1, 4)
+            p = memset(size=size, width=width, height=height, pitch=width * size + r.choice((0, 16)),
+                       value=r.getrandbits(8 * size), dst=0x7000_0000 + 0x10000 * i)
+            order.append(drv.node(g, MEMSET, p, after=after))
+        else:
+            order.append(drv.node(g, KERNEL, f"k{i}", after=after))
+    original = {n: drv.graphs[g]["nodes"][n] for n in order}
+    # what each node is, independent of ids: a kernel's label, a memset's arguments as the kernel would get them
+    def identity(kind, p):
+        if kind == MEMSET:
+            return ("memset", (p.dst, p.pitch, p.width, p.width * p.height, p.value), p.elementSize)
+        if isinstance(p, dict):
+            return ("memset", p["args"], {0xF1: 1, 0xF2: 2, 0xF4: 4}[p["func"]])
+        return ("kernel", p)
+    want_nodes = sorted(identity(*original[n]) for n in order)
+    want_edges = sorted((identity(*original[a]), identity(*original[b])) for a, b, _ in drv.graphs[g]["edges"])
+    target, replaced, why = graph_memsets.rewrite(g)
+    n_memsets = sum(kind == MEMSET for kind, _ in original.values())
+    assert (replaced, why) == (n_memsets, "")
+    nodes = drv.graphs[target]["nodes"]
+    assert all(kind == KERNEL for kind, _ in nodes.values())
+    assert sorted(identity(*v) for v in nodes.values()) == want_nodes
+    assert sorted((identity(*nodes[a]), identity(*nodes[b])) for a, b, _ in drv.graphs[target]["edges"]) == want_edges
