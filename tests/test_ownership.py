@@ -1,8 +1,8 @@
 """Ownership on the CPU: graphs of every kind the fuzzers make (attention forward and backward, every option;
-convolutions; normalizations), validated (and explained) or refused, leave no graph, planning session or descriptor in cyclic
-garbage. A graph,
-its session and what they lowered go by reference counting when the caller drops them (tests of single graphs:
-test_graph_ir.py, test_execute_correctness.py, test_engines.py; with plans and replays: test_gpu_replay.py)."""
+convolutions; normalizations), validated (and explained) or refused, leave no graph, planning session or
+descriptor in cyclic garbage. A graph, its session and what they lowered go by reference counting when the caller
+drops them (tests of single graphs: test_graph_ir.py, test_execute_correctness.py, test_engines.py; with plans and
+replays: test_gpu_replay.py)."""
 from __future__ import annotations
 
 import gc

@@ -131,7 +131,7 @@ def capture(stream: int, run: Callable[[], int], memsets_as_kernels: bool = Fals
         return Captured(status, exec_.value, "", replaced, kept)
     finally:
         if rewritten:
-            graph_memsets.destroy_graph(rewritten)
+            lib.cuGraphDestroy(rewritten)
         if graph.value:
             lib.cuGraphDestroy(graph)  # the exec keeps what it needs
 

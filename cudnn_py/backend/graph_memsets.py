@@ -241,8 +241,9 @@ def _replace(drv: _Driver, graph: int, node: int, p: MemsetParams, kernels: dict
 
 def rewrite(graph: int) -> tuple[int, int, str]:
     """``(graph to instantiate, memsets replaced, why none were)``: a clone of ``graph`` with its memset nodes as
-    kernel nodes (the caller destroys it after instantiating it), or ``graph`` itself when there is nothing to
-    rewrite (why == "") or a memset cannot be (why says which). Run with the graph's context current."""
+    kernel nodes (the caller destroys it with cuGraphDestroy after instantiating it), or ``graph`` itself when
+    there is nothing to rewrite (why == "") or a memset cannot be (why says which). Run with the graph's context
+    current."""
     drv = _the_driver()
     if drv is None:
         return graph, 0, "the CUDA driver lacks a graph-editing entry point"
@@ -269,9 +270,3 @@ def rewrite(graph: int) -> tuple[int, int, str]:
         drv.destroy_graph(clone)
         return graph, 0, str(e)
     return clone.value or 0, len(cloned), ""
-
-
-def destroy_graph(graph: int) -> None:
-    drv = _the_driver()
-    if drv is not None and graph:
-        drv.destroy_graph(graph)

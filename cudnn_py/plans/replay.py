@@ -96,7 +96,7 @@ class Replays:
         self.failures: list[str] = []  # the latest few reasons a capture or a launch failed
 
     def _fail(self, why: str) -> None:
-        self.failures = (self.failures + [why])[-8:]
+        self.failures = _latest(self.failures, why)
         _log.info("replay: %s", why)
 
     def find(self, binding: tuple, owner: Any) -> Replay | None:
@@ -144,7 +144,7 @@ class Replays:
         self.captures += 1
         self.memsets_replaced += got.memsets_replaced
         if got.memsets_kept:
-            self.memsets_kept = (self.memsets_kept + [f"plan {plan.name}: {got.memsets_kept}"])[-8:]
+            self.memsets_kept = _latest(self.memsets_kept, f"plan {plan.name}: {got.memsets_kept}")
             _log.info("replay: plan %s keeps its memset nodes: %s", plan.name, got.memsets_kept)
         status = lib.cuGraphLaunch(exec_, stream)
         if status != 0:
@@ -183,3 +183,8 @@ class Replays:
                 "memsets_as_kernels": (self.memsets_replaced if self.memsets_as_kernels
                                        else f"off ({MEMSET_KERNELS_ENV})"),
                 "memsets_kept": list(self.memsets_kept)}
+
+
+def _latest(reasons: list[str], why: str) -> list[str]:
+    """``reasons`` with ``why`` added, the latest few kept (the stats' lists of reasons)."""
+    return (reasons + [why])[-8:]
