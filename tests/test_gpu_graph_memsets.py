@@ -62,7 +62,7 @@ def test_a_memset_as_a_kernel_node_writes_the_same_bytes(size, width, height, pi
 def test_a_replayed_attention_forward_launches_kernel_nodes_and_equals_the_execute(monkeypatch):
     from cudnn_py.plans import replay
 
-    monkeypatch.setenv(replay.MEMSET_KERNELS_ENV, "1")  # opt-in; read when the graph's executor is made
+    monkeypatch.delenv(replay.MEMSET_KERNELS_ENV, raising=False)  # on by default
     b, h, s, d = 2, 4, 256, 64
     bufs = {n: torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for n in ("q", "k", "v")}
     g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,

@@ -299,10 +299,10 @@ def test_a_recording_destroyed_while_its_launch_is_in_flight_still_completes():
     ref = attention_reference(bufs["q"], bufs["k"], bufs["v"])
     pack = {ts[n]: bufs[n] for n in ts}
     torch.cuda.synchronize()
-    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of the launch
-    g.execute(pack)
-    assert replays.stats()["launches"] == 2, replays.stats()
-    with collector_off():
+    with collector_off():  # its collection (~0.1 s in a suite's heap) comes before the sleep, not inside it
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of the launch
+        g.execute(pack)
+        assert replays.stats()["launches"] == 2, replays.stats()
         recorded = weakref.ref(next(iter(replays.recorded.values())))
         replays.recorded.clear()
         replays.last = None

@@ -49,6 +49,10 @@ class FakeGraphs:
     # ---- the entry points
     def _fill(self, items, array, edges, count, edge_data=()):
         if array is not None:
+            room = _out(count).value
+            if room == 0:  # as the H200's driver (13.0) answers an array with room for nothing
+                return 1  # CUDA_ERROR_INVALID_VALUE
+            items = items[:room]
             for i, x in enumerate(items):
                 array[i] = x
             if edges is not None:

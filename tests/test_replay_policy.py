@@ -57,7 +57,7 @@ class FakeDriver:
                                     "under capture)")
         e = next(self._execs)
         self.captures.append(e)
-        return capture.Captured(status, e, "", *self.memset_outcome)
+        return capture.Captured(status, e, "", *(self.memset_outcome if memsets_as_kernels else (0, "")))
 
 
 class FakeCudnn:
@@ -211,19 +211,21 @@ def test_other_pointers_are_other_bindings(driver):
     assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
 
 
-def test_recordings_rewrite_their_memsets_when_switched_on(driver, monkeypatch):
-    ex0, fast0, pack0 = setup()  # off by default
+def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatch):
+    monkeypatch.setenv(replay_mod.MEMSET_KERNELS_ENV, " Off ")  # read when the executor is made
+    ex0, fast0, pack0 = setup()
     for _ in range(3):
         fast0(pack0, None, HANDLE)
     assert driver.memsets_as_kernels == [False]
-    assert ex0.replays.stats()["memsets_as_kernels"] == "off (CUDNN_PY_REPLAY_MEMSET_KERNELS)"
-    monkeypatch.setenv(replay_mod.MEMSET_KERNELS_ENV, "1")  # read when the executor is made
+    st0 = ex0.replays.stats()
+    assert (st0["memsets_as_kernels"], st0["memsets_off"]) == (0, "CUDNN_PY_REPLAY_MEMSET_KERNELS= Off ")
+    monkeypatch.delenv(replay_mod.MEMSET_KERNELS_ENV)  # on by default
     ex, fast, pack = setup()
     for _ in range(3):
         fast(pack, None, HANDLE)
     assert driver.memsets_as_kernels == [False, True]
     st = ex.replays.stats()
-    assert (st["memsets_as_kernels"], st["memsets_kept"]) == (1, [])
+    assert (st["memsets_as_kernels"], st["memsets_off"], st["memsets_kept"]) == (1, None, [])
     driver.memset_outcome = (0, "a memset of 8-byte elements")  # a recording whose memsets stay: said why
     other = dict(pack)
     other[next(iter(pack))] = operands()[0]

@@ -7,9 +7,8 @@ same bytes: measured on the H200 as an A/B over 41 interleaved rounds of 40 laun
 per-round saving quartiles 0.68 / 1.04 / 1.35 us (fwd causal), 0.67 / 0.97 / 1.13 (fwd GQA), 0.80 / 0.97 / 1.15
 (bwd causal), outputs bitwise equal. A replayed attention execute costs 6-12 us of host time in all.
 
-Opt-in (``CUDNN_PY_REPLAY_MEMSET_KERNELS=1``, ``plans/replay.py``): the measurement above edited the graph through
-cuda.bindings; this ctypes implementation came after that session's last device run and is off by default until
-tests/test_gpu_graph_memsets.py has passed on a GPU.
+Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/replay.py``); tests/test_gpu_graph_memsets.py
+checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed attention equals its execute.
 
 The kernel is PTX text (below), compiled by the driver's JIT once per context (tens of ms the first time on a
 machine, ~0.2 ms once the driver's compute cache has it): no compiled code ships. It stores ``value`` to every
@@ -177,8 +176,10 @@ def _node_list(call: Any, owner: int, drv: _Driver, with_edges: bool) -> tuple[l
     edge_args: list = [None] if with_edges and drv.v2 else []
     _check(call(owner, None, *edge_args, ctypes.byref(count)), call.__name__)
     n = count.value
-    nodes = (ctypes.c_void_p * max(1, n))()
-    edges = (ctypes.c_ubyte * (EDGE_DATA_BYTES * max(1, n)))()
+    if n == 0:  # the driver refuses an array with room for nothing (CUDA_ERROR_INVALID_VALUE)
+        return [], b""
+    nodes = (ctypes.c_void_p * n)()
+    edges = (ctypes.c_ubyte * (EDGE_DATA_BYTES * n))()
     edge_args = [edges] if with_edges and drv.v2 else []
     _check(call(owner, nodes, *edge_args, ctypes.byref(count)), call.__name__)
     if count.value != n:

@@ -199,7 +199,8 @@ def text(doc: dict) -> str:
         if replay["enabled"]:
             memsets = replay.get("memsets_as_kernels")
             line = (f"on: {replay['captures']} recorded, {replay['launches']} launches"
-                    + (f", memset nodes as kernel nodes: {memsets}" if isinstance(memsets, int) and memsets else "")
+                    + (f", memset nodes as kernel nodes: {memsets}" if memsets else "")
+                    + (f", memset nodes kept ({replay['memsets_off']})" if replay.get("memsets_off") else "")
                     + "".join(f"; {why}" for why in replay["refused_plans"].values())
                     + "".join(f"; memsets kept: {why}" for why in replay.get("memsets_kept", ())))
         else:

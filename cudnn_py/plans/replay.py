@@ -22,16 +22,13 @@ executed normally from then on; the reason is logged and kept in :meth:`Replays.
 kernels accumulate with atomics, so neither two executes nor an execute and a replay are bitwise equal there;
 both are equally correct.
 
-**Cheaper launches (opt-in).** cuDNN's attention executes begin with a 4-byte memset. With
-``CUDNN_PY_REPLAY_MEMSET_KERNELS=1`` a recording instantiates such small memset nodes as kernel nodes that write
-the same bytes (``backend/graph_memsets.py``: the same graph launched about 1 us faster on the H200; the kernel is
-PTX, compiled by the driver once per context). Off by default until this path has run on a GPU: the measurement
-was made with the same graph edited through cuda.bindings, and this ctypes implementation came after the
-session's last device run. A graph whose memsets cannot be rewritten is launched as captured, and
-:meth:`Replays.stats` says why (``memsets_kept``).
+**Cheaper launches.** cuDNN's attention executes begin with a 4-byte memset. A recording instantiates such small
+memset nodes as kernel nodes that write the same bytes (``backend/graph_memsets.py``: the same graph launches about
+1 us faster on the H200; the kernel is PTX, compiled by the driver once per context). A graph whose memsets cannot
+be rewritten is launched as captured, and :meth:`Replays.stats` says why (``memsets_kept``).
+``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` keeps every recording's memset nodes.
 
-``CUDNN_PY_REPLAY=0`` (read when a graph's executor is made, as the switch above) turns replay off: every call
-executes.
+``CUDNN_PY_REPLAY=0`` turns replay off: every call executes. Both switches are read when a graph's executor is made.
 """
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ from typing import Any
 
 from ..backend import capture, out_params
 from ..backend import handle as _handle_mod
-from .switches import switched_off, switched_on
+from .switches import switched_off
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
 MEMSET_KERNELS_ENV = "CUDNN_PY_REPLAY_MEMSET_KERNELS"
@@ -87,9 +84,10 @@ class Replays:
         self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
-        # small memset nodes of a recording instantiated as kernel nodes (backend/graph_memsets.py), opt-in:
-        # CUDNN_PY_REPLAY_MEMSET_KERNELS=1
-        self.memsets_as_kernels = switched_on(MEMSET_KERNELS_ENV)
+        # small memset nodes of a recording instantiated as kernel nodes (backend/graph_memsets.py) unless
+        # CUDNN_PY_REPLAY_MEMSET_KERNELS=0 (the "VARIABLE=value" that turned it off, else None)
+        self.memsets_off = switched_off(MEMSET_KERNELS_ENV)
+        self.memsets_as_kernels = self.memsets_off is None
         self.memsets_replaced = 0
         self.memsets_kept: list[str] = []  # the latest few reasons a recording kept its memset nodes
         self.dropped_launches = 0  # launches of replays no longer recorded
@@ -180,8 +178,7 @@ class Replays:
                 "recorded": len(self.recorded),
                 "launches": self.dropped_launches + sum(r.launches for r in self.recorded.values()),
                 "refused_plans": dict(self._refused_plans), "failures": list(self.failures),
-                "memsets_as_kernels": (self.memsets_replaced if self.memsets_as_kernels
-                                       else f"off ({MEMSET_KERNELS_ENV})"),
+                "memsets_as_kernels": self.memsets_replaced, "memsets_off": self.memsets_off,
                 "memsets_kept": list(self.memsets_kept)}
 
 

@@ -1,11 +1,9 @@
-"""Environment switches of the planning layer: features that are on unless a variable turns them off, and the few
-that are off unless one turns them on."""
+"""Environment switches of the planning layer: features that are on unless a variable turns them off."""
 from __future__ import annotations
 
 import os
 
 OFF_VALUES = ("0", "off", "false", "no")  # case and surrounding blanks ignored
-ON_VALUES = ("1", "on", "true", "yes")
 
 
 def switched_off(variable: str) -> str | None:
@@ -15,8 +13,3 @@ def switched_off(variable: str) -> str | None:
         return f"{variable}={value}"
     return None
 
-
-def switched_on(variable: str) -> bool:
-    """Whether the environment turns an opt-in feature on."""
-    value = os.environ.get(variable)
-    return value is not None and value.strip().lower() in ON_VALUES
