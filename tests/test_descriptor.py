@@ -300,3 +300,24 @@ def test_scalar_reader_reads_what_get_reads_and_is_traced(tmp_path):
     copy.destroy()
     with pytest.raises(DescriptorError, match="destroyed"):
         knob_value(copy)
+
+
+def test_array_types_are_made_once_per_element_type_and_short_length():
+    """ctypes frees an array type with its last array, so ``ct * n`` would build a new class per set: the
+    converters reuse one per (element type, length) up to CACHED_ARRAY_LENGTH, and make longer ones each time."""
+    import ctypes
+    import weakref
+
+    from cudnn_py.backend import values
+
+    made = weakref.ref(values.array_type(ctypes.c_int64, 5))
+    plain = weakref.ref(ctypes.c_int64 * 5 * 3)  # what ctypes alone does: gone with its last user
+    gc.collect()
+    assert made() is not None and plain() is None
+    assert values.array_type(ctypes.c_int64, 5) is made()
+    assert values.array_type(ctypes.c_int64, 5) is not values.array_type(ctypes.c_int32, 5)
+    long = values.CACHED_ARRAY_LENGTH + 1
+    assert (ctypes.c_double, long) not in values._ARRAY_TYPES
+    values.array_type(ctypes.c_double, long)
+    assert (ctypes.c_double, long) not in values._ARRAY_TYPES
+    assert list(values.int_array("CUDNN_ATTR_TENSOR_DIMENSIONS", "CUDNN_TYPE_INT64", [2, 3, 4])) == [2, 3, 4]

@@ -331,16 +331,18 @@ class Descriptor:
                     )
                 if d is self:
                     raise DescriptorError(f"{spec.name} element {i} is descriptor #{d.id} itself")
-            return (ct * n)(*[d._ptr for d in vals]), list(vals)  # each checked live above
+            return values.array_type(ct, n)(*[d._ptr for d in vals]), list(vals)  # each checked live above
         if type_name == "CUDNN_TYPE_CHAR":
             return ctypes.create_string_buffer(bytes(vals), n), None
         if type_name == "CUDNN_TYPE_FRACTION":
             return values.fraction_array(vals), None
         if type_name == "CUDNN_TYPE_HANDLE":
-            return (ct * n)(*[_handle_value(v, spec.name, i, n) for i, v in enumerate(vals)]), list(vals)
+            handles = [_handle_value(v, spec.name, i, n) for i, v in enumerate(vals)]
+            return values.array_type(ct, n)(*handles), list(vals)
         if type_name == "CUDNN_TYPE_VOID_PTR":
             host = spec.name in HOST_POINTER_ATTRIBUTES
-            return (ct * n)(*[_pointer_value(v, spec.name, i, n, host) for i, v in enumerate(vals)]), list(vals)
+            pointers = [_pointer_value(v, spec.name, i, n, host) for i, v in enumerate(vals)]
+            return values.array_type(ct, n)(*pointers), list(vals)
         raise DescriptorError(f"{spec.name}: no conversion for {type_name}")  # a type the catalog does not know
 
     # ---------------------------------------------------------------------------------------- special attributes
@@ -385,7 +387,7 @@ class Descriptor:
                 f"matching the tensor's data type, or its int address), not {_type_of(value)}")
         else:
             ptr, keep = _pointer_value(value, spec.name, 0, 1, True), value
-        array = (ctypes.c_void_p * 1)(ptr)
+        array = values.array_type(ctypes.c_void_p, 1)(ptr)
         self._raw_set(spec, type_name, 1, array)
         self._attrs[spec.name] = hex(ptr)
         self._keepalive[spec.name] = (array, keep)
@@ -526,7 +528,7 @@ class Descriptor:
             if not 0 <= n <= MAX_GET_COUNT:
                 raise DescriptorError(f"get({spec.name}): cuDNN reports {n} element(s); refusing to read more than "
                                       f"{MAX_GET_COUNT}")
-        buf = (ct * max(n, 1))()  # zero-filled: some Gets write fewer bytes than the type's width
+        buf = values.array_type(ct, max(n, 1))()  # zero-filled: some Gets write fewer bytes than the type's width
         got = ctypes.c_int64(0)
         self._raw_get(spec, type_name, n, got, buf)
         m = min(got.value, n)
@@ -584,7 +586,7 @@ class Descriptor:
                 raise DescriptorError(f"get({spec.name}): into[{i}] is descriptor #{d.id} itself")
         if spec.max_count == 1 and len(into) > 1:
             into = into[:1]  # a scalar is read with exactly one element (schema §4)
-        arr = (ctypes.c_void_p * max(len(into), 1))(*[d.ptr for d in into])
+        arr = values.array_type(ctypes.c_void_p, max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
         self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
         for d in into[: got.value]:  # the backend copies finalized descriptors into them

@@ -54,26 +54,30 @@ def int_array(attr: str, type_name: str, values: list) -> Any:
         if v.__class__ is not int or v < lo or v > hi:
             break
     else:
-        return _array_type(ct, len(values))(*values)
+        return array_type(ct, len(values))(*values)
     n = len(values)
     for i, v in enumerate(values):
         if v.__class__ is not int:  # anything else with __index__ (numpy integers), normalised; never bool
             values[i] = v = _as_int(attr, i, n, v, type_name)
         if v < lo or v > hi:
             raise _bad(attr, i, n, f"{v} is out of range for {type_name} [{lo}, {hi}] (ctypes would wrap it)")
-    return (ct * n)(*values)
+    return array_type(ct, n)(*values)
 
 
 _INT_TYPES = {t: (element_ctype(t), lo, hi) for t, (lo, hi) in INT_RANGE.items()}
 _ARRAY_TYPES: dict[tuple[Any, int], Any] = {}  # (C type, length) -> the ctypes array type
+CACHED_ARRAY_LENGTH = 64  # longer arrays are rare (a dims list has at most 8): made each time, not kept
 
 
-def _array_type(ct: Any, n: int) -> Any:
-    """``ct * n``, made once: ctypes builds a new array type on every ``ct * n``, which costs more than filling it."""
-    array_type = _ARRAY_TYPES.get((ct, n))
-    if array_type is None:
-        array_type = _ARRAY_TYPES[(ct, n)] = ct * n
-    return array_type
+def array_type(ct: Any, n: int) -> Any:
+    """``ct * n``, made once: ctypes keeps an array type only while something refers to it, so ``ct * n`` builds a
+    new type (a class, ~14 us and a reference cycle for the collector) each time the last array of it is gone."""
+    made = _ARRAY_TYPES.get((ct, n))
+    if made is None:
+        made = ct * n
+        if n <= CACHED_ARRAY_LENGTH:
+            _ARRAY_TYPES[(ct, n)] = made
+    return made
 
 
 def _as_int(attr: str, i: int, n: int, v: Any, type_name: str) -> int:
@@ -114,7 +118,7 @@ def float_array(attr: str, type_name: str, values: list) -> Any:
             raise _bad(attr, i, n, f"{v} overflows CUDNN_TYPE_FLOAT (|x| <= {FLT_MAX:.7g}); pass "
                                    "type='CUDNN_TYPE_DOUBLE' where the attribute accepts it")
         out.append(v)
-    return (element_ctype(type_name) * n)(*out)
+    return array_type(element_ctype(type_name), n)(*out)
 
 
 # --------------------------------------------------------------------------------------------------- booleans
@@ -131,7 +135,7 @@ def bool_array(attr: str, values: list) -> Any:
         else:
             raise _bad(attr, i, n, f"CUDNN_TYPE_BOOLEAN takes True/False (or 0/1), not {type(v).__name__} "
                                    f"{_show(v)}")
-    return (ctypes.c_bool * n)(*out)
+    return array_type(ctypes.c_bool, n)(*out)
 
 
 # --------------------------------------------------------------------------------------------------- enums
@@ -196,7 +200,7 @@ def enum_array(attr: str, type_name: str, values: list) -> Any:
             if key is not None:
                 _checked_enums[key] = value
         out.append(value)
-    return _array_type(ctypes.c_int, n)(*out)
+    return array_type(ctypes.c_int, n)(*out)
 
 
 # --------------------------------------------------------------------------------------------------- fractions
@@ -235,7 +239,7 @@ def _is_plain_int(x: Any) -> bool:
 
 
 def fraction_array(values: list[Fraction]) -> Any:
-    return (cudnnFraction_t * len(values))(*[cudnnFraction_t(f.numerator, f.denominator) for f in values])
+    return array_type(cudnnFraction_t, len(values))(*[cudnnFraction_t(f.numerator, f.denominator) for f in values])
 
 
 # --------------------------------------------------------------------------------------------------- chars
