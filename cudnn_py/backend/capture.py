@@ -26,8 +26,11 @@ CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 
-_ENTRY_POINTS = ("cuStreamCreate", "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
-                 "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphDestroy", "cuGraphExecDestroy")
+_vp = ctypes.c_void_p
+_PROTOTYPES: dict[str, list] = {"cuStreamCreate": [_vp, ctypes.c_uint], "cuStreamBeginCapture_v2": [_vp, ctypes.c_int],
+               "cuStreamEndCapture": [_vp, _vp], "cuStreamIsCapturing": [_vp, _vp],
+               "cuGraphInstantiateWithFlags": [_vp, _vp, ctypes.c_ulonglong], "cuGraphLaunch": [_vp, _vp],
+               "cuGraphDestroy": [_vp], "cuGraphExecDestroy": [_vp]}
 _typed: Any = None  # the typed libcuda; False: none with these entry points
 
 
@@ -36,26 +39,7 @@ def driver() -> Any:
     global _typed
     if _typed is None:
         lib = context._lib()
-        try:
-            if not lib:
-                raise AttributeError
-            for name in _ENTRY_POINTS:
-                getattr(lib, name)
-        except AttributeError:
-            _typed = False
-        else:
-            vp, p = ctypes.c_void_p, ctypes.c_void_p
-            lib.cuStreamCreate.argtypes = [p, ctypes.c_uint]
-            lib.cuStreamBeginCapture_v2.argtypes = [vp, ctypes.c_int]
-            lib.cuStreamEndCapture.argtypes = [vp, p]
-            lib.cuStreamIsCapturing.argtypes = [vp, p]
-            lib.cuGraphInstantiateWithFlags.argtypes = [p, vp, ctypes.c_ulonglong]
-            lib.cuGraphLaunch.argtypes = [vp, vp]
-            lib.cuGraphDestroy.argtypes = [vp]
-            lib.cuGraphExecDestroy.argtypes = [vp]
-            for name in _ENTRY_POINTS:
-                getattr(lib, name).restype = ctypes.c_int
-            _typed = lib
+        _typed = lib if lib and context.typed(lib, _PROTOTYPES) else False
     return _typed or None
 
 

@@ -25,6 +25,22 @@ _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 
 _driver: Any = None  # the ctypes libcuda once looked up; False: none with these entry points
+_vp = ctypes.c_void_p
+_PROTOTYPES: dict[str, list] = {"cuCtxGetCurrent": [_vp], "cuCtxSetCurrent": [_vp], "cuCtxGetDevice": [_vp],
+               "cuPointerGetAttribute": [_vp, ctypes.c_int, ctypes.c_uint64], "cuDeviceGetCount": [_vp]}
+
+
+def typed(lib: Any, prototypes: dict[str, list]) -> bool:
+    """Give each named entry point of ``lib`` its argument types and a CUresult (int) result; False, typing none,
+    where one of them is missing (an older driver, the CPU stub). The one place libcuda's entry points get types
+    (this module's, capture.py's, graph_memsets.py's): ctypes shares one function object per name."""
+    try:
+        functions = [(getattr(lib, name), argtypes) for name, argtypes in prototypes.items()]
+    except AttributeError:
+        return False
+    for fn, argtypes in functions:
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    return True
 
 
 def _lib() -> Any:
@@ -32,21 +48,10 @@ def _lib() -> Any:
     if _driver is None:
         try:
             lib = ctypes.CDLL("libcuda.so.1")
-            for name in ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice", "cuPointerGetAttribute",
-                         "cuDeviceGetCount"):
-                getattr(lib, name)
-        except (OSError, AttributeError):
+        except OSError:
             _driver = False
         else:
-            lib.cuCtxGetCurrent.argtypes = [ctypes.c_void_p]
-            lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
-            lib.cuCtxGetDevice.argtypes = [ctypes.c_void_p]
-            lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
-            lib.cuDeviceGetCount.argtypes = [ctypes.c_void_p]
-            for f in (lib.cuCtxGetCurrent, lib.cuCtxSetCurrent, lib.cuCtxGetDevice, lib.cuPointerGetAttribute,
-                      lib.cuDeviceGetCount):
-                f.restype = ctypes.c_int
-            _driver = lib
+            _driver = lib if typed(lib, _PROTOTYPES) else False
     return _driver
 
 

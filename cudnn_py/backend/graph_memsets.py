@@ -98,30 +98,29 @@ class _Driver:
     """The entry points of the rewrite, typed. ``v2``: the dependency calls take edge data (CUDA >= 12.3)."""
 
     def __init__(self, lib: Any):
-        vp, p = ctypes.c_void_p, ctypes.c_void_p
-        self.v2 = hasattr(lib, "cuGraphNodeGetDependencies_v2") and hasattr(lib, "cuGraphAddDependencies_v2") \
-            and hasattr(lib, "cuGraphNodeGetDependentNodes_v2")
-        suffix = "_v2" if self.v2 else ""
-        self.get_nodes = _typed(lib.cuGraphGetNodes, [vp, p, p])
-        self.node_type = _typed(lib.cuGraphNodeGetType, [vp, p])
-        self.memset_params = _typed(lib.cuGraphMemsetNodeGetParams, [vp, p])
-        edge = [p] if self.v2 else []
-        self.dependencies = _typed(getattr(lib, "cuGraphNodeGetDependencies" + suffix), [vp, p, *edge, p])
-        self.dependents = _typed(getattr(lib, "cuGraphNodeGetDependentNodes" + suffix), [vp, p, *edge, p])
-        self.add_dependencies = _typed(getattr(lib, "cuGraphAddDependencies" + suffix),
-                                       [vp, p, p, *edge, ctypes.c_size_t])
-        add_kernel = getattr(lib, "cuGraphAddKernelNode_v2", None) or lib.cuGraphAddKernelNode
-        self.add_kernel_node = _typed(add_kernel, [p, vp, p, ctypes.c_size_t, p])
-        self.destroy_node = _typed(lib.cuGraphDestroyNode, [vp])
-        self.clone = _typed(lib.cuGraphClone, [p, vp])
-        self.destroy_graph = _typed(lib.cuGraphDestroy, [vp])
-        self.load_module = _typed(lib.cuModuleLoadData, [p, ctypes.c_char_p])
-        self.get_function = _typed(lib.cuModuleGetFunction, [p, vp, ctypes.c_char_p])
-
-
-def _typed(fn: Any, argtypes: list) -> Any:
-    fn.argtypes, fn.restype = argtypes, ctypes.c_int
-    return fn
+        vp = ctypes.c_void_p
+        self.v2 = all(hasattr(lib, name + "_v2") for name in (
+            "cuGraphNodeGetDependencies", "cuGraphNodeGetDependentNodes", "cuGraphAddDependencies"))
+        v2, edge = ("_v2", [vp]) if self.v2 else ("", [])
+        add_kernel = "cuGraphAddKernelNode_v2" if hasattr(lib, "cuGraphAddKernelNode_v2") else "cuGraphAddKernelNode"
+        prototypes: dict[str, list] = {
+            "cuGraphGetNodes": [vp, vp, vp], "cuGraphNodeGetType": [vp, vp], "cuGraphMemsetNodeGetParams": [vp, vp],
+            "cuGraphNodeGetDependencies" + v2: [vp, vp, *edge, vp],
+            "cuGraphNodeGetDependentNodes" + v2: [vp, vp, *edge, vp],
+            "cuGraphAddDependencies" + v2: [vp, vp, vp, *edge, ctypes.c_size_t],
+            add_kernel: [vp, vp, vp, ctypes.c_size_t, vp], "cuGraphDestroyNode": [vp], "cuGraphClone": [vp, vp],
+            "cuGraphDestroy": [vp], "cuModuleLoadData": [vp, ctypes.c_char_p],
+            "cuModuleGetFunction": [vp, vp, ctypes.c_char_p]}
+        if not context.typed(lib, prototypes):
+            raise AttributeError("the driver lacks a graph-editing entry point")
+        self.get_nodes, self.node_type, self.memset_params = (
+            lib.cuGraphGetNodes, lib.cuGraphNodeGetType, lib.cuGraphMemsetNodeGetParams)
+        self.dependencies = getattr(lib, "cuGraphNodeGetDependencies" + v2)
+        self.dependents = getattr(lib, "cuGraphNodeGetDependentNodes" + v2)
+        self.add_dependencies = getattr(lib, "cuGraphAddDependencies" + v2)
+        self.add_kernel_node = getattr(lib, add_kernel)
+        self.destroy_node, self.clone, self.destroy_graph = lib.cuGraphDestroyNode, lib.cuGraphClone, lib.cuGraphDestroy
+        self.load_module, self.get_function = lib.cuModuleLoadData, lib.cuModuleGetFunction
 
 
 _driver: Any = None  # _Driver, or False: the driver lacks an entry point
