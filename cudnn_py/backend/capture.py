@@ -27,10 +27,11 @@ CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 
 _vp = ctypes.c_void_p
-_PROTOTYPES: dict[str, list] = {"cuStreamCreate": [_vp, ctypes.c_uint], "cuStreamBeginCapture_v2": [_vp, ctypes.c_int],
-               "cuStreamEndCapture": [_vp, _vp], "cuStreamIsCapturing": [_vp, _vp],
-               "cuGraphInstantiateWithFlags": [_vp, _vp, ctypes.c_ulonglong], "cuGraphLaunch": [_vp, _vp],
-               "cuGraphDestroy": [_vp], "cuGraphExecDestroy": [_vp]}
+_PROTOTYPES: dict[str, list] = {  # entry point -> argument types (context.typed)
+    "cuStreamCreate": [_vp, ctypes.c_uint], "cuStreamBeginCapture_v2": [_vp, ctypes.c_int],
+    "cuStreamEndCapture": [_vp, _vp], "cuStreamIsCapturing": [_vp, _vp],
+    "cuGraphInstantiateWithFlags": [_vp, _vp, ctypes.c_ulonglong], "cuGraphLaunch": [_vp, _vp],
+    "cuGraphDestroy": [_vp], "cuGraphExecDestroy": [_vp]}
 _typed: Any = None  # the typed libcuda; False: none with these entry points
 
 

@@ -26,8 +26,9 @@ _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 
 _driver: Any = None  # the ctypes libcuda once looked up; False: none with these entry points
 _vp = ctypes.c_void_p
-_PROTOTYPES: dict[str, list] = {"cuCtxGetCurrent": [_vp], "cuCtxSetCurrent": [_vp], "cuCtxGetDevice": [_vp],
-               "cuPointerGetAttribute": [_vp, ctypes.c_int, ctypes.c_uint64], "cuDeviceGetCount": [_vp]}
+_PROTOTYPES: dict[str, list] = {  # entry point -> argument types (typed)
+    "cuCtxGetCurrent": [_vp], "cuCtxSetCurrent": [_vp], "cuCtxGetDevice": [_vp],
+    "cuPointerGetAttribute": [_vp, ctypes.c_int, ctypes.c_uint64], "cuDeviceGetCount": [_vp]}
 
 
 def typed(lib: Any, prototypes: dict[str, list]) -> bool:
