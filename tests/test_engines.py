@@ -374,7 +374,8 @@ def test_reference_engine_on_cuda_tensors_matches_cudnn():
 
 def test_a_graph_run_by_the_reference_engine_goes_when_dropped():
     """No reference cycle through a graph its python engine planned and ran (the plan keeps no reference to the
-    graph; the execute reads through one _Reader object, not closures that refer to each other): dropped, it goes at once (the cyclic collector is off)."""
+    graph; the execute reads through one _Reader object, not closures that refer to each other): dropped, it goes
+    at once (the cyclic collector is off)."""
     import weakref
 
     from tests.support.collector import collector_off

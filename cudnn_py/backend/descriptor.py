@@ -463,7 +463,7 @@ class Descriptor:
         # name order), each descriptor at its first visit. An explicit stack, marked when popped, gives the order a
         # recursion would, with no depth limit.
         order: dict[int, int] = {}  # descriptor id -> its position in the fingerprint
-        tree: list[Descriptor] = []
+        tree: list[tuple[Descriptor, list[str]]] = []  # each descriptor with its attribute names, sorted once
         stack: list[Descriptor] = [self]
         while stack:
             d = stack.pop()
@@ -472,12 +472,13 @@ class Descriptor:
             if d._filled:
                 return None
             order[d.id] = len(tree)
-            tree.append(d)
-            children = [c for name in sorted(d._attrs) for c in _referenced(d._attrs[name])]
+            names = sorted(d._attrs)
+            tree.append((d, names))
+            children = [c for name in names for c in _referenced(d._attrs[name])]
             stack.extend(reversed(children))
         try:
             return tuple((d.kind.name, tuple(_fingerprint_item(name, d._attrs[name], d._keepalive.get(name), order)
-                                             for name in sorted(d._attrs))) for d in tree)
+                                             for name in names)) for d, names in tree)
         except _Unknowable:
             return None
 

@@ -67,8 +67,9 @@ DONE{size}:
     ret;
 }}
 """
+ELEMENT_SHIFTS = {1: 0, 2: 1, 4: 2}  # the element sizes (bytes) a kernel is made for -> log2 of the size
 PTX = (".version 6.0\n.target sm_52\n.address_size 64\n"
-       + "".join(_KERNEL.format(size=size, shift=shift, bits=8 * size) for size, shift in ((1, 0), (2, 1), (4, 2))))
+       + "".join(_KERNEL.format(size=size, shift=shift, bits=8 * size) for size, shift in ELEMENT_SHIFTS.items()))
 
 
 class MemsetParams(ctypes.Structure):
@@ -156,7 +157,7 @@ def _kernels_here(drv: _Driver) -> dict[int, int]:
                 got = f"cuModuleLoadData of the memset kernels' PTX failed with CUresult {status}"
             else:
                 got = {}
-                for size in (1, 2, 4):
+                for size in ELEMENT_SHIFTS:
                     fn = ctypes.c_void_p()
                     status = drv.get_function(ctypes.byref(fn), module, b"cudnn_py_memset%d" % size)
                     if status != 0:
@@ -201,7 +202,7 @@ def _memsets(drv: _Driver, graph: int) -> list[tuple[int, MemsetParams]]:
 
 def _refusal(p: MemsetParams) -> str | None:
     size = p.elementSize
-    if size not in (1, 2, 4):
+    if size not in ELEMENT_SHIFTS:
         return f"a memset of {size}-byte elements"
     if p.width == 0 or p.height == 0:
         return "an empty memset"

@@ -87,7 +87,6 @@ class Replays:
         # small memset nodes of a recording instantiated as kernel nodes (backend/graph_memsets.py) unless
         # CUDNN_PY_REPLAY_MEMSET_KERNELS=0 (the "VARIABLE=value" that turned it off, else None)
         self.memsets_off = switched_off(MEMSET_KERNELS_ENV)
-        self.memsets_as_kernels = self.memsets_off is None
         self.memsets_replaced = 0
         self.memsets_kept: list[str] = []  # the latest few reasons a recording kept its memset nodes
         self.dropped_launches = 0  # launches of replays no longer recorded
@@ -130,7 +129,7 @@ class Replays:
         _handle_mod.set_stream(handle, side)
         try:
             got = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]),
-                                  memsets_as_kernels=self.memsets_as_kernels)
+                                  memsets_as_kernels=self.memsets_off is None)
         finally:
             _handle_mod.set_stream(handle, stream)
         exec_ = got.exec

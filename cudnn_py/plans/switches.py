@@ -12,4 +12,3 @@ def switched_off(variable: str) -> str | None:
     if value is not None and value.strip().lower() in OFF_VALUES:
         return f"{variable}={value}"
     return None
-
