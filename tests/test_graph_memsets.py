@@ -136,7 +136,7 @@ def drv(monkeypatch):
     d = FakeGraphs()
     monkeypatch.setattr(graph_memsets, "_driver", d)
     monkeypatch.setattr(graph_memsets, "_kernels", {})
-    monkeypatch.setattr(context, "current", lambda: 0xC0)
+    monkeypatch.setattr(context, "current_id", lambda: 7)
     return d
 
 
@@ -222,6 +222,24 @@ def test_ptx_that_does_not_load_is_said_and_not_retried_in_that_context(drv):
         target, replaced, why = graph_memsets.rewrite(g)
         assert (target, replaced) == (g, 0) and "cuModuleLoadData" in why and "218" in why
     assert drv.modules_loaded == 1
+
+
+def test_kernels_are_per_context_id_not_per_address(drv, monkeypatch):
+    # a context destroyed and another created at its address: the old module's functions died with the old one
+    for ctx_id in (7, 8, 8):
+        monkeypatch.setattr(context, "current_id", lambda ctx_id=ctx_id: ctx_id)
+        g = drv.graph()
+        drv.node(g, MEMSET, memset())
+        assert graph_memsets.rewrite(g)[1] == 1
+    assert drv.modules_loaded == 2
+
+
+def test_a_context_without_an_id_keeps_its_memsets(drv, monkeypatch):
+    monkeypatch.setattr(context, "current_id", lambda: None)
+    g = drv.graph()
+    drv.node(g, MEMSET, memset())
+    target, replaced, why = graph_memsets.rewrite(g)
+    assert (target, replaced) == (g, 0) and "cuCtxGetId" in why and drv.modules_loaded == 0
 
 
 def test_no_driver_entry_points_means_no_rewrite(monkeypatch):

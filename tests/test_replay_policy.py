@@ -233,3 +233,27 @@ def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatc
         fast(other, None, HANDLE)
     st = ex.replays.stats()
     assert st["memsets_as_kernels"] == 1 and st["memsets_kept"] == ["plan fake_plan: a memset of 8-byte elements"]
+
+
+def test_capture_streams_are_made_per_thread_and_context_id(monkeypatch):
+    """A context's address can be reused by one created after it is destroyed; its id cannot: the capture stream
+    of a destroyed context is never handed out again."""
+    from cudnn_py.backend import context
+
+    made: list[int] = []
+
+    class StreamMaker:
+        def cuStreamCreate(self, out, flags):
+            made.append(flags)
+            out._obj.value = 0x500 + len(made)
+            return 0
+
+    monkeypatch.setattr(capture, "driver", lambda: StreamMaker())
+    monkeypatch.setattr(capture, "_side_streams", {})
+    for ctx_id, expected in ((1, 0x501), (1, 0x501), (2, 0x502)):
+        monkeypatch.setattr(context, "current_id", lambda ctx_id=ctx_id: ctx_id)
+        assert capture.side_stream() == expected
+    assert made == [capture.CU_STREAM_NON_BLOCKING] * 2
+    monkeypatch.setattr(context, "current_id", lambda: None)
+    with pytest.raises(RuntimeError, match="cuCtxGetId"):
+        capture.side_stream()

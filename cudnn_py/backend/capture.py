@@ -44,7 +44,7 @@ def driver() -> Any:
     return _typed or None
 
 
-_side_streams: dict[tuple[int, int], int] = {}  # (thread id, context) -> this thread's capture stream there
+_side_streams: dict[tuple[int, int], int] = {}  # (thread id, context id) -> this thread's capture stream there
 
 
 def side_stream() -> int:
@@ -53,7 +53,11 @@ def side_stream() -> int:
     lib = driver()
     if lib is None:
         raise RuntimeError("stream capture needs a CUDA driver with cuStreamBeginCapture")
-    key = (threading.get_ident(), context.current() or 0)
+    ctx = context.current_id()
+    if ctx is None:  # keyed by address, a context made where a destroyed one was would get the old one's stream
+        raise RuntimeError("stream capture needs the current context's id (cuCtxGetId: CUDA >= 12.0) to key its "
+                           "capture stream by")
+    key = (threading.get_ident(), ctx)
     s = _side_streams.get(key)
     if s is None:
         out = ctypes.c_void_p()

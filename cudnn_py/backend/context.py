@@ -91,6 +91,26 @@ def current() -> int | None:
     return (p.context.value or 0) if get(p.context_addr) == 0 else 0
 
 
+_ctx_get_id: Any = None  # cuCtxGetId, typed; False: the driver lacks it (older than CUDA 12.0)
+
+
+def current_id() -> int | None:
+    """The process-unique id of this thread's current context (``cuCtxGetId``, CUDA >= 12.0), or None: no driver,
+    no current context, or a driver without ids. What per-context caches key on: a context's address can be
+    reused by one created after it is destroyed, its id cannot (a stream or module of the old one would be used)."""
+    global _ctx_get_id
+    ctx = current()
+    if not ctx:
+        return None
+    if _ctx_get_id is None:
+        lib = _lib()
+        _ctx_get_id = lib.cuCtxGetId if lib and typed(lib, {"cuCtxGetId": [_vp, _vp]}) else False
+    if not _ctx_get_id:
+        return None
+    out = ctypes.c_ulonglong()
+    return out.value if _ctx_get_id(ctx, ctypes.byref(out)) == 0 else None
+
+
 def set_current(ctx: int) -> None:
     """Make ``ctx`` (0: none) current on this thread."""
     lib = _lib()

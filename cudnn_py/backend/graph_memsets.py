@@ -125,7 +125,8 @@ class _Driver:
 
 
 _driver: Any = None  # _Driver, or False: the driver lacks an entry point
-_kernels: dict[int, dict[int, int] | str] = {}  # context -> {element size: CUfunction}, or why the PTX did not load
+# context id (context.current_id) -> {element size: CUfunction}, or why the PTX did not load
+_kernels: dict[int, dict[int, int] | str] = {}
 _lock = threading.Lock()
 
 
@@ -147,7 +148,9 @@ def _check(status: int, what: str) -> None:
 
 def _kernels_here(drv: _Driver) -> dict[int, int]:
     """The memset kernels in the current context, loaded on first use (the PTX JIT)."""
-    ctx = context.current() or 0
+    ctx = context.current_id()
+    if ctx is None:  # keyed by address, a context made where a destroyed one was would launch its freed functions
+        raise Refused("the current context has no id (cuCtxGetId: CUDA >= 12.0) to key its memset kernels by")
     with _lock:
         got = _kernels.get(ctx)
         if got is None:
