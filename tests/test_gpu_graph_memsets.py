@@ -92,8 +92,6 @@ def test_a_replayed_attention_forward_launches_kernel_nodes_and_equals_the_execu
 
 def test_the_current_context_has_an_id_that_stays_while_it_lives():
     """What the memset kernels and the capture streams are cached by (context.current_id)."""
-    from cudnn_py.backend import context
-
     torch.zeros(1, device="cuda")  # the primary context current on this thread
     ctx_id = context.current_id()
     assert isinstance(ctx_id, int) and ctx_id == context.current_id()
