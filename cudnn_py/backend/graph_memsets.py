@@ -5,7 +5,10 @@ A cuDNN 9.19 attention execute (forward and backward, H200) enqueues a 4-byte ``
 graph with one costs about 1 us more per ``cuGraphLaunch`` than the same graph with a kernel node that writes the
 same bytes: measured on the H200 as an A/B over 41 interleaved rounds of 40 launches (``.dev/probe_memset.py``),
 per-round saving quartiles 0.68 / 1.04 / 1.35 us (fwd causal), 0.67 / 0.97 / 1.13 (fwd GQA), 0.80 / 0.97 / 1.15
-(bwd causal), outputs bitwise equal. A replayed attention execute costs 6-12 us of host time in all.
+(bwd causal), outputs bitwise equal. A replayed attention execute costs 6-12 us of host time in all. A 32-bit
+write-value node (``cuGraphAddBatchMemOpNode``, no kernel at all) in the memset's place launches slower still: 3.4
+against the kernel node's 2.0 us for the causal forward graph, 3.2 against 1.9 for the causal backward (H200, 25
+interleaved rounds of 40 launches; outputs equal).
 
 Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/replay.py``); tests/test_gpu_graph_memsets.py
 checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed attention equals its execute.
