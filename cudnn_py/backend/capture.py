@@ -55,8 +55,8 @@ def side_stream() -> int:
         raise RuntimeError("stream capture needs a CUDA driver with cuStreamBeginCapture")
     ctx = context.current_id()
     if ctx is None:  # keyed by address, a context made where a destroyed one was would get the old one's stream
-        raise RuntimeError("stream capture needs the current context's id (cuCtxGetId: CUDA >= 12.0) to key its "
-                           "capture stream by")
+        raise RuntimeError("stream capture needs a current context with an id (cuCtxGetId: CUDA >= 12.0) to key "
+                           "its capture stream by; this thread has no current context, or the driver no ids")
     key = (threading.get_ident(), ctx)
     s = _side_streams.get(key)
     if s is None:

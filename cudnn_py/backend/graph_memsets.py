@@ -153,7 +153,7 @@ def _kernels_here(drv: _Driver) -> dict[int, int]:
     """The memset kernels in the current context, loaded on first use (the PTX JIT)."""
     ctx = context.current_id()
     if ctx is None:  # keyed by address, a context made where a destroyed one was would launch its freed functions
-        raise Refused("the current context has no id (cuCtxGetId: CUDA >= 12.0) to key its memset kernels by")
+        raise Refused("no current context with an id (cuCtxGetId: CUDA >= 12.0) to key the memset kernels by")
     with _lock:
         got = _kernels.get(ctx)
         if got is None:
