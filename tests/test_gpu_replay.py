@@ -312,3 +312,45 @@ def test_a_recording_destroyed_while_its_launch_is_in_flight_still_completes():
     assert rel_err(bufs["o"], ref) < TOL
     run_and_check(g, ts, bufs, 3)  # recorded again on the second fast call in a row, and correct
     assert replays.stats()["captures"] == 2, replays.stats()
+
+
+def test_a_thread_that_did_no_cuda_work_launches_the_recording_too():
+    """A worker thread that has done no CUDA work has no current context, and with one device the fast path does
+    not read it. Its first execute (the slow path) makes the handle's context current there; its next ones launch
+    the recording made on the main thread, correctly, and the plan keeps its replay."""
+    import threading
+
+    from cudnn_py.backend import context
+    from cudnn_py.backend.handle import context_of
+
+    if torch.cuda.device_count() > 1:
+        pytest.skip("with several devices each call on a thread without the handle's context takes the slow path")
+    h = cudnn.create_handle()
+    g, ts, bufs = sdpa_forward(handle=h)
+    run_and_check(g, ts, bufs, 4, handle=h)  # recorded on this thread
+    refresh(bufs)
+    ref = attention_reference(bufs["q"], bufs["k"], bufs["v"])
+    torch.cuda.synchronize()
+    before = stats(g)
+    pack = {ts[n]: bufs[n] for n in ts}
+    seen: dict = {}
+
+    def work():
+        seen["context before"] = context.current()
+        try:
+            for _ in range(4):
+                g.execute(pack, None, handle=h)
+        except Exception as e:  # reported by the main thread
+            seen["error"] = repr(e)
+        seen["context after"] = context.current()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(60)
+    torch.cuda.synchronize()
+    assert "error" not in seen, seen
+    assert seen["context before"] == 0 and seen["context after"] == context_of(h), seen
+    assert rel_err(bufs["o"], ref) < TOL
+    after = stats(g)
+    assert after["launches"] - before["launches"] == 3, (before, after)  # the first call executed
+    assert (after["failures"], after["refused_plans"]) == ([], {}), after

@@ -257,3 +257,39 @@ def test_capture_streams_are_made_per_thread_and_context_id(monkeypatch):
     monkeypatch.setattr(context, "current_id", lambda: None)
     with pytest.raises(RuntimeError, match="cuCtxGetId"):
         capture.side_stream()
+
+
+def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_context(driver, monkeypatch):
+    """One device, and a thread that has done no CUDA work: it has no current context, which the fast path does not
+    read with one device (a cuGraphLaunch or a capture there would fail, and the plan would lose its replay for
+    every thread). Its first call takes the slow path, which makes the handle's context current on it, as the CUDA
+    runtime does at a thread's first call; its next calls launch the recording."""
+    import threading
+
+    from cudnn_py.backend import context, live
+
+    ctx, h = 0xC7, 0x99
+    live.register(h, None, owned=False, origin="adopt_handle", context=ctx)
+    current = {threading.get_ident(): ctx}  # this thread has the context current; a new one has none
+    made_current: list[int] = []
+
+    def set_current(c):
+        made_current.append(c)
+        current[threading.get_ident()] = c
+
+    monkeypatch.setattr(context, "several_devices", lambda: False)
+    monkeypatch.setattr(context, "current", lambda: current.get(threading.get_ident(), 0))
+    monkeypatch.setattr(context, "set_current", set_current)
+    ex, fast, pack = setup()
+    for _ in range(3):
+        fast(pack, None, h)
+    assert len(driver.launches) == 1 and made_current == []
+    executed = len(ex._backend_execute.calls)
+    worker = threading.Thread(target=lambda: [fast(pack, None, h) for _ in range(3)])
+    worker.start()
+    worker.join()
+    assert made_current == [ctx]
+    assert len(ex._backend_execute.calls) == executed + 1  # the thread's first call executed (the slow path)
+    assert len(driver.launches) == 3  # its next two launched the recording
+    st = ex.replays.stats()
+    assert (st["failures"], st["refused_plans"]) == ([], {})

@@ -69,8 +69,8 @@ _several_devices: bool | None = None
 def several_devices() -> bool:
     """Whether this process sees more than one CUDA device (True when that cannot be told yet). With one device
     there is one primary context, the one every handle cudnn_py makes belongs to, and a thread with no current
-    context gets it from the CUDA runtime on its first call: the execute fast path then skips reading the current
-    context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves (cuCtxCreate) are not covered
+    context gets it from its first execute, which always takes the slow path: the execute fast path then skips
+    reading the current context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves (cuCtxCreate) are not covered
     then; cudnn_py never creates one."""
     global _several_devices
     if _several_devices is None:

@@ -26,7 +26,10 @@ when the operation graph gets its handle). Every full operand check compares the
 re-check of the cached path includes the device, so the fast path needs no further device test. Each call runs
 with its handle's CUDA context current (``backend.context``): the fast path reads the current context (one
 ctypes call) and leaves for the slow path, which makes the handle's context current around the call and restores
-the caller's, when it is another one. Default handles are per (thread, graph device).
+the caller's, when it is another one. A thread's first call always takes the slow path; in a process that sees one
+device, where the fast path skips reading the context, it makes the handle's context current on a thread that has
+none (as the CUDA runtime does at a thread's first call), so that the thread's launches and captures have one.
+Default handles are per (thread, graph device).
 
 Threads. The variant-pack cache is an LRU under a lock; eviction only drops the cache's reference, and a call
 holds its binding (which holds the descriptor) until cuDNN returns, so a descriptor is destroyed (by its
@@ -128,6 +131,18 @@ def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHan
         _set_stream(state.handle, stream)
         state.stream = stream
     return state
+
+
+def _first_context(ctx: int | None) -> None:
+    """Make this thread's out-parameters and, in a process that sees one device, make the handle's context current
+    on a thread that has none. The fast path runs only on a thread with out-parameters, and with one device it skips
+    reading the current context (context.several_devices): a thread that has done no CUDA work has none, and a
+    cuGraphLaunch or a capture there fails. The CUDA runtime makes the same (primary) context current on a thread's
+    first runtime call; with several devices, each call on another context than the handle's takes the slow path,
+    which switches for the call and restores the thread's own (context.bound)."""
+    out_params.this_thread()
+    if ctx and not _context.several_devices() and _context.current() == 0:
+        _context.set_current(ctx)
 
 
 _UNCHECKED = (None, None, None, None, None, False)  # a slot's checked entry before any full check
@@ -371,6 +386,7 @@ class Executor:
             state = _default_handle_on(placement, self.device)
             handle, stream, ctx = state.handle, state.stream, state.context
         device = self.device if self.device is not None else placement.device
+        _first_context(ctx)
         with _context.bound(ctx):  # the handle's context current for the call, the caller's restored after
             self._enqueue(plan, variant_pack, workspace, handle, stream, placement, device, ptrs, same)
 
@@ -445,7 +461,7 @@ class Executor:
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
-        out_by_thread, this_thread_out = out_params.by_thread, out_params.this_thread  # the calls' out-parameters
+        out_by_thread = out_params.by_thread  # the calls' out-parameters, per thread (made by the slow path)
         replays, find_replay = self.replays, self.replays.find
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         is_capturing: Any = driver.cuStreamIsCapturing if driver else None
@@ -516,9 +532,10 @@ class Executor:
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
                 h, ctx = state.handle, state.context
-            out = None
+            out = out_by_thread.get(get_ident())
+            if out is None:  # this thread's first call: the slow path makes its buffers (and gives it a context)
+                return slow(variant_pack, workspace, handle)
             if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
-                out = out_by_thread.get(get_ident()) or this_thread_out()
                 if ctx_get(out.context_addr) != 0 or out.context.value != ctx:  # the slow path switches contexts
                     return slow(variant_pack, workspace, handle)
             if workspace is None:
@@ -547,8 +564,6 @@ class Executor:
             if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
                 return slow(variant_pack, workspace, handle)
             if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
-                if out is None:
-                    out = out_by_thread.get(get_ident()) or this_thread_out()
                 if stream is None:
                     if cudnn_get_stream(h, out.stream) != 0:
                         return slow(variant_pack, workspace, handle)
