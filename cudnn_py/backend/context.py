@@ -70,8 +70,8 @@ def several_devices() -> bool:
     """Whether this process sees more than one CUDA device (True when that cannot be told yet). With one device
     there is one primary context, the one every handle cudnn_py makes belongs to, and a thread with no current
     context gets it from its first execute, which always takes the slow path: the execute fast path then skips
-    reading the current context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves (cuCtxCreate) are not covered
-    then; cudnn_py never creates one."""
+    reading the current context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves
+    (cuCtxCreate) are not covered then; cudnn_py never creates one."""
     global _several_devices
     if _several_devices is None:
         lib = _lib()
