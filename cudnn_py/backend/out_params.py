@@ -1,7 +1,9 @@
 """Per-thread out-parameters of the driver and cuDNN calls on the execute path (``cuCtxGetCurrent``,
 ``cuStreamIsCapturing``, ``cudnnGetStream``): those calls release the GIL, so a buffer shared between threads
-could be overwritten by another thread before it is read. One :class:`OutParams` per thread, made on its first
-call; the execute fast path reads :data:`by_thread` directly (one dict lookup per call for all three)."""
+could be overwritten by another thread before it is read. One :class:`OutParams` per thread, made by
+:func:`this_thread` on its first call and gone with the thread: a ``threading.local``, not a dict keyed by thread
+id, since a new thread can get the id of one that ended (and the execute fast path takes a thread without
+out-parameters as one that has not made its first call yet). The fast path reads :data:`per_thread` directly."""
 from __future__ import annotations
 
 import ctypes
@@ -22,12 +24,11 @@ class OutParams:
         self.stream_addr = ctypes.addressof(self.stream)
 
 
-by_thread: dict[int, OutParams] = {}  # thread id -> its buffers (filled by this_thread())
+per_thread = threading.local()  # .params: this thread's OutParams, once this_thread() made them
 
 
 def this_thread() -> OutParams:
-    tid = threading.get_ident()
-    p = by_thread.get(tid)
+    p = getattr(per_thread, "params", None)
     if p is None:
-        p = by_thread[tid] = OutParams()
+        p = per_thread.params = OutParams()
     return p

@@ -461,7 +461,7 @@ class Executor:
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
-        out_by_thread = out_params.by_thread  # the calls' out-parameters, per thread (made by the slow path)
+        out_per_thread = out_params.per_thread  # .params: the calls' out-parameters (made by the slow path)
         replays, find_replay = self.replays, self.replays.find
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         is_capturing: Any = driver.cuStreamIsCapturing if driver else None
@@ -532,7 +532,7 @@ class Executor:
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
                 h, ctx = state.handle, state.context
-            out = out_by_thread.get(get_ident())
+            out = getattr(out_per_thread, "params", None)
             if out is None:  # this thread's first call: the slow path makes its buffers (and gives it a context)
                 return slow(variant_pack, workspace, handle)
             if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
