@@ -266,7 +266,7 @@ def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_con
     runtime does at a thread's first call; its next calls launch the recording."""
     import threading
 
-    from cudnn_py.backend import context, live
+    from cudnn_py.backend import context, live, out_params
 
     ctx, h = 0xC7, 0x99
     live.register(h, None, owned=False, origin="adopt_handle", context=ctx)
@@ -285,7 +285,13 @@ def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_con
         fast(pack, None, h)
     assert len(driver.launches) == 1 and made_current == []
     executed = len(ex._backend_execute.calls)
-    worker = threading.Thread(target=lambda: [fast(pack, None, h) for _ in range(3)])
+    def work():
+        assert current.get(threading.get_ident(), 0) == 0  # no current context on this thread
+        out_params.this_thread()  # context.current() makes these on a GPU: they do not mean "executed before"
+        for _ in range(3):
+            fast(pack, None, h)
+
+    worker = threading.Thread(target=work)
     worker.start()
     worker.join()
     assert made_current == [ctx]

@@ -2,8 +2,7 @@
 ``cuStreamIsCapturing``, ``cudnnGetStream``): those calls release the GIL, so a buffer shared between threads
 could be overwritten by another thread before it is read. One :class:`OutParams` per thread, made by
 :func:`this_thread` on its first call and gone with the thread: a ``threading.local``, not a dict keyed by thread
-id, since a new thread can get the id of one that ended (and the execute fast path takes a thread without
-out-parameters as one that has not made its first call yet). The fast path reads :data:`per_thread` directly."""
+id, since a new thread can get the id of one that ended and would find that thread's buffers."""
 from __future__ import annotations
 
 import ctypes

@@ -28,9 +28,7 @@ with its handle's CUDA context current (``backend.context``): the fast path read
 ctypes call) and leaves for the slow path, which makes the handle's context current around the call and restores
 the caller's, when it is another one. A thread's first call always takes the slow path; in a process that sees one
 device, where the fast path skips reading the context, it makes the handle's context current on a thread that has
-none (as the CUDA runtime does at a thread's first call): a capture there needs one. (A launch of another thread's
-recording from such a thread still fails on the H200, for a reason not found yet: the recording is dropped and the
-calls execute; tests/test_gpu_replay.py says so as an expected failure.)
+none (as the CUDA runtime does at a thread's first call): a launch or a capture there needs one.
 Default handles are per (thread, graph device).
 
 Threads. The variant-pack cache is an LRU under a lock; eviction only drops the cache's reference, and a call
@@ -135,16 +133,22 @@ def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHan
     return state
 
 
+# .params: this thread's out-parameters, set by its first execute (the slow path, _first_context) and read by the
+# fast path: a thread without them has not made its first call yet. Not out_params.per_thread itself: any call that
+# reads the current context (context.current) makes those, on a thread that has not executed anything.
+_executed = threading.local()
+
+
 def _first_context(ctx: int | None) -> None:
-    """Make this thread's out-parameters and, in a process that sees one device, make the handle's context current
-    on a thread that has none. The fast path runs only on a thread with out-parameters, and with one device it skips
-    reading the current context (context.several_devices): a thread that has done no CUDA work has none, and a
-    cuGraphLaunch or a capture there fails. The CUDA runtime makes the same (primary) context current on a thread's
-    first runtime call; with several devices, each call on another context than the handle's takes the slow path,
-    which switches for the call and restores the thread's own (context.bound)."""
-    out_params.this_thread()
+    """Make the handle's context current on a thread that has none, in a process that sees one device, and mark
+    the thread as one the fast path may run on. With one device the fast path skips reading the current context
+    (context.several_devices), and on a thread that has done no CUDA work there is none: a cuGraphLaunch or a
+    capture there fails (and the plan would lose its replay for every thread). The CUDA runtime makes the same
+    (primary) context current at a thread's first runtime call. With several devices each call on another context
+    than the handle's takes the slow path, which switches for the call and restores the thread's own."""
     if ctx and not _context.several_devices() and _context.current() == 0:
         _context.set_current(ctx)
+    _executed.params = out_params.this_thread()
 
 
 _UNCHECKED = (None, None, None, None, None, False)  # a slot's checked entry before any full check
@@ -463,7 +467,7 @@ class Executor:
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
-        out_per_thread = out_params.per_thread  # .params: the calls' out-parameters (made by the slow path)
+        executed = _executed  # .params: the calls' out-parameters, once the thread's first call set them
         replays, find_replay = self.replays, self.replays.find
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         is_capturing: Any = driver.cuStreamIsCapturing if driver else None
@@ -534,7 +538,7 @@ class Executor:
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
                 h, ctx = state.handle, state.context
-            out = getattr(out_per_thread, "params", None)
+            out = getattr(executed, "params", None)
             if out is None:  # this thread's first call: the slow path makes its buffers (and gives it a context)
                 return slow(variant_pack, workspace, handle)
             if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
