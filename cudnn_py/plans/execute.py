@@ -145,7 +145,10 @@ def _first_context(ctx: int | None) -> None:
     (context.several_devices), and on a thread that has done no CUDA work there is none: a cuGraphLaunch or a
     capture there fails (and the plan would lose its replay for every thread). The CUDA runtime makes the same
     (primary) context current at a thread's first runtime call. With several devices each call on another context
-    than the handle's takes the slow path, which switches for the call and restores the thread's own."""
+    than the handle's takes the slow path, which switches for the call and restores the thread's own. Once per
+    thread: every later slow call (each new pointer set) would read the context again, and context.bound reads it."""
+    if getattr(_executed, "params", None) is not None:
+        return
     if ctx and not _context.several_devices() and _context.current() == 0:
         _context.set_current(ctx)
     _executed.params = out_params.this_thread()
