@@ -154,8 +154,10 @@ def _fake_replayed(cudnn, T) -> dict:
     fast = ex.fast(Plan())
     out_params.this_thread().stream.value = 0x1234  # the fake cudnnGetStream leaves it: a stream one can capture
     figures = {}
+    # the two packs' pointers differ: with the same pointers both are one binding (the variant-pack cache), and the
+    # fast path would launch the first pack's recording, its `replays.last`, never the second's
     for name, pack in (("fake_replayed_torch_us", {X: T(0x40000), Y: T(0x50000), Z: T(0x60000)}),
-                       ("fake_replayed_int_ptrs_us", {X: 0x40000, Y: 0x50000, Z: 0x60000})):
+                       ("fake_replayed_int_ptrs_us", {X: 0x70000, Y: 0x80000, Z: 0x90000})):
         fast(pack, 0, 0x77)
         fast(pack, 0, 0x77)
         binding, owner = ex._last, execute_mod._live_handles.get(0x77)
