@@ -813,3 +813,59 @@ def test_an_executor_dropped_after_executes_frees_its_variant_packs_at_once(torc
         del ex, run, paths, kept
         assert alive() is None
         assert not set(descriptor_mod._live) - before
+
+
+# ------------------------------------------------------------------------------------------------- installed execute
+def _tiny_add_graph():
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1], name="X")
+    Y = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1], name="Y")
+    Z = g.add(X, Y)
+    Z.set_output(True)
+    g.validate()
+    return g
+
+
+class _NamedPlan:
+    id, ptr, name, workspace = 7, 0x7000, "fake", 0
+
+
+def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch):
+    """pygraph installs the bound execute as its `execute` (one frame per call): a call with tensor_uids or an
+    override goes to pygraph.execute with every argument, in the classic order; dropping the fast path gives the
+    method back; the installed execute holds the graph weakly (no cycle: collected with the collector off)."""
+    import gc
+
+    pygraph_mod = sys.modules["cudnn_py.graph.pygraph"]  # (cudnn_py.graph.pygraph is the class)
+    g = _tiny_add_graph()
+    fast = g.session.executor.fast(_NamedPlan(), pygraph_mod._classic_execute(g))
+    g._use_fast_execute(fast)
+    assert g.execute is fast and g._fast_execute is fast
+    seen = []
+    monkeypatch.setattr(pygraph_mod.pygraph, "execute", lambda self, *args: seen.append((self, args)))
+    fast([1, 2, 3], None, None, tensor_uids=[1, 2, 3])
+    fast({}, 0, 5, override_uids=[1])
+    assert seen == [(g, ([1, 2, 3], None, None, None, None, None, [1, 2, 3])),
+                    (g, ({}, 0, 5, [1], None, None, None))]
+    seen.clear()  # (it holds the graph)
+    g.drop_fast_path()
+    assert "execute" not in vars(g) and g._fast_execute is None
+    g._use_fast_execute(fast)
+    gone = weakref.ref(g)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del g
+        assert gone() is None, "the installed execute kept its graph alive (a reference cycle)"
+    finally:
+        if was:
+            gc.enable()
+    with pytest.raises(RuntimeError, match="destroyed"):
+        fast({}, None, None, tensor_uids=[1])
+
+
+def test_a_bound_execute_without_the_classic_method_refuses_classic_keywords():
+    g = _tiny_add_graph()
+    fast = g.session.executor.fast(_NamedPlan())
+    with pytest.raises(TypeError, match="tensor_uids"):
+        fast([1, 2, 3], None, None, tensor_uids=[1, 2, 3])

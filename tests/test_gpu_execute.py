@@ -118,6 +118,49 @@ def test_cupy_transposed_operand_raises_on_the_cached_path():
         g.execute({A: a.transpose(0, 2, 1), B: b, C: c})
 
 
+def test_the_installed_execute_takes_the_classic_keywords_and_holds_no_cycle():
+    """After its first execute a graph's `execute` is the bound fast path itself (one Python frame per call); it
+    still takes tensor_uids (and refuses overrides as the method does), the method is back once the plan changes,
+    and dropping the graph destroys its descriptors at once (no reference cycle through the installed execute)."""
+    import gc
+    import weakref
+
+    from cudnn_py.errors import NotImplementedOptionError
+
+    g, A, B, C = square_matmul()
+    a, b = rnd(2, 64, 64, dtype=torch.float16), rnd(2, 64, 64, dtype=torch.float16)
+    c = poisoned((2, 64, 64), torch.float16)
+    assert "execute" not in vars(g)
+    g.execute({A: a, B: b, C: c})
+    assert vars(g)["execute"] is g._fast_execute, "the bound execute was not installed"
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < TOL[torch.float16]
+    c.fill_(float("nan"))
+    a2 = rnd(2, 64, 64, dtype=torch.float16)
+    g.execute([a2, b, c], tensor_uids=[A.get_uid(), B.get_uid(), C.get_uid()])
+    torch.cuda.synchronize()
+    assert rel_err(c, a2.double() @ b.double()) < TOL[torch.float16]
+    with pytest.raises(NotImplementedOptionError, match="overrides"):
+        g.execute({A: a, B: b, C: c}, override_uids=[A.get_uid()], override_shapes=[[2, 64, 64]],
+                  override_strides=[[4096, 64, 1]])
+    g.drop_fast_path()
+    assert "execute" not in vars(g)
+    c.fill_(float("nan"))
+    g.execute({A: a, B: b, C: c})  # through the method, which installs it again
+    assert vars(g)["execute"] is g._fast_execute
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < TOL[torch.float16]
+    gone = weakref.ref(g)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del g
+        assert gone() is None, "the graph outlived its last reference: a reference cycle"
+    finally:
+        if was:
+            gc.enable()
+
+
 # ------------------------------------------------------------------------------------------------- streams
 def test_no_handle_runs_on_torchs_current_stream():
     g, X, Y = pointwise()

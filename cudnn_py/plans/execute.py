@@ -42,6 +42,7 @@ import functools
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from threading import get_ident
 from typing import Any
@@ -154,7 +155,8 @@ def _first_context(ctx: int | None) -> None:
     _executed.params = out_params.this_thread()
 
 
-_UNCHECKED = (None, None, None, None, None, False)  # a slot's checked entry before any full check
+# a slot's checked entry before any full check: see Executor._checked
+_UNCHECKED = (None, None, None, None, None, 0, None, None, None, None)
 
 # A binding: what one (plan, workspace, pointers) executes with — (plan, workspace pointer, pointer list, the
 # VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
@@ -213,8 +215,10 @@ class Executor:
         self._template = [0] * len(self._uids)
         for slot, value in self._fixed.items():
             self._template[slot] = ctypes.addressof(value)
-        # slot -> (class, pointer getter, signature getter, signature, placement, torch?) of the operand last fully
-        # checked there; one tuple, replaced whole (_UNCHECKED: nothing checked yet, or a bare pointer).
+        # slot -> (class, pointer getter, signature getter, signature, placement, torch kind, and for torch the
+        # signature's shape, strides, dtype and device, else None each) of the operand last fully checked there:
+        # one flat tuple (the fast path unpacks it in one step), replaced whole (_UNCHECKED: nothing checked yet,
+        # or a bare pointer).
         self._checked: list[tuple] = [_UNCHECKED] * len(self._uids)
         self._vp_cache: OrderedDict[tuple, tuple] = OrderedDict()
         self._vp_lock = threading.Lock()
@@ -294,7 +298,7 @@ class Executor:
             if cls is int:
                 ptrs[slot] = value
                 continue
-            seen_cls, getter, signature, sig, where, _ = checked[slot]
+            seen_cls, getter, signature, sig, where = checked[slot][:5]
             if seen_cls is not cls:
                 ptrs[slot] = data_ptr(value)
                 same = False
@@ -307,7 +311,7 @@ class Executor:
         for slot, value in self._bound_items:
             if ptrs[slot] != self._template[slot]:
                 continue  # the caller's pack rebinds this slot
-            seen_cls, getter, signature, sig, where, _ = checked[slot]
+            seen_cls, getter, signature, sig, where = checked[slot][:5]
             if seen_cls is not value.__class__ or signature(value) != sig:
                 same = False
                 continue
@@ -365,10 +369,11 @@ class Executor:
         sig = signature(value)
         # torch: 2 when the strides checked are the row-major strides of the shape, so that is_contiguous() (cheaper
         # than reading and comparing stride()) re-checks them; 1 for other strides; 0 for other frameworks
-        torch_kind = 0
+        torch_kind, fields = 0, (None, None, None, None)
         if signature is _torch_signature:
             torch_kind = 2 if tuple(sig[1]) == tuple(layout.row_major_strides(list(sig[0]))) else 1
-        self._checked[slot] = (cls, getter, signature, sig, placement, torch_kind)
+            fields = tuple(sig)  # (shape, strides, dtype, device)
+        self._checked[slot] = (cls, getter, signature, sig, placement, torch_kind, *fields)
         return placement
 
     # --------------------------------------------------------------------------------------------- execute
@@ -457,16 +462,21 @@ class Executor:
         self._last = binding
         return binding
 
-    def fast(self, plan: Any):
+    def fast(self, plan: Any, classic: Callable[..., None] | None = None):
         """``execute`` for one plan, specialised for the call that repeats: the same buffers as last time. It
         resolves keys and pointers with everything bound as closure locals, re-checks every operand's
         signature, and hands anything else (new pointers, an operand unlike the last checked one, unknown keys,
-        a stream change, no handle yet, tracing on) to :meth:`execute`."""
+        a stream change, no handle yet, tracing on) to :meth:`execute`.
+
+        It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
+        ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
+        gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
         slots, template, checked = self._fast_slots, self._template, self._checked
         backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
         live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
+        extras = bool(bound_items or aliases)  # one test per call for both
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
@@ -479,7 +489,15 @@ class Executor:
         slow = functools.partial(self.execute, plan)
         executor = self
 
-        def run(variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
+        def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
+                override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
+            if override_uids is not None or override_shapes is not None or override_strides is not None or \
+                    tensor_uids is not None:
+                if classic is None:
+                    raise TypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
+                                    "override_strides or tensor_uids")
+                return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
+                               tensor_uids)
             ptrs = template.copy()
             placement = None
             for key, value in variant_pack.items():
@@ -490,7 +508,7 @@ class Executor:
                 if cls is int:
                     ptrs[slot] = value
                     continue
-                seen_cls, getter, signature, sig, where, is_torch = checked[slot]
+                seen_cls, getter, signature, sig, where, is_torch, shape, stride, dtype, device = checked[slot]
                 if seen_cls is not cls:
                     return slow(variant_pack, workspace, handle)
                 if is_torch:
@@ -498,7 +516,6 @@ class Executor:
                     # most of what the re-check costs per operand. Row-major strides are re-checked by
                     # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
                     # row-major stride, which is what the full check requires (_check_operand)
-                    shape, stride, dtype, device = sig
                     if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
                             not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
                         return slow(variant_pack, workspace, handle)
@@ -509,28 +526,31 @@ class Executor:
                     ptrs[slot] = getter(value)
                 if placement is None:
                     placement = where
-            if bound_items:  # data bound at build time: the same checks (unless the pack rebinds the slot)
-                for slot, value in bound_items:
+            if extras:
+                for slot, value in bound_items:  # data bound at build time: the same checks (unless rebound)
                     if ptrs[slot] != template[slot]:
                         continue
-                    seen_cls, getter, signature, sig, where, _ = checked[slot]
+                    seen_cls, getter, signature, sig, where = checked[slot][:5]
                     if seen_cls is not value.__class__ or signature(value) != sig:
                         return slow(variant_pack, workspace, handle)
                     ptrs[slot] = getter(value)
                     if placement is None:
                         placement = where
-            for view, source, offset in aliases:
-                ptrs[view] = ptrs[source] + offset
+                for view, source, offset in aliases:
+                    ptrs[view] = ptrs[source] + offset
+            try:
+                out = executed.params
+            except AttributeError:  # this thread's first call: the slow path makes its buffers (and gives it a context)
+                return slow(variant_pack, workspace, handle)
             graph_device = executor.device  # read per call: set_device may come after this closure was made
-            stream, h, state, rec = None, handle, None, None  # `handle` stays the caller's: the slow path gets it
-            if h is None:
-                h = graph_handle
-            if h is not None:
+            stream = state = None
+            if handle is not None or graph_handle is not None:
+                h = graph_handle if handle is None else handle  # `handle` stays the caller's: the slow path gets it
                 rec = live_handles.get(h)
                 # not live, or of another device than the graph's: the slow path raises, naming why
                 if rec is None or (graph_device is not None and rec.device is not None and rec.device != graph_device):
                     return slow(variant_pack, workspace, handle)
-                ctx = rec.context
+                ctx, owner = rec.context, rec
             else:
                 if placement is None:
                     placement = NO_FRAMEWORK
@@ -540,11 +560,8 @@ class Executor:
                 stream = placement.current_stream()
                 if stream != state.stream:  # the slow path binds the new stream
                     return slow(variant_pack, workspace, handle)
-                h, ctx = state.handle, state.context
-            out = getattr(executed, "params", None)
-            if out is None:  # this thread's first call: the slow path makes its buffers (and gives it a context)
-                return slow(variant_pack, workspace, handle)
-            if ctx is not None and ctx_get is not None:  # cuCtxGetCurrent, inlined: no call frame
+                h, ctx, owner = state.handle, state.context, state
+            if ctx_get is not None and ctx is not None:  # cuCtxGetCurrent, inlined: no call frame
                 if ctx_get(out.context_addr) != 0 or out.context.value != ctx:  # the slow path switches contexts
                     return slow(variant_pack, workspace, handle)
             if workspace is None:
@@ -577,7 +594,6 @@ class Executor:
                     if cudnn_get_stream(h, out.stream) != 0:
                         return slow(variant_pack, workspace, handle)
                     stream = out.stream.value or 0
-                owner = rec if state is None else state
                 replay = replays.last  # the one launched last, else the one recorded for this binding and handle
                 if replay is None or replay.binding is not binding or replay.owner is not owner:
                     replay = find_replay(binding, owner)

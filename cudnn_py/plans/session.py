@@ -708,9 +708,15 @@ class PlanningSession:
         return _classic_behavior(self.plan().config.behavior_notes)
 
     # ---- EXECUTABLE -------------------------------------------------------------------------------------------------
-    def fast_path(self) -> Callable[..., None]:
-        """``execute`` for the default plan with every indirection bound (``Executor.fast``)."""
-        return self._fast(self.plan())
+    def fast_path(self, classic: Callable[..., None] | None = None) -> Callable[..., None]:
+        """``execute`` for the default plan with every indirection bound (``Executor.fast``). With ``classic``
+        (the classic ``pygraph.execute``, for the keywords the bound execute does not handle) a new one, which the
+        graph installs as its ``execute``; without, the one ``execute_plan_at_index`` shares."""
+        plan = self.plan()
+        if classic is None:
+            return self._fast(plan)
+        assert self.executor is not None
+        return self.executor.fast(plan, classic)
 
     def _fast(self, plan: ExecutionPlan) -> Callable[..., None]:
         """``plan``'s bound execute, made once per plan (the default plan's and ``execute_plan_at_index``'s)."""
