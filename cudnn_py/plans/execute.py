@@ -544,6 +544,7 @@ class Executor:
                 return slow(variant_pack, workspace, handle)
             graph_device = executor.device  # read per call: set_device may come after this closure was made
             stream = state = None
+            owner: Any  # the handle's registry record, or this thread's default-handle state: what a replay is for
             if handle is not None or graph_handle is not None:
                 h = graph_handle if handle is None else handle  # `handle` stays the caller's: the slow path gets it
                 rec = live_handles.get(h)
