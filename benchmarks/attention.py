@@ -6,8 +6,9 @@ cudnn_py vs torch's SDPA backends flash / efficient / cudnn):
 * backward (dQ, dK, dV from O and the statistics), the same shapes but decode;
 * per case: TFLOP/s (CUDA events, median of interleaved rounds), the plan each library picked (same engine?),
   build time per graph (validate .. build_plans, median of fresh graphs in alternating order), host time per
-  execute (wall time of back-to-back execute() calls that do not fill the launch queue; cudnn_py's with its
-  replay as a CUDA graph and, on a second graph, with replay off), relative error against
+  execute (wall time of back-to-back execute() calls that do not fill the launch queue, every contender once per
+  round in alternating order; the ratio of the medians and, paired by round, the median of the per-round ratios;
+  cudnn_py's with its replay as a CUDA graph and, on a second graph, with replay off), relative error against
   an fp32 reference (TF32 off; float64 of 2 x 16 x 4096² scores would take seconds).
 
 FLOPs: forward 4 b h s_q s_kv d (halved when causal), backward 2.5x that (its five matmuls against two).
@@ -31,6 +32,7 @@ CASES: dict[str, dict[str, Any]] = {
 BACKWARD_CASES = ("causal", "non_causal", "gqa4_causal")  # decode trains nothing (and s_q = 1 has no backward)
 BUILD_REPEATS = 10  # after one warm-up build per library: 10 timed ones per library and case (builds vary by +-30%)
 HOST_CALLS = 40  # back-to-back executes per sample: well under the launch queue's depth
+HOST_ROUNDS = 31  # samples per contender (the host ratio of 15 moved by +-0.05 between cases of one run)
 _LIKE = {"o": "o", "dQ": "q", "dK": "k", "dV": "v"}  # each output's buffer is laid out as this input
 
 
@@ -88,20 +90,30 @@ def backward_graph(lib, handle, case, layouts):
 
 
 # ---- measuring (GPU only: torch is imported here, not at module import) ------------------------------------------
-def _host_us(ctx, fns: dict, rounds=15) -> dict:
-    """Host wall time per execute(): HOST_CALLS calls back to back, a sync between samples; median sample."""
+def _host_us(ctx, fns: dict, rounds=HOST_ROUNDS) -> tuple[dict, dict]:
+    """Host wall time per execute(): HOST_CALLS calls back to back, a sync between samples; every contender once
+    per round, the order reversed every other round (no contender always first after the sync). Returns (the
+    median sample of each, the samples)."""
     import torch
 
     out: dict = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
+    names = list(fns)
+    for r in range(rounds):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            fn = fns[k]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(HOST_CALLS):
                 fn()
             out[k].append((time.perf_counter() - t0) / HOST_CALLS * 1e6)
             torch.cuda.synchronize()
-    return {k: statistics.median(v) for k, v in out.items()}
+    return {k: statistics.median(v) for k, v in out.items()}, out
+
+
+def paired_ratio(samples: dict, name: str, against: str = "official") -> float:
+    """The median over rounds of ``name``'s sample over ``against``'s in the same round: the host's drift between
+    rounds (which moves both libraries' figures by tens of percent within a run) cancels within a round."""
+    return statistics.median(a / b for a, b in zip(samples[name], samples[against]))
 
 
 def _reference(t, case, with_grads):
@@ -243,7 +255,9 @@ def _case(results, ctx, key, case, backward):
     torch.cuda.synchronize()
     for name in ctx.LIBS:
         row[f"{name}_rel_err"] = max(ctx.rel_err(bufs[name][n], refs[n]) for n in outs)
-    host = _host_us(ctx, {**{name: runs[name] for name in ctx.LIBS}, **floor})
+    host, host_samples = _host_us(ctx, {**{name: runs[name] for name in ctx.LIBS}, **floor})
+    row["host_ratio_paired"] = paired_ratio(host_samples, "cudnn_py")
+    row["host_samples_us"] = host_samples
     for name in ctx.LIBS:
         row[f"{name}_host_us"] = host[name]
         row[f"{name}_above_floor_us"] = host[name] - host["raw_ctypes"]
@@ -306,7 +320,7 @@ def markdown_rows(results):
         lines.append(f"| {k} | TFLOP/s (CUDA events, median) | {r['official_tflops']:.0f} | "
                      f"{r['cudnn_py_tflops']:.0f} | {backends} | throughput {r['throughput_ratio_vs_official']:.3f}x |")
         lines.append(f"| {k} | host µs per execute (cudnn_py: replayed as a CUDA graph) | {r['official_host_us']:.1f} | {r['cudnn_py_host_us']:.1f} | | "
-                     f"{r['host_ratio_vs_official']:.2f}x |")
+                     f"{r['host_ratio_vs_official']:.2f}x (paired by round: {r['host_ratio_paired']:.2f}x) |")
         lines.append(f"| {k} | host µs per execute, cudnn_py with replay off (every call a cudnnBackendExecute) | "
                      f"{r['official_host_us']:.1f} | {r['cudnn_py_executed_host_us']:.1f} | | "
                      f"{r['executed_ratio_vs_official']:.2f}x |")

@@ -49,3 +49,11 @@ def test_flop_counts():
     assert bench.flops(causal) == bench.flops(full) / 2
     assert bench.flops(causal, backward=True) == 2.5 * bench.flops(causal)
     assert bench.CASES["decode"]["s_q"] == 1 and bench.CASES["gqa4_causal"]["h_kv"] < bench.CASES["gqa4_causal"]["h_q"]
+
+
+def test_the_paired_host_ratio_is_the_median_of_per_round_ratios():
+    # the host slows down in rounds 2-3 for both contenders: the ratio of medians moves, the paired one does not
+    samples = {"official": [20.0, 40.0, 40.0, 20.0, 20.0], "cudnn_py": [9.0, 18.0, 18.0, 9.0, 9.0]}
+    assert bench.paired_ratio(samples, "cudnn_py") == 0.45
+    samples["cudnn_py"][0] = 30.0  # one outlier round
+    assert bench.paired_ratio(samples, "cudnn_py") == 0.45
