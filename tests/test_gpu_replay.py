@@ -357,3 +357,31 @@ def test_a_thread_that_did_no_cuda_work_launches_the_recording_too():
     # context.current() makes them) launched with no context and dropped the recording (seen on the H200)
     assert after["launches"] - before["launches"] == 3 and not after["failures"], after
     assert after["refused_plans"] == {}, after
+
+
+def test_the_steady_states_hot_path_rechecks_every_operand():
+    """Once a recording is launched by two calls in a row, later calls take the hot path of Executor.fast: with
+    fresh inputs each call the output stays right, and an operand changed in place (same tensor object, same
+    pointer: `t.data = t.view(...)` and `as_strided_`) is still refused with nothing launched."""
+    h = cudnn.create_handle()
+    g, ts, bufs = sdpa_forward(handle=h)
+    ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    run_and_check(g, ts, bufs, 8, workspace=ws, handle=h)
+    before = stats(g)
+    assert before["launches"] >= 5 and before["failures"] == [], before
+    pack = {ts[n]: bufs[n] for n in ts}
+    q = bufs["q"]
+    saved = q.data
+    for change, match in ((lambda t: setattr(t, "data", t.data.view(torch.float16)), "BFLOAT16|dtype"),
+                          (lambda t: t.as_strided_((t.shape[0], t.shape[1], t.shape[3], t.shape[2]),
+                                                   (t.stride(0), t.stride(1), 1, t.shape[3])), "shape")):
+        change(q)
+        bufs["o"].fill_(float("nan"))
+        with pytest.raises(ValueError, match=match):
+            g.execute(pack, ws, handle=h)
+        torch.cuda.synchronize()
+        assert torch.isnan(bufs["o"]).all(), "something ran with the changed operand"
+        q.data = saved
+    assert stats(g)["launches"] == before["launches"]
+    run_and_check(g, ts, bufs, 3, workspace=ws, handle=h)
+    assert stats(g)["launches"] == before["launches"] + 3

@@ -299,3 +299,150 @@ def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_con
     assert len(driver.launches) == 3  # its next two launched the recording
     st = ex.replays.stats()
     assert (st["failures"], st["refused_plans"]) == ([], {})
+
+
+# ---------------------------------------------------------------------------------------------------- the hot path
+def hot_state(fast):
+    """The steady state of a bound execute (its closure's `hot`), None when it has none."""
+    cells = dict(zip(fast.__code__.co_freevars, fast.__closure__))
+    return cells["hot"].cell_contents
+
+
+def steady(driver, calls=6):
+    """An executor whose recording was launched twice in a row by the general path: its hot path is on."""
+    ex, fast, pack = setup()
+    ex.set_device(0)  # the operands' device is then checked, as on a GPU
+    for _ in range(calls):
+        fast(pack, None, HANDLE)
+    assert hot_state(fast) is not None
+    return ex, fast, pack
+
+
+def counts(ex, driver):
+    return len(ex._backend_execute.calls), len(driver.launches)
+
+
+def test_the_steady_state_launches_from_the_hot_path(driver):
+    ex, fast, pack = steady(driver)
+    executed, launched = counts(ex, driver)
+    for _ in range(4):
+        fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (executed, launched + 4)
+    assert driver.launches[-1] == (driver.captures[0], STREAM)
+    st = ex.replays.stats()
+    assert (st["captures"], st["recorded"], st["failures"]) == (1, 1, [])
+
+
+def _transposed(t):
+    return t.transpose(1, 2)
+
+
+def _as_bf16(t):
+    return t.view(harness.bfloat16)
+
+
+def _reshaped(t):
+    return t.reshape(2, 8, 32)
+
+
+def _on_device_1(t):
+    return harness.Tensor(t.shape, t.stride(), t.dtype, harness.FakeDevice("cuda", 1), t.data_ptr())
+
+
+@pytest.mark.parametrize("change, match", [(_transposed, "strides"), (_as_bf16, "HALF|dtype"),
+                                           (_reshaped, "shape"), (_on_device_1, "device 1")])
+def test_an_operand_changed_in_place_is_refused_after_the_steady_state(driver, change, match):
+    """The same pointer with other strides, dtype, shape or device (what `t.data = ...` or `resize_` can do to the
+    tensor object a caller passes again): the hot path sends it to the general path, which refuses it; nothing is
+    launched or executed. The unchanged pack launches again afterwards."""
+    ex, fast, pack = steady(driver)
+    before = counts(ex, driver)
+    key = next(iter(pack))
+    changed = dict(pack)
+    changed[key] = change(pack[key])
+    with pytest.raises(ValueError, match=match):
+        fast(changed, None, HANDLE)
+    assert counts(ex, driver) == before
+    fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (before[0], before[1] + 1)
+
+
+def test_other_pointers_key_order_and_int_pointers_leave_the_hot_path_and_stay_correct(driver):
+    ex, fast, pack = steady(driver)
+    executed, launched = counts(ex, driver)
+    (A, a), (B, b), (C, c) = pack.items()
+    fast({C: c, A: a, B: b}, None, HANDLE)  # the same binding, keys in another order: launched
+    assert counts(ex, driver) == (executed, launched + 1)
+    assert hot_state(fast)[0] == (C, A, B)  # (the general path's launch, the second in a row, made it anew)
+    fast({A: a.data_ptr(), B: b.data_ptr(), C: c.data_ptr()}, None, HANDLE)  # int pointers: the same binding
+    assert counts(ex, driver) == (executed, launched + 2)
+    c2 = operands()[2]
+    fast({A: a, B: b, C: c2}, None, HANDLE)  # another output buffer: another binding, executed
+    assert counts(ex, driver) == (executed + 1, launched + 2)
+    assert c2.data_ptr() in ex._backend_execute.calls[-1][1]
+
+
+def test_tracing_a_captured_stream_and_a_new_stream_are_seen_from_the_steady_state(driver):
+    from cudnn_py.backend import trace
+
+    ex, fast, pack = steady(driver)
+    executed, launched = counts(ex, driver)
+    driver.capturing.add(STREAM)  # the caller captures the handle's stream: its capture gets the execute
+    fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (executed + 1, launched)
+    driver.capturing.clear()
+    for _ in range(3):  # steady again
+        fast(pack, None, HANDLE)
+    assert hot_state(fast) is not None
+    driver.cudnn.streams[HANDLE] = 0x6000  # set_stream between calls: read at every call
+    fast(pack, None, HANDLE)
+    assert driver.launches[-1] == (driver.captures[0], 0x6000)
+    import io
+
+    executed, launched = counts(ex, driver)
+    with trace.tracing(io.StringIO()):
+        fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (executed + 1, launched)  # traced: a real execute
+
+
+def test_a_launch_failing_on_the_hot_path_executes_and_drops_the_recording(driver):
+    ex, fast, pack = steady(driver)
+    executed, launched = counts(ex, driver)
+    driver.launch_status = 999
+    fast(pack, None, HANDLE)
+    # the hot path's launch failed, the general path's launch of it too (then dropped), and the call executed
+    assert counts(ex, driver) == (executed + 1, launched + 2)
+    st = ex.replays.stats()
+    assert st["recorded"] == 0 and "CUresult 999" in st["failures"][-1] and st["refused_plans"]
+    driver.launch_status = 0
+    fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (executed + 2, launched + 2)
+
+
+def test_a_handle_destroyed_after_the_steady_state_is_refused(driver):
+    from cudnn_py.backend import live
+
+    ex, fast, pack = steady(driver)
+    before = counts(ex, driver)
+    live.unregister(HANDLE, destroyed=True)
+    with pytest.raises(Exception, match="0x77|handle"):
+        fast(pack, None, HANDLE)
+    assert counts(ex, driver) == before
+
+
+def test_a_workspace_shrunk_in_place_is_refused_after_the_steady_state(driver):
+    ex, fast, pack = setup()
+    ex.set_device(0)
+    plan = FakePlan(workspace=4096)
+    fast = ex.fast(plan)
+    ws = harness.Tensor((4096,), dtype=harness.uint8)
+    for _ in range(6):
+        fast(pack, ws, HANDLE)
+    assert hot_state(fast) is not None
+    before = counts(ex, driver)
+    fast(pack, ws, HANDLE)
+    assert counts(ex, driver) == (before[0], before[1] + 1)
+    ws._shape = (1024,)  # resize_ to fewer bytes keeps the pointer
+    with pytest.raises(ValueError, match="workspace too small"):
+        fast(pack, ws, HANDLE)
+    assert counts(ex, driver) == (before[0], before[1] + 1)
