@@ -446,3 +446,22 @@ def test_a_workspace_shrunk_in_place_is_refused_after_the_steady_state(driver):
     with pytest.raises(ValueError, match="workspace too small"):
         fast(pack, ws, HANDLE)
     assert counts(ex, driver) == (before[0], before[1] + 1)
+
+
+def test_the_steady_state_holds_its_recording_weakly(driver):
+    """A recording dropped or evicted is destroyed at once (its graph exec with it): the bound execute's steady
+    state and its bookkeeping of the last launch do not keep it alive."""
+    import weakref
+
+    from tests.support.collector import collector_off
+
+    ex, fast, pack = steady(driver)
+    with collector_off():
+        recorded = weakref.ref(next(iter(ex.replays.recorded.values())))
+        ex.replays.recorded.clear()
+        ex.replays.last = None
+        assert recorded() is None, "the recording is still referenced"
+    executed, launched = counts(ex, driver)
+    fast(pack, None, HANDLE)  # the state's recording is gone: the general path records the binding again
+    assert counts(ex, driver) == (executed + 1, launched + 1) and len(driver.captures) == 2
+    assert hot_state(fast) is None

@@ -41,6 +41,7 @@ import ctypes
 import functools
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -496,11 +497,13 @@ class Executor:
         slow = functools.partial(self.execute, plan)
         executor = self
         # The steady state of a replayed call, once the same recording was launched by two calls in a row (see
-        # _hot_state): one tuple, replaced whole, None when there is none. ``launched`` is the recording the
-        # general path launched last (two in a row make the state; alternating bindings never pay for making it).
+        # _hot_state): one tuple, replaced whole, None when there is none; it holds its recording weakly. The id of
+        # the recording the general path launched last (two in a row make the state: alternating bindings never
+        # pay for making it), and of the one a state was last made (or found impossible) for: once per run. Ids,
+        # not references: a recording dropped or evicted is destroyed at once (its graph exec with it), and an id
+        # reused by a later one only makes a state one launch early, which is checked in full like any other.
         hot: tuple | None = None
-        launched: Any = None
-        tried: Any = None  # the recording a state was last made (or found impossible) for: tried once per run
+        launched = tried = 0
 
         def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
                 override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
@@ -519,7 +522,7 @@ class Executor:
                 # contiguity) with the same pointers, the same workspace pointer (and size), handle registry record,
                 # binding and recording. Anything else clears the state and takes the general path below, which
                 # checks everything again; nothing is launched here that the general path would not launch.
-                keys, rows, hot_ptrs, hot_rec, ws_cls, hot_binding, hot_replay = state_now
+                keys, rows, hot_ptrs, hot_rec, ws_cls, replay_ref = state_now
                 if tuple(variant_pack) == keys:
                     operand_ptrs = []
                     for value, (cls, shape, dtype, device) in zip(variant_pack.values(), rows):
@@ -537,8 +540,10 @@ class Executor:
                         else:
                             ws = -1
                         h = graph_handle if handle is None else handle
-                        if operand_ptrs == hot_ptrs and ws == hot_binding[1] and live_handles.get(h) is hot_rec and \
-                                executor._last is hot_binding and replays.last is hot_replay and trace.active is None:
+                        hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
+                        if operand_ptrs == hot_ptrs and hot_replay is replays.last and hot_replay is not None and \
+                                executor._last is hot_replay.binding and ws == hot_replay.binding[1] and \
+                                live_handles.get(h) is hot_rec and trace.active is None:
                             try:
                                 out = executed.params
                             except AttributeError:  # this thread's first call: the general path sends it on
@@ -549,12 +554,12 @@ class Executor:
                                     cudnn_get_stream(h, out.stream) == 0:
                                 stream = out.stream.value or 0
                                 if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and out.status.value == 0):
-                                    status = graph_launch(hot_replay.exec, stream)  # type: ignore[union-attr]
+                                    status = graph_launch(hot_replay.exec, stream)
                                     if status == 0:
-                                        hot_replay.launches += 1  # type: ignore[union-attr]
+                                        hot_replay.launches += 1
                                         return None
                                     # (the general path below launches it once more, and drops it if that fails)
-                hot = tried = None
+                hot, tried = None, 0
             ptrs = template.copy()
             placement = None
             for key, value in variant_pack.items():
@@ -662,15 +667,14 @@ class Executor:
                         status = graph_launch(replay.exec, stream)
                         if status == 0:
                             replay.launches += 1
-                            if replay is not launched:
-                                launched = replay
-                            elif tried is not replay:  # the second launch in a row: the steady state, if it is one
-                                tried = replay
+                            if id(replay) != launched:
+                                launched = id(replay)
+                            elif tried != launched:  # the second launch in a row: the steady state, if it is one
+                                tried = launched
                                 if state is None and not extras:
-                                    hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, binding,
-                                                     replay)
+                                    hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, replay)
                             return None
-                        launched = None
+                        launched = 0
                         replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
                 elif replays.consider(binding, owner, h, stream, backend_execute, out):
                     return None
@@ -717,12 +721,13 @@ def _alias_depth(uid: int, aliases: dict[int, tuple[int, int]]) -> int:
 
 
 def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: list[tuple], slots: dict, rec: Any,
-               binding: tuple, replay: Any) -> tuple | None:
+               replay: Any) -> tuple | None:
     """The steady state of the call that just launched ``replay`` for the second time in a row, for the hot path of
     ``Executor.fast``: (the pack's keys in order, each operand's (class, shape, dtype, device) as fully checked for
-    its slot, their pointers in pack order, the handle's registry record, the workspace's class, the binding, the
-    recording). None when an operand is not a row-major torch tensor (int pointers and strided or other
-    frameworks' operands stay on the general path, whose checks the hot path does not repeat for them)."""
+    its slot, their pointers in pack order, the handle's registry record, the workspace's class, a weak reference
+    to the recording, whose binding is the call's). None when an operand is not a row-major torch tensor (int
+    pointers and strided or other frameworks' operands stay on the general path, whose checks the hot path does
+    not repeat for them)."""
     rows, operand_ptrs = [], []
     for key, value in variant_pack.items():
         slot = slots[key]
@@ -731,7 +736,7 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
             return None
         rows.append((cls, shape, dtype, device))
         operand_ptrs.append(ptrs[slot])
-    return (tuple(variant_pack), tuple(rows), operand_ptrs, rec, workspace.__class__, binding, replay)
+    return (tuple(variant_pack), tuple(rows), operand_ptrs, rec, workspace.__class__, weakref.ref(replay))
 
 
 def _check_operand(t: Any, info: OperandInfo) -> None:
