@@ -834,7 +834,7 @@ def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch)
     """pygraph installs the bound execute as its `execute` (one frame per call): a call with tensor_uids or an
     override goes to pygraph.execute with every argument, in the classic order; dropping the fast path gives the
     method back; the installed execute holds the graph weakly (no cycle: collected with the collector off)."""
-    import gc
+    from tests.support.collector import collector_off
 
     pygraph_mod = sys.modules["cudnn_py.graph.pygraph"]  # (cudnn_py.graph.pygraph is the class)
     g = _tiny_add_graph()
@@ -852,14 +852,9 @@ def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch)
     assert "execute" not in vars(g) and g._fast_execute is None
     g._use_fast_execute(fast)
     gone = weakref.ref(g)
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off():
         del g
         assert gone() is None, "the installed execute kept its graph alive (a reference cycle)"
-    finally:
-        if was:
-            gc.enable()
     with pytest.raises(RuntimeError, match="destroyed"):
         fast({}, None, None, tensor_uids=[1])
 

@@ -122,10 +122,10 @@ def test_the_installed_execute_takes_the_classic_keywords_and_holds_no_cycle():
     """After its first execute a graph's `execute` is the bound fast path itself (one Python frame per call); it
     still takes tensor_uids (and refuses overrides as the method does), the method is back once the plan changes,
     and dropping the graph destroys its descriptors at once (no reference cycle through the installed execute)."""
-    import gc
     import weakref
 
     from cudnn_py.errors import NotImplementedOptionError
+    from tests.support.collector import collector_off
 
     g, A, B, C = square_matmul()
     a, b = rnd(2, 64, 64, dtype=torch.float16), rnd(2, 64, 64, dtype=torch.float16)
@@ -151,14 +151,9 @@ def test_the_installed_execute_takes_the_classic_keywords_and_holds_no_cycle():
     torch.cuda.synchronize()
     assert rel_err(c, a.double() @ b.double()) < TOL[torch.float16]
     gone = weakref.ref(g)
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off():
         del g
         assert gone() is None, "the graph outlived its last reference: a reference cycle"
-    finally:
-        if was:
-            gc.enable()
 
 
 # ------------------------------------------------------------------------------------------------- streams
