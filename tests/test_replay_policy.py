@@ -465,3 +465,49 @@ def test_the_steady_state_holds_its_recording_weakly(driver):
     fast(pack, None, HANDLE)  # the state's recording is gone: the general path records the binding again
     assert counts(ex, driver) == (executed + 1, launched + 1) and len(driver.captures) == 2
     assert hot_state(fast) is None
+
+
+def test_a_workspace_that_is_not_a_torch_tensor_keeps_the_general_path(driver):
+    """The hot path reads a workspace's size and pointer the torch way: a cuda.core Buffer (or a cupy array) as the
+    workspace never makes a steady state, and its calls launch from the general path."""
+    from tests.test_frameworks_tools import FakeBuffer
+
+    ex, fast, pack = setup()
+    fast = ex.fast(FakePlan(workspace=4096))
+    ws = FakeBuffer(harness.new_address(), 4096)
+    for _ in range(8):
+        fast(pack, ws, HANDLE)
+    assert hot_state(fast) is None
+    assert len(driver.launches) == 6 and ex.replays.stats()["failures"] == []
+
+
+def test_handles_taking_turns_do_not_remake_the_steady_state_every_call(driver, monkeypatch):
+    """Two handles executing one binding in turn (threads with their own handles): each call launches its handle's
+    recording after the other's, so it is never the second launch in a row of one recording and no steady state is
+    made per call; one handle alone again makes it once."""
+    made = []
+    real = execute_mod._hot_state
+    monkeypatch.setattr(execute_mod, "_hot_state", lambda *a: made.append(1) or real(*a))
+    ex, fast, pack = setup()
+    driver.cudnn.streams[0x55] = 0x7000
+    for _ in range(10):
+        fast(pack, None, HANDLE)
+        fast(pack, None, 0x55)
+    st = ex.replays.stats()
+    assert (st["recorded"], st["failures"]) == (2, []) and st["launches"] >= 16, st
+    assert made == [] and hot_state(fast) is None
+    for _ in range(4):
+        fast(pack, None, HANDLE)
+    assert made == [1] and hot_state(fast) is not None
+
+
+def test_a_recording_dropped_while_still_referenced_is_not_launched_from_the_steady_state(driver):
+    """A recording dropped (its launch failed on another thread, which still holds it) is not launched again from
+    the steady state of a bound execute that made it: the call executes."""
+    ex, fast, pack = steady(driver)
+    held = next(iter(ex.replays.recorded.values()))  # what another thread's call would hold
+    ex.replays.drop(held, "a launch failed elsewhere")
+    executed, launched = counts(ex, driver)
+    fast(pack, None, HANDLE)
+    assert counts(ex, driver) == (executed + 1, launched)
+    assert held.launches >= 4

@@ -496,18 +496,18 @@ class Executor:
         cudnn_get_stream = lib().cudnnGetStream
         slow = functools.partial(self.execute, plan)
         executor = self
-        # The steady state of a replayed call, once the same recording was launched by two calls in a row (see
-        # _hot_state): one tuple, replaced whole, None when there is none; it holds its recording weakly. The id of
-        # the recording the general path launched last (two in a row make the state: alternating bindings never
-        # pay for making it), and of the one a state was last made (or found impossible) for: once per run. Ids,
-        # not references: a recording dropped or evicted is destroyed at once (its graph exec with it), and an id
-        # reused by a later one only makes a state one launch early, which is checked in full like any other.
+        # The steady state of a replayed call, made when the general path launches the recording the executor
+        # launched last (two launches of it in a row: bindings, handles or plans taking turns never pay for making
+        # it; see _hot_state): one tuple, replaced whole, None when there is none; it holds its recording weakly.
+        # `tried`: the id of the recording a state was last made (or found impossible) for, so that is tried once
+        # per run. An id, not a reference: a recording dropped or evicted is destroyed at once (its graph exec with
+        # it); an id reused by a later recording only skips one attempt.
         hot: tuple | None = None
-        launched = tried = 0
+        tried = 0
 
         def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
                 override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
-            nonlocal hot, launched, tried
+            nonlocal hot, tried
             if override_uids is not None or override_shapes is not None or override_strides is not None or \
                     tensor_uids is not None:
                 if classic is None:
@@ -658,7 +658,8 @@ class Executor:
                         return slow(variant_pack, workspace, handle)
                     stream = out.stream.value or 0
                 replay = replays.last  # the one launched last, else the one recorded for this binding and handle
-                if replay is None or replay.binding is not binding or replay.owner is not owner:
+                again = replay is not None and replay.binding is binding and replay.owner is owner
+                if not again:
                     replay = find_replay(binding, owner)
                 if replay is not None:
                     # not while the caller captures this stream: its capture records the execute instead. The
@@ -667,14 +668,11 @@ class Executor:
                         status = graph_launch(replay.exec, stream)
                         if status == 0:
                             replay.launches += 1
-                            if id(replay) != launched:
-                                launched = id(replay)
-                            elif tried != launched:  # the second launch in a row: the steady state, if it is one
-                                tried = launched
+                            if again and tried != id(replay):  # the second launch in a row: a steady state?
+                                tried = id(replay)
                                 if state is None and not extras:
                                     hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, replay)
                             return None
-                        launched = 0
                         replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
                 elif replays.consider(binding, owner, h, stream, backend_execute, out):
                     return None
@@ -726,8 +724,11 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
     ``Executor.fast``: (the pack's keys in order, each operand's (class, shape, dtype, device) as fully checked for
     its slot, their pointers in pack order, the handle's registry record, the workspace's class, a weak reference
     to the recording, whose binding is the call's). None when an operand is not a row-major torch tensor (int
-    pointers and strided or other frameworks' operands stay on the general path, whose checks the hot path does
-    not repeat for them)."""
+    pointers, strided or other frameworks' operands, and a workspace that is not a torch tensor, an int or None
+    stay on the general path, whose checks the hot path does not repeat for them)."""
+    if workspace is not None and workspace.__class__ is not int and \
+            signature_getter(workspace.__class__) is not _torch_signature:
+        return None  # the hot path reads a workspace's size and pointer as torch's (nbytes, data_ptr())
     rows, operand_ptrs = [], []
     for key, value in variant_pack.items():
         slot = slots[key]
