@@ -90,10 +90,10 @@ def backward_graph(lib, handle, case, layouts):
 
 
 # ---- measuring (GPU only: torch is imported here, not at module import) ------------------------------------------
-def _host_us(ctx, fns: dict, rounds=HOST_ROUNDS) -> tuple[dict, dict]:
-    """Host wall time per execute(): HOST_CALLS calls back to back, a sync between samples; every contender once
+def host_us(fns: dict, rounds=HOST_ROUNDS, calls=HOST_CALLS) -> tuple[dict, dict]:
+    """Host wall time per execute(): ``calls`` calls back to back, a sync between samples; every contender once
     per round, the order reversed every other round (no contender always first after the sync). Returns (the
-    median sample of each, the samples)."""
+    median sample of each, the samples). benchmarks/host_split.py and host_ab.py measure with it too."""
     import torch
 
     out: dict = {k: [] for k in fns}
@@ -103,9 +103,9 @@ def _host_us(ctx, fns: dict, rounds=HOST_ROUNDS) -> tuple[dict, dict]:
             fn = fns[k]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(HOST_CALLS):
+            for _ in range(calls):
                 fn()
-            out[k].append((time.perf_counter() - t0) / HOST_CALLS * 1e6)
+            out[k].append((time.perf_counter() - t0) / calls * 1e6)
             torch.cuda.synchronize()
     return {k: statistics.median(v) for k, v in out.items()}, out
 
@@ -255,7 +255,7 @@ def _case(results, ctx, key, case, backward):
     torch.cuda.synchronize()
     for name in ctx.LIBS:
         row[f"{name}_rel_err"] = max(ctx.rel_err(bufs[name][n], refs[n]) for n in outs)
-    host, host_samples = _host_us(ctx, {**{name: runs[name] for name in ctx.LIBS}, **floor})
+    host, host_samples = host_us({**{name: runs[name] for name in ctx.LIBS}, **floor})
     row["host_ratio_paired"] = paired_ratio(host_samples, "cudnn_py")
     row["host_samples_us"] = host_samples
     for name in ctx.LIBS:

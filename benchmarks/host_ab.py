@@ -15,9 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import statistics
 import sys
-import time
 
 CALLS = 40
 DEFAULT_CASES = "fwd_causal fwd_non_causal fwd_gqa4_causal fwd_decode bwd_causal"
@@ -36,7 +34,7 @@ def main() -> None:
     import torch
 
     import cudnn_py
-    from benchmarks.attention import _LIKE, CASES, backward_graph, forward_graph, shapes
+    from benchmarks.attention import _LIKE, CASES, backward_graph, forward_graph, host_us, paired_ratio, shapes
 
     sys.path.insert(0, os.path.abspath(os.environ.get("OLD", ".ab")))
     cudnn_py_old = importlib.import_module("cudnn_py_old")
@@ -67,19 +65,9 @@ def main() -> None:
             for _ in range(3):
                 runs[n]()
         torch.cuda.synchronize()
-        samples: dict[str, list[float]] = {n: [] for n in runs}
-        for r in range(rounds):
-            for n in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
-                fn = runs[n]
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(CALLS):
-                    fn()
-                samples[n].append((time.perf_counter() - t0) / CALLS * 1e6)
-                torch.cuda.synchronize()
-        med = {n: statistics.median(v) for n, v in samples.items()}
-        # per-round ratios, then their median: the host's drift between rounds cancels within a round
-        paired = {n: statistics.median(a / b for a, b in zip(samples[n], samples["official"])) for n in ("new", "old")}
+        med, samples = host_us(runs, rounds, CALLS)
+        # paired by round: the host's drift between rounds cancels within a round
+        paired = {n: paired_ratio(samples, n) for n in ("new", "old")}
         launches = {n: keep[i].session.executor.replays.stats()["launches"] for i, n in enumerate(libs) if i}
         row = {"case": key, "us": med, "ratio_new": med["new"] / med["official"],
                "ratio_old": med["old"] / med["official"], "round_ratio_new": paired["new"],

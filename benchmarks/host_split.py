@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 
 def split(case_name: str, rounds: int = 41, calls: int = 40) -> dict[str, tuple[float, float]]:
+    """{variant: (median, minimum) µs per call} for the forward case ``case_name``."""
     import torch
 
     import cudnn_py as cudnn
-    from benchmarks.attention import CASES, forward_graph, shapes
+    from benchmarks.attention import CASES, forward_graph, host_us, shapes
     from cudnn_py.backend import capture, out_params
     from cudnn_py.backend.api import lib
 
@@ -63,17 +63,7 @@ def split(case_name: str, rounds: int = 41, calls: int = 40) -> dict[str, tuple[
         f"{len(operands)} torch operand re-checks": checks,
         "empty lambda": lambda: None,
     }
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    names_ = list(variants)
-    for r in range(rounds):
-        for k in (names_ if r % 2 == 0 else names_[::-1]):
-            fn = variants[k]
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples[k].append((time.perf_counter() - t0) / calls * 1e6)
-            torch.cuda.synchronize()
+    _, samples = host_us(variants, rounds, calls)
     if g.session.executor.replays.stats()["failures"]:
         raise RuntimeError(f"replay failures: {g.session.executor.replays.stats()['failures']}")
     return {k: (statistics.median(v), min(v)) for k, v in samples.items()}

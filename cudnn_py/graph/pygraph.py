@@ -131,7 +131,6 @@ class pygraph(Graph):
         self._is_built = False
         # the cuDNN side
         self._session: PlanningSession | None = None
-        self._fast_execute: Any = None  # the default cuDNN plan's bound execute, once execute has run it
         self.on_change(self._drop_session)
         for engine in backends or ():
             self.register_backend(engine)
@@ -156,9 +155,14 @@ class pygraph(Graph):
         self._session = None
         self.drop_fast_path()
 
+    @property
+    def _fast_execute(self) -> Any:
+        """The default cuDNN plan's bound execute once execute has run it (installed as this graph's ``execute``),
+        else None."""
+        return self.__dict__.get("execute")
+
     def drop_fast_path(self) -> None:
         """Forget the bound cuDNN execute (the selected or default plan changed); the next execute rebinds."""
-        self._fast_execute = None
         self.__dict__.pop("execute", None)  # the method again (see _use_fast_execute)
 
     def _use_fast_execute(self, fast: Any) -> None:
@@ -167,7 +171,6 @@ class pygraph(Graph):
         frame instead of two (the per-call host time is a headline figure). A call with ``override_*`` or
         ``tensor_uids`` comes back to the method through ``classic``, which holds the graph weakly (the graph
         holds the bound execute: no reference cycle)."""
-        self._fast_execute = fast
         self.execute = fast  # type: ignore[method-assign]
 
     @property
