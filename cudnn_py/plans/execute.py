@@ -522,43 +522,43 @@ class Executor:
                 # contiguity) with the same pointers, the same workspace pointer (and size), handle registry record,
                 # binding and recording. Anything else clears the state and takes the general path below, which
                 # checks everything again; nothing is launched here that the general path would not launch.
-                keys, rows, hot_ptrs, hot_rec, ws_cls, replay_ref = state_now
+                keys, rows, hot_rec, ws_cls, replay_ref = state_now
                 if tuple(variant_pack) == keys:
-                    operand_ptrs = []
-                    for value, (cls, shape, dtype, device) in zip(variant_pack.values(), rows):
+                    for value, (cls, shape, dtype, device, ptr) in zip(variant_pack.values(), rows):
                         if value.__class__ is not cls or value.shape != shape or value.dtype is not dtype or \
-                                value.get_device() != device or not value.is_contiguous():
+                                value.get_device() != device or not value.is_contiguous() or value.data_ptr() != ptr:
                             break
-                        operand_ptrs.append(value.data_ptr())
                     else:
-                        if workspace is None:
-                            ws = 0 if not plan_ws else -1  # (workspace=None with a workspace: the general path)
-                        elif workspace.__class__ is int:
-                            ws = workspace
-                        elif workspace.__class__ is ws_cls and workspace.nbytes >= plan_ws:
-                            ws = workspace.data_ptr()
-                        else:
-                            ws = -1
-                        h = graph_handle if handle is None else handle
                         hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
-                        if operand_ptrs == hot_ptrs and hot_replay is replays.last and hot_replay is not None and \
-                                executor._last is hot_replay.binding and ws == hot_replay.binding[1] and \
-                                live_handles.get(h) is hot_rec and trace.active is None:
-                            try:
-                                out = executed.params
-                            except AttributeError:  # this thread's first call: the general path sends it on
-                                out = None
-                            ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
-                            if out is not None and (ctx_get is None or ctx is None or (
-                                    ctx_get(out.context_addr) == 0 and out.context.value == ctx)) and \
-                                    cudnn_get_stream(h, out.stream) == 0:
-                                stream = out.stream.value or 0
-                                if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and out.status.value == 0):
-                                    status = graph_launch(hot_replay.exec, stream)
-                                    if status == 0:
-                                        hot_replay.launches += 1
-                                        return None
-                                    # (the general path below launches it once more, and drops it if that fails)
+                        if hot_replay is not None and hot_replay is replays.last:
+                            # the workspace's pointer as the general path reads it; -1: the general path decides
+                            if workspace.__class__ is ws_cls:
+                                ws = workspace.data_ptr() if workspace.nbytes >= plan_ws else -1
+                            elif workspace is None:
+                                ws = 0 if not plan_ws else -1  # (workspace=None with a workspace: the general path)
+                            elif workspace.__class__ is int:
+                                ws = workspace
+                            else:
+                                ws = -1
+                            h = graph_handle if handle is None else handle
+                            binding = hot_replay.binding
+                            if ws == binding[1] and executor._last is binding and live_handles.get(h) is hot_rec \
+                                    and trace.active is None:
+                                try:
+                                    out = executed.params
+                                except AttributeError:  # this thread's first call: the general path sends it on
+                                    out = None
+                                ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
+                                if out is not None and (ctx_get is None or ctx is None or (
+                                        ctx_get(out.context_addr) == 0 and out.context.value == ctx)) and \
+                                        cudnn_get_stream(h, out.stream) == 0:
+                                    stream = out.stream.value or 0
+                                    if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and
+                                                      out.status.value == 0):
+                                        if graph_launch(hot_replay.exec, stream) == 0:
+                                            hot_replay.launches += 1
+                                            return None
+                                        # (the general path below launches it once more, and drops it if that fails)
                 hot, tried = None, 0
             ptrs = template.copy()
             placement = None
@@ -722,22 +722,23 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
                replay: Any) -> tuple | None:
     """The steady state of the call that just launched ``replay`` for the second time in a row, for the hot path of
     ``Executor.fast``: (the pack's keys in order, each operand's (class, shape, dtype, device) as fully checked for
-    its slot, their pointers in pack order, the handle's registry record, the workspace's class, a weak reference
-    to the recording, whose binding is the call's). None when an operand is not a row-major torch tensor (int
-    pointers, strided or other frameworks' operands, and a workspace that is not a torch tensor, an int or None
-    stay on the general path, whose checks the hot path does not repeat for them)."""
+    its slot with its pointer, in pack order; the handle's registry record; the workspace's class where it is a
+    torch tensor, else None; a weak reference to the recording, whose binding is the call's). None when an operand
+    is not a row-major torch tensor (int pointers, strided or other frameworks' operands, and a workspace that is
+    not a torch tensor, an int or None stay on the general path, whose checks the hot path does not repeat for
+    them)."""
     if workspace is not None and workspace.__class__ is not int and \
             signature_getter(workspace.__class__) is not _torch_signature:
         return None  # the hot path reads a workspace's size and pointer as torch's (nbytes, data_ptr())
-    rows, operand_ptrs = [], []
+    rows = []
     for key, value in variant_pack.items():
         slot = slots[key]
         cls, _getter, _signature, _sig, _where, kind, shape, _stride, dtype, device = checked[slot]
         if kind != 2 or value.__class__ is not cls:
             return None
-        rows.append((cls, shape, dtype, device))
-        operand_ptrs.append(ptrs[slot])
-    return (tuple(variant_pack), tuple(rows), operand_ptrs, rec, workspace.__class__, weakref.ref(replay))
+        rows.append((cls, shape, dtype, device, ptrs[slot]))
+    ws_cls = None if workspace is None or workspace.__class__ is int else workspace.__class__
+    return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay))
 
 
 def _check_operand(t: Any, info: OperandInfo) -> None:
