@@ -530,7 +530,7 @@ class Executor:
                             break
                     else:
                         hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
-                        if hot_replay is not None and hot_replay is replays.last:
+                        if hot_replay is replays.last and hot_replay is not None:
                             # the workspace's pointer as the general path reads it; -1: the general path decides
                             if workspace.__class__ is ws_cls:
                                 ws = workspace.data_ptr() if workspace.nbytes >= plan_ws else -1
