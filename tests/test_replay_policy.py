@@ -511,3 +511,170 @@ def test_a_recording_dropped_while_still_referenced_is_not_launched_from_the_ste
     fast(pack, None, HANDLE)
     assert counts(ex, driver) == (executed + 1, launched)
     assert held.launches >= 4
+
+
+# ------------------------------------------------------------------------ the hot path against the general path
+def _random_script(rng, steps: int) -> list[tuple]:
+    """A call sequence of a bound execute with everything between calls that can change what it must do: operands
+    changed in place (strides, dtype, shape, device, pointer: what `t.data = ...`, `as_strided_` or `resize_` do
+    under the same object), operands replaced by equal objects, keys in another order, the workspace (none, an int,
+    a torch tensor, shrunk in place), operands bound to other keys, an object of no framework with a tensor's
+    methods, the handle and its stream, the caller capturing the stream, tracing, the graph's device. Mostly
+    plain repeated calls, so that steady states are made and used."""
+    script = []
+    for _ in range(steps):
+        r = rng.random()
+        if r < 0.65:
+            script.append(("call",))
+        elif r < 0.77:
+            script.append(("mutate", rng.randrange(3), rng.choice(
+                ["strides", "dtype", "shape", "device", "pointer", "restore", "restore", "replace", "impostor"])))
+        elif r < 0.81:
+            script.append(("order", rng.choice(["as built", "reversed", "rebound"])))
+        elif r < 0.87:
+            script.append(("workspace", rng.choice(["none", "int", "tensor", "tensor", "shrink", "grow"])))
+        elif r < 0.92:
+            script.append(("handle", rng.choice([HANDLE, HANDLE, 0x55])))
+        elif r < 0.95:
+            script.append(("stream", rng.choice([STREAM, 0x6000, 0])))
+        elif r < 0.965:
+            script.append(("capturing", rng.random() < 0.5))
+        elif r < 0.975:
+            script.append(("graph device", rng.choice([0, 0, 1])))
+        else:
+            script.append(("traced_call",))
+    return script
+
+
+def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
+    """Run ``script`` in a fresh world (driver, cuDNN stand-in, executor; fixed pointers): every call's outcome and
+    the executes, captures and launches it caused, in order. ``hot=False``: no steady state is ever made, so every
+    call takes the general path. Returns (the log, how many calls launched from a steady state)."""
+    import io
+    import re
+
+    from cudnn_py.backend import trace
+
+    UID = re.compile(r"uid \d+")
+    monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
+    d, cudnn_lib = FakeDriver(), FakeCudnn()
+    monkeypatch.setattr(capture, "driver", lambda: d)
+    monkeypatch.setattr(capture, "side_stream", lambda: SIDE)
+    monkeypatch.setattr(capture, "capture", d.capture)
+    monkeypatch.setattr(capture, "destroy_exec", d.destroyed.append)
+    monkeypatch.setattr(execute_mod, "lib", lambda: cudnn_lib)
+    monkeypatch.setattr(replay_mod._handle_mod, "set_stream", lambda h, s: None)
+    # (the workspace cudnn_py keeps per stream, for workspace=None: the handle's stream as the stand-in says)
+    monkeypatch.setattr(execute_mod, "_get_stream", lambda h: cudnn_lib.streams.get(int(h), STREAM))
+    real_hot_state = _REAL_HOT_STATE
+    monkeypatch.setattr(execute_mod, "_hot_state", real_hot_state if hot else (lambda *a: None))
+    cudnn_lib.streams[0x55] = 0x7000
+    ex, A, B, C = square_matmul()
+    ex.set_device(0)
+    fast = ex.fast(FakePlan(workspace=4096))
+    keys = [A, B, C]
+    base = [0x10_0000, 0x20_0000, 0x30_0000]
+    ts = [harness.Tensor((2, 16, 16), ptr=p) for p in base]
+    ws_tensor = harness.Tensor((4096,), dtype=harness.uint8, ptr=0x40_0000)
+    ws: object = ws_tensor
+    handle, order, log, hot_launches = HANDLE, "as built", [], 0
+    own_ws: dict[int, int] = {}
+    for step in script:
+        kind = step[0]
+        if kind in ("call", "traced_call"):
+            if order == "as built":
+                pack = dict(zip(keys, ts))
+            elif order == "reversed":  # the same bindings, the keys in another order
+                pack = dict(zip(keys[::-1], ts[::-1]))
+            else:  # the operands in the same order, bound to other keys: A gets C's tensor, C gets A's
+                pack = dict(zip(keys[::-1], ts))
+            before = (len(ex._backend_execute.calls), len(d.captures), len(d.launches))
+            was_hot = hot_state(fast) is not None
+            try:
+                if kind == "traced_call":
+                    with trace.tracing(io.StringIO()):
+                        fast(pack, ws, handle)
+                else:
+                    fast(pack, ws, handle)
+                outcome = "ok"
+            except Exception as e:  # the same refusal, whichever path: type and text (uids differ per world)
+                outcome = f"{type(e).__name__}: {UID.sub('uid N', str(e))}"
+            if was_hot and len(d.launches) == before[2] + 1 and len(ex._backend_execute.calls) == before[0]:
+                hot_launches += 1
+            # a workspace cudnn_py allocated (workspace=None) has its own address in each world: named by order
+            executes = [(h, ptrs, w if w in (0, 0x40_0000) else f"workspace #{own_ws.setdefault(w, len(own_ws))}")
+                        for h, ptrs, w in ex._backend_execute.calls[before[0]:]]
+            log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:]))
+        elif kind == "mutate":
+            _, i, how = step
+            t = ts[i]
+            if how == "strides":
+                t._stride = (256, 1, 16)  # as_strided_: the same shape and pointer, transposed
+            elif how == "dtype":
+                t.dtype = harness.bfloat16  # t.data = t.view(torch.bfloat16)
+            elif how == "shape":
+                t._shape, t._stride = (2, 8, 32), (256, 32, 1)
+            elif how == "device":
+                t.device = harness.FakeDevice("cuda", 1)
+            elif how == "pointer":
+                t._ptr = base[i] + 0x8000
+            elif how == "restore":
+                t._shape, t._stride, t.dtype, t.device, t._ptr = (2, 16, 16), (256, 16, 1), harness.float16, \
+                    harness.CUDA0, base[i]
+            elif how == "replace":  # another object, equal to the original
+                ts[i] = harness.Tensor((2, 16, 16), ptr=base[i])
+            else:  # an object of another class answering the same methods: no framework cudnn_py knows
+                ts[i] = _Impostor((2, 16, 16), ptr=base[i])
+        elif kind == "order":
+            order = step[1]
+        elif kind == "workspace":
+            how = step[1]
+            if how == "none":
+                ws = None
+            elif how == "int":
+                ws = 0x40_0000
+            elif how == "tensor":
+                ws = ws_tensor
+            elif how == "shrink":
+                ws_tensor._shape, ws_tensor._stride = (1024,), (1,)  # resize_ to fewer bytes: the same pointer
+            else:
+                ws_tensor._shape, ws_tensor._stride = (4096,), (1,)
+        elif kind == "handle":
+            handle = step[1]
+        elif kind == "stream":
+            cudnn_lib.streams[handle] = step[1]
+        elif kind == "graph device":  # the device the plans are built for (a re-planned graph): operands re-checked
+            ex.set_device(step[1])
+        elif kind == "capturing":
+            (d.capturing.add if step[1] else d.capturing.discard)(cudnn_lib.streams.get(handle, STREAM))
+    return log, hot_launches
+
+
+_REAL_HOT_STATE = execute_mod._hot_state
+
+
+class _Impostor(harness.Tensor):
+    """A torch tensor's methods on a class of no framework (not torch's module): refused as an operand."""
+
+
+_Impostor.__module__ = __name__
+
+
+def test_the_hot_path_does_what_the_general_path_does_on_random_call_sequences(monkeypatch):
+    """Differential: 150 seeded random sequences of 100 steps (operands changed in place between calls, keys reordered, the
+    workspace, handle, stream, capture and tracing changed), each played twice in fresh worlds, with steady states
+    and with none. Every call must end alike (the same refusal, or success) and cause the same executes (handle,
+    pointers, workspace), captures and launches (recording, stream), in the same order: the hot path launches
+    exactly what the general path would, and refuses (by handing over) what it would refuse."""
+    import random
+
+    total_hot = 0
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        general, none_hot = _play(script, monkeypatch, hot=False)
+        fast, hot_launches = _play(script, monkeypatch, hot=True)
+        assert none_hot == 0
+        for i, (g, f) in enumerate(zip(general, fast)):
+            assert g == f, f"seed {seed}, call {i}: general path {g}, with the hot path {f}"
+        total_hot += hot_launches
+    assert total_hot > 500, f"the sequences reached the hot path {total_hot} times only"
