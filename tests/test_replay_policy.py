@@ -519,7 +519,8 @@ def _random_script(rng, steps: int) -> list[tuple]:
     changed in place (strides, dtype, shape, device, pointer: what `t.data = ...`, `as_strided_` or `resize_` do
     under the same object), operands replaced by equal objects, keys in another order, the workspace (none, an int,
     a torch tensor, shrunk in place), operands bound to other keys, an object of no framework with a tensor's
-    methods, the handle and its stream, the caller capturing the stream, tracing, the graph's device. Mostly
+    methods, the handle and its stream, the handle destroyed, the caller capturing the stream, tracing, the graph's
+    device. Mostly
     plain repeated calls, so that steady states are made and used."""
     script = []
     for _ in range(steps):
@@ -541,22 +542,30 @@ def _random_script(rng, steps: int) -> list[tuple]:
             script.append(("capturing", rng.random() < 0.5))
         elif r < 0.975:
             script.append(("graph device", rng.choice([0, 0, 1])))
+        elif r < 0.985:
+            script.append(("handle live", rng.random() < 0.6))
         else:
             script.append(("traced_call",))
     return script
 
 
-def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
-    """Run ``script`` in a fresh world (driver, cuDNN stand-in, executor; fixed pointers): every call's outcome and
-    the executes, captures and launches it caused, in order. ``hot=False``: no steady state is ever made, so every
-    call takes the general path. Returns (the log, how many calls launched from a steady state)."""
+def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) -> tuple[list, int]:
+    """Run ``script`` in a fresh world (driver, cuDNN stand-in, executor; fixed pointers): every call's outcome, the
+    executes, captures and launches it caused, in order, and the handle's stream then. ``hot=False``: no steady
+    state is ever made, so every call takes the general path; ``checked``: every call is ``Executor.execute``
+    (operands fully checked whenever unlike the last ones, never replayed). Returns (the log, how many calls
+    launched from a steady state)."""
     import io
     import re
 
-    from cudnn_py.backend import trace
+    from cudnn_py.backend import live, trace
 
     UID = re.compile(r"uid \d+")
     monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
+    monkeypatch.setattr(live, "_live", {})  # a registry of this world's own: a script may destroy a handle
+    monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    for h in (HANDLE, 0x55):
+        live.register(h, None, owned=False, origin="adopt_handle")
     d, cudnn_lib = FakeDriver(), FakeCudnn()
     monkeypatch.setattr(capture, "driver", lambda: d)
     monkeypatch.setattr(capture, "side_stream", lambda: SIDE)
@@ -571,7 +580,8 @@ def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
     cudnn_lib.streams[0x55] = 0x7000
     ex, A, B, C = square_matmul()
     ex.set_device(0)
-    fast = ex.fast(FakePlan(workspace=4096))
+    plan = FakePlan(workspace=4096)
+    fast = ex.fast(plan) if not checked else (lambda pack, ws, handle: ex.execute(plan, pack, ws, handle))
     keys = [A, B, C]
     base = [0x10_0000, 0x20_0000, 0x30_0000]
     ts = [harness.Tensor((2, 16, 16), ptr=p) for p in base]
@@ -589,7 +599,7 @@ def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
             else:  # the operands in the same order, bound to other keys: A gets C's tensor, C gets A's
                 pack = dict(zip(keys[::-1], ts))
             before = (len(ex._backend_execute.calls), len(d.captures), len(d.launches))
-            was_hot = hot_state(fast) is not None
+            was_hot = not checked and hot_state(fast) is not None
             try:
                 if kind == "traced_call":
                     with trace.tracing(io.StringIO()):
@@ -604,7 +614,10 @@ def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
             # a workspace cudnn_py allocated (workspace=None) has its own address in each world: named by order
             executes = [(h, ptrs, w if w in (0, 0x40_0000) else f"workspace #{own_ws.setdefault(w, len(own_ws))}")
                         for h, ptrs, w in ex._backend_execute.calls[before[0]:]]
-            log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:]))
+            stream = cudnn_lib.streams.get(handle, STREAM)
+            # launched where the general path must execute: into the caller's capture, or while tracing
+            must_execute = stream in d.capturing or kind == "traced_call"
+            log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:], stream, must_execute))
         elif kind == "mutate":
             _, i, how = step
             t = ts[i]
@@ -643,10 +656,17 @@ def _play(script: list[tuple], monkeypatch, hot: bool) -> tuple[list, int]:
             handle = step[1]
         elif kind == "stream":
             cudnn_lib.streams[handle] = step[1]
+        elif kind == "handle live":  # the handle destroyed (cudnnDestroy through cudnn_py), or made again
+            if step[1]:
+                live.register(handle, None, owned=False, origin="adopt_handle")
+            else:
+                live.unregister(handle, destroyed=True)
         elif kind == "graph device":  # the device the plans are built for (a re-planned graph): operands re-checked
             ex.set_device(step[1])
-        elif kind == "capturing":
-            (d.capturing.add if step[1] else d.capturing.discard)(cudnn_lib.streams.get(handle, STREAM))
+        elif kind == "capturing":  # (the legacy default stream, 0 or 1, cannot be captured)
+            on = cudnn_lib.streams.get(handle, STREAM)
+            if on >= 2:
+                (d.capturing.add if step[1] else d.capturing.discard)(on)
     return log, hot_launches
 
 
@@ -678,3 +698,35 @@ def test_the_hot_path_does_what_the_general_path_does_on_random_call_sequences(m
             assert g == f, f"seed {seed}, call {i}: general path {g}, with the hot path {f}"
         total_hot += hot_launches
     assert total_hot > 500, f"the sequences reached the hot path {total_hot} times only"
+
+
+def _work(log: list) -> list:
+    """Each call's outcome and the work it enqueued, however: (pointers, workspace, stream) of each execute, a
+    launch read as the execute its recording captured (on the stream it was launched on); a launch where only an
+    execute will do (the caller capturing the stream, tracing on) is marked as such."""
+    recorded, out = {}, []
+    for outcome, executes, captures, launches, stream, must_execute in log:
+        work = []
+        if captures:  # the call's execute was the capture (one per call), then its recording was launched
+            assert len(captures) == 1 and len(executes) == 1, (captures, executes)
+            recorded[captures[0]] = executes[0][1:]
+            executes = []
+        work += [(*e[1:], stream, "") for e in executes]
+        work += [(*recorded[exec_], on, "launched" if must_execute else "") for exec_, on in launches]
+        out.append((outcome, work))
+    return out
+
+
+def test_the_general_fast_path_does_what_execute_does_on_random_call_sequences(monkeypatch):
+    """Differential, one level down: the same scripts through the bound execute with no steady states (operands
+    re-checked against the last checked signature, recordings launched) and through ``Executor.execute`` (every
+    operand fully checked when unlike the last, every call a cudnnBackendExecute). The same refusals, and the same
+    work enqueued: each launch does what the execute its recording captured did, on the handle's stream."""
+    import random
+
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        general, _ = _play(script, monkeypatch, hot=False)
+        checked, _ = _play(script, monkeypatch, hot=False, checked=True)
+        for i, (g, c) in enumerate(zip(_work(general), _work(checked))):
+            assert g == c, f"seed {seed}, call {i}: the bound execute {g}, Executor.execute {c}"
