@@ -6,11 +6,11 @@ For each forward case of ``benchmarks/attention.py``: two cudnn_py graphs and th
 same tensors and replayed / executed 5 times; then the recording's ``cuGraphLaunch`` alone (40 back to back; two
 recordings taking turns; after a 10 ms ``torch.cuda._sleep`` on the GPU), one launch timed alone (GPU idle; GPU
 running another library's kernel; the same or the other recording still pending), and each library's ``execute``
-the same ways. Medians of 31 samples (40 calls) or 301 single calls. Results: benchmarks/results/
-launch_probe-2026-12-02.json (H200, cuDNN 9.19): the causal recording (a memset kernel node and the attention
-node) launches in 3.75 us, the decode one (the attention node alone) in 1.92; a pending launch of the same or
-another recording changes neither; a first launch behind another library's kernel still running costs 4-5x a
-launch on an idle GPU, for both libraries' execute alike.
+the same ways. Medians of 31 samples (40 calls) or 301 single calls. Results: benchmarks/results/launch_probe-2026-12-02.json and
+launch_probe-2026-12-02b.json, read with attention-2026-12-02j.README.md (H200, cuDNN 9.19): a launch costs 1.8-3.8
+us by lease, the causal recording (a counter-zeroing kernel node and the attention node) as the decode one (the
+attention node alone) on one lease; a pending launch does not slow it; a first launch while another library's
+kernel still runs costs 5-10x one on an idle GPU, for both libraries' execute alike.
 """
 import json
 import os
