@@ -38,18 +38,7 @@ def per_call(fn, calls=40, rounds=31, pre=None) -> float:
 
 def single(fn, n=301, pre=None) -> float:
     """Median µs of one call timed alone (``pre()`` after the sync before it)."""
-    import torch
-
-    out = []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        if pre:
-            pre()
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return round(statistics.median(out), 2)
+    return per_call(fn, calls=1, rounds=n, pre=pre)
 
 
 def probe(name: str) -> dict[str, float]:
