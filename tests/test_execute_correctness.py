@@ -596,6 +596,25 @@ def test_workspace_growth_drops_the_old_buffer(torch, handles):
     assert first() is None
 
 
+def test_the_bound_execute_of_a_bigger_plan_never_takes_a_smaller_cached_workspace(torch, handles):
+    """A plan switched to (select_plan, a new bound execute) that needs more workspace than the buffer cudnn_py keeps
+    for the stream: the bound execute grows it before executing, whichever handle form, and never hands cuDNN the
+    smaller one (a kernel would write past its end)."""
+    ex, A, B, C = square_matmul()
+    a, b, c = operands()
+    pack = {A: a, B: b, C: c}
+    for handle in (None, HANDLE):
+        small, big = FakePlan(workspace=1024), FakePlan(workspace=1 << 20)
+        ex.fast(small)(pack, None, handle)
+        ex.fast(small)(pack, None, handle)
+        grown = ex.fast(big)
+        for _ in range(3):
+            grown(pack, None, handle)
+        sizes = {r().data_ptr(): r().nbytes for r in torch.allocations if r() is not None}
+        used = [call[2] for call in ex._backend_execute.calls[-3:]]
+        assert all(sizes.get(ws, 0) >= 1 << 20 for ws in used), (handle, used, sizes)
+
+
 def test_workspace_of_an_old_stream_is_evicted_after_a_sync(torch, handles):
     ex, A, B, C = square_matmul()
     fast = ex.fast(FakePlan(workspace=4096))

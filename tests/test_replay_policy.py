@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import sys
 
 import pytest
 
@@ -519,8 +520,8 @@ def _random_script(rng, steps: int) -> list[tuple]:
     changed in place (strides, dtype, shape, device, pointer: what `t.data = ...`, `as_strided_` or `resize_` do
     under the same object), operands replaced by equal objects, keys in another order, the workspace (none, an int,
     a torch tensor, shrunk in place), operands bound to other keys, an object of no framework with a tensor's
-    methods, the handle and its stream, the handle destroyed, the caller capturing the stream, tracing, the graph's
-    device. Mostly
+    methods, the handle (or none: this thread's default one, on the framework's current stream) and its stream,
+    the handle destroyed, the caller capturing the stream, tracing, the graph's device. Mostly
     plain repeated calls, so that steady states are made and used."""
     script = []
     for _ in range(steps):
@@ -535,9 +536,11 @@ def _random_script(rng, steps: int) -> list[tuple]:
         elif r < 0.87:
             script.append(("workspace", rng.choice(["none", "int", "tensor", "tensor", "shrink", "grow"])))
         elif r < 0.92:
-            script.append(("handle", rng.choice([HANDLE, HANDLE, 0x55])))
+            script.append(("handle", rng.choice([HANDLE, HANDLE, 0x55, None])))  # None: this thread's default
         elif r < 0.95:
             script.append(("stream", rng.choice([STREAM, 0x6000, 0])))
+        elif r < 0.955:
+            script.append(("framework stream", rng.choice([0, 0x8000, 0x9000])))  # torch.cuda.set_stream
         elif r < 0.965:
             script.append(("capturing", rng.random() < 0.5))
         elif r < 0.975:
@@ -564,8 +567,14 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
     monkeypatch.setattr(live, "_live", {})  # a registry of this world's own: a script may destroy a handle
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
-    for h in (HANDLE, 0x55):
+    for h in [HANDLE, 0x55] + [0x1000 + i for i in range(16)]:  # (the default handles FakeHandles makes)
         live.register(h, None, owned=False, origin="adopt_handle")
+    defaults = harness.FakeHandles()  # this thread's default handle, bound to the framework's current stream
+    monkeypatch.setattr(execute_mod, "_new_default_handle", defaults.new)
+    monkeypatch.setattr(execute_mod, "_set_stream", defaults.set_stream)
+    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
+    framework = sys.modules["torch"]  # the harness's fake torch: its current stream per device
+    framework.current.clear()
     d, cudnn_lib = FakeDriver(), FakeCudnn()
     monkeypatch.setattr(capture, "driver", lambda: d)
     monkeypatch.setattr(capture, "side_stream", lambda: SIDE)
@@ -573,13 +582,24 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     monkeypatch.setattr(capture, "destroy_exec", d.destroyed.append)
     monkeypatch.setattr(execute_mod, "lib", lambda: cudnn_lib)
     monkeypatch.setattr(replay_mod._handle_mod, "set_stream", lambda h, s: None)
-    # (the workspace cudnn_py keeps per stream, for workspace=None: the handle's stream as the stand-in says)
-    monkeypatch.setattr(execute_mod, "_get_stream", lambda h: cudnn_lib.streams.get(int(h), STREAM))
+    # (the workspace cudnn_py keeps per stream, for workspace=None: the handle's stream as the stand-ins say)
+    monkeypatch.setattr(execute_mod, "_get_stream", lambda h: defaults.streams[int(h)] if int(h) in defaults.streams
+                        else cudnn_lib.streams.get(int(h), STREAM))
     real_hot_state = _REAL_HOT_STATE
     monkeypatch.setattr(execute_mod, "_hot_state", real_hot_state if hot else (lambda *a: None))
     cudnn_lib.streams[0x55] = 0x7000
     ex, A, B, C = square_matmul()
     ex.set_device(0)
+    recorder = ex._backend_execute
+
+    def execute_on_its_stream(h, plan_ptr, vp):  # each execute with the stream its handle was bound to then
+        status = recorder(h, plan_ptr, vp)
+        h = int(h)
+        recorder.calls[-1] += (defaults.streams[h] if h in defaults.streams else cudnn_lib.streams.get(h, STREAM),)
+        return status
+
+    execute_on_its_stream.calls = recorder.calls  # type: ignore[attr-defined]
+    ex._backend_execute = execute_on_its_stream
     plan = FakePlan(workspace=4096)
     fast = ex.fast(plan) if not checked else (lambda pack, ws, handle: ex.execute(plan, pack, ws, handle))
     keys = [A, B, C]
@@ -612,9 +632,9 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
             if was_hot and len(d.launches) == before[2] + 1 and len(ex._backend_execute.calls) == before[0]:
                 hot_launches += 1
             # a workspace cudnn_py allocated (workspace=None) has its own address in each world: named by order
-            executes = [(h, ptrs, w if w in (0, 0x40_0000) else f"workspace #{own_ws.setdefault(w, len(own_ws))}")
-                        for h, ptrs, w in ex._backend_execute.calls[before[0]:]]
-            stream = cudnn_lib.streams.get(handle, STREAM)
+            executes = [(h, ptrs, w if w in (0, 0x40_0000) else f"workspace #{own_ws.setdefault(w, len(own_ws))}", on)
+                        for h, ptrs, w, on in recorder.calls[before[0]:]]
+            stream = framework.current.get(0, 0) if handle is None else cudnn_lib.streams.get(handle, STREAM)
             # launched where the general path must execute: into the caller's capture, or while tracing
             must_execute = stream in d.capturing or kind == "traced_call"
             log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:], stream, must_execute))
@@ -631,7 +651,9 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
                 t.device = harness.FakeDevice("cuda", 1)
             elif how == "pointer":
                 t._ptr = base[i] + 0x8000
-            elif how == "restore":
+            elif how == "restore" and type(t) is _Impostor:
+                ts[i] = harness.Tensor((2, 16, 16), ptr=base[i])
+            elif how == "restore":  # in place: the same object as it was
                 t._shape, t._stride, t.dtype, t.device, t._ptr = (2, 16, 16), (256, 16, 1), harness.float16, \
                     harness.CUDA0, base[i]
             elif how == "replace":  # another object, equal to the original
@@ -655,8 +677,13 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
         elif kind == "handle":
             handle = step[1]
         elif kind == "stream":
-            cudnn_lib.streams[handle] = step[1]
+            if handle is not None:
+                cudnn_lib.streams[handle] = step[1]
+        elif kind == "framework stream":
+            framework.current[0] = step[1]
         elif kind == "handle live":  # the handle destroyed (cudnnDestroy through cudnn_py), or made again
+            if handle is None:
+                continue
             if step[1]:
                 live.register(handle, None, owned=False, origin="adopt_handle")
             else:
@@ -664,7 +691,7 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
         elif kind == "graph device":  # the device the plans are built for (a re-planned graph): operands re-checked
             ex.set_device(step[1])
         elif kind == "capturing":  # (the legacy default stream, 0 or 1, cannot be captured)
-            on = cudnn_lib.streams.get(handle, STREAM)
+            on = framework.current.get(0, 0) if handle is None else cudnn_lib.streams.get(handle, STREAM)
             if on >= 2:
                 (d.capturing.add if step[1] else d.capturing.discard)(on)
     return log, hot_launches
@@ -701,17 +728,17 @@ def test_the_hot_path_does_what_the_general_path_does_on_random_call_sequences(m
 
 
 def _work(log: list) -> list:
-    """Each call's outcome and the work it enqueued, however: (pointers, workspace, stream) of each execute, a
-    launch read as the execute its recording captured (on the stream it was launched on); a launch where only an
-    execute will do (the caller capturing the stream, tracing on) is marked as such."""
+    """Each call's outcome and the work it enqueued, however: (pointers, workspace, the stream its handle was bound
+    to) of each execute, a launch read as the execute its recording captured (on the stream it was launched on); a
+    launch where only an execute will do (the caller capturing the stream, tracing on) is marked as such."""
     recorded, out = {}, []
-    for outcome, executes, captures, launches, stream, must_execute in log:
+    for outcome, executes, captures, launches, _stream, must_execute in log:
         work = []
         if captures:  # the call's execute was the capture (one per call), then its recording was launched
             assert len(captures) == 1 and len(executes) == 1, (captures, executes)
-            recorded[captures[0]] = executes[0][1:]
+            recorded[captures[0]] = executes[0][1:3]
             executes = []
-        work += [(*e[1:], stream, "") for e in executes]
+        work += [(*e[1:], "") for e in executes]  # (pointers, workspace, the stream its handle was bound to)
         work += [(*recorded[exec_], on, "launched" if must_execute else "") for exec_, on in launches]
         out.append((outcome, work))
     return out
