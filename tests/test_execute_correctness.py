@@ -542,6 +542,27 @@ def test_nothing_imports_torch_or_cupy(handles):
     assert "torch" not in sys.modules and "cupy" not in sys.modules
 
 
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_a_destroyed_default_handle_is_replaced_not_used(torch, handles, path):
+    """The default handle is cudnn_py.backend.default_handle(): a caller can destroy it. The next call without a
+    handle takes a new one; cuDNN never gets the destroyed one (it would dereference freed memory)."""
+    from cudnn_py.backend import live
+
+    ex, A, B, C = square_matmul()
+    plan = FakePlan()
+    fast = ex.fast(plan)
+    run = fast if path == "fast" else (lambda pack, ws, h: ex.execute(plan, pack, ws, h))
+    a, b, c = operands()
+    for _ in range(3):
+        run({A: a, B: b, C: c}, None, None)
+    assert {call[0] for call in ex._backend_execute.calls} == {0x1000}
+    live.unregister(0x1000, destroyed=True)  # destroy_handle(default_handle())
+    for _ in range(3):
+        run({A: a, B: b, C: c}, None, None)
+    assert [call[0] for call in ex._backend_execute.calls[3:]] == [0x1001] * 3
+    assert len(handles.created) == 2
+
+
 def test_default_handles_are_per_thread(torch, handles):
     ex, A, B, C = square_matmul()
     fast = ex.fast(FakePlan())

@@ -182,6 +182,29 @@ def test_no_handle_runs_on_torchs_current_stream():
     assert rel_err(out, torch.sigmoid(x2.double())) < 1e-6
 
 
+def test_a_destroyed_default_handle_is_replaced():
+    """cudnn_py.backend.default_handle() is the handle an execute without one runs on; destroyed by the caller,
+    the next execute takes a new one (also for a new binding, which executes rather than replays), and the results
+    stay right."""
+    from cudnn_py.backend import default_handle, destroy_handle
+
+    g, A, B, C = square_matmul()
+    a, b = rnd(2, 64, 64, dtype=torch.float16), rnd(2, 64, 64, dtype=torch.float16)
+    ref = a.double() @ b.double()
+    for _ in range(3):
+        c = poisoned((2, 64, 64), torch.float16)
+        g.execute({A: a, B: b, C: c}, None)
+    torch.cuda.synchronize()
+    assert rel_err(c, ref) < TOL[torch.float16]
+    old = int(default_handle())
+    destroy_handle(old)
+    for _ in range(3):
+        c = poisoned((2, 64, 64), torch.float16)  # a new output buffer: a new binding, executed
+        g.execute({A: a, B: b, C: c}, None)
+        torch.cuda.synchronize()
+        assert rel_err(c, ref) < TOL[torch.float16]
+
+
 def test_a_given_handle_keeps_its_stream():
     g, X, Y = pointwise()
     s = torch.cuda.Stream()

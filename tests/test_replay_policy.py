@@ -682,7 +682,10 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
         elif kind == "framework stream":
             framework.current[0] = step[1]
         elif kind == "handle live":  # the handle destroyed (cudnnDestroy through cudnn_py), or made again
-            if handle is None:
+            if handle is None:  # destroy_handle(default_handle()): the next call takes a new default handle
+                for state in execute_mod._DEFAULT_HANDLES.values():
+                    if not step[1] and state.handle in live._live:
+                        live.unregister(state.handle, destroyed=True)
                 continue
             if step[1]:
                 live.register(handle, None, owned=False, origin="adopt_handle")

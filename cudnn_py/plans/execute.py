@@ -87,13 +87,16 @@ def _where(t: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------- default handles
 class _DefaultHandle:
-    """A thread's default handle for one device, the stream last bound to it (None: not yet bound) and the CUDA
-    context it belongs to (None: not known)."""
+    """A thread's default handle for one device, the stream last bound to it (None: not yet bound), the CUDA
+    context it belongs to (None: not known) and its record in the handle registry when it was taken: the handle is
+    ``backend.default_handle()``, which a caller can destroy; a state whose handle no longer has that record is
+    replaced, never used (cuDNN would dereference the freed handle)."""
 
-    __slots__ = ("handle", "stream", "context")
+    __slots__ = ("handle", "stream", "context", "record")
 
     def __init__(self, handle: int, context: int | None = None):
         self.handle, self.stream, self.context = handle, None, context
+        self.record = _live_handles.get(handle)
 
 
 # (thread id, device or None for "the current device") -> its default handle. Shared by every executor, since the
@@ -125,7 +128,7 @@ def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHan
         device = placement.device
     key = (get_ident(), device)
     state = _DEFAULT_HANDLES.get(key)
-    if state is None:
+    if state is None or _live_handles.get(state.handle) is not state.record:  # none yet, or destroyed since
         h = _new_default_handle(device)
         state = _DEFAULT_HANDLES[key] = _DefaultHandle(h, _context_of(h))
     stream = placement.current_stream()
@@ -618,7 +621,7 @@ class Executor:
                 if placement is None:
                     placement = NO_FRAMEWORK
                 state = default_handles.get((get_ident(), placement.device if graph_device is None else graph_device))
-                if state is None:
+                if state is None or live_handles.get(state.handle) is not state.record:  # (destroyed: a new one)
                     return slow(variant_pack, workspace, handle)
                 stream = placement.current_stream()
                 if stream != state.stream:  # the slow path binds the new stream
