@@ -563,6 +563,37 @@ def test_a_destroyed_default_handle_is_replaced_not_used(torch, handles, path):
     assert len(handles.created) == 2
 
 
+@pytest.mark.parametrize("path", ["fast", "execute"])
+def test_a_stream_set_on_the_default_handle_by_the_caller_is_rebound_at_the_next_execute(torch, handles, path,
+                                                                                          monkeypatch):
+    """set_stream(default_handle(), s) by the caller: an execute without a handle still runs on the framework's
+    current stream (the state's record follows every set_stream, so it is not trusted stale)."""
+    import types
+
+    from cudnn_py.backend import handle as handle_mod
+
+    def cudnn_set_stream(h, s):  # cuDNN's binding, as the fake default handles keep it
+        handles.streams[int(h)] = int(s or 0)
+        return 0
+
+    monkeypatch.setattr(handle_mod, "lib", lambda: types.SimpleNamespace(cudnnSetStream=cudnn_set_stream))
+    ex, A, B, C = square_matmul()
+    plan = FakePlan()
+    fast = ex.fast(plan)
+    run = fast if path == "fast" else (lambda pack, ws, h: ex.execute(plan, pack, ws, h))
+    a, b, c = operands()
+    torch.current[0] = 0x5000
+    seen = []
+    ex._backend_execute.calls.clear()
+    for step in range(4):
+        if step == 2:
+            handle_mod.set_stream(0x1000, 0x9999)  # the caller, on cudnn_py.backend.default_handle()
+        run({A: a, B: b, C: c}, None, None)
+        seen.append(handles.streams[0x1000])
+    assert [call[0] for call in ex._backend_execute.calls] == [0x1000] * 4
+    assert seen == [0x5000] * 4, "an execute without a handle ran on another stream than torch's current one"
+
+
 def test_default_handles_are_per_thread(torch, handles):
     ex, A, B, C = square_matmul()
     fast = ex.fast(FakePlan())

@@ -182,8 +182,15 @@ def _drop_defaults(ptr: int) -> None:
                 del _defaults[key]
 
 
+# Called as hook(handle, stream) after every successful set_stream: the execute layer (plans/execute.py) keeps the
+# stream it bound to each default handle and must hear of a set_stream it did not make (on default_handle(), say).
+stream_set_hooks: list[Any] = []
+
+
 def set_stream(handle: int, stream) -> None:
-    """Bind ``stream`` (int, torch/cupy stream, or any ``__cuda_stream__`` object) to ``handle``."""
+    """Bind ``stream`` (int, torch/cupy stream, or any ``__cuda_stream__`` object) to ``handle``. On a
+    :func:`default_handle`, an execute without a handle binds the framework's current stream again: that is the
+    stream such an execute runs on."""
     from ..interop import stream_ptr
 
     h = live_handle(handle, "set_stream")
@@ -195,6 +202,8 @@ def set_stream(handle: int, stream) -> None:
         call.end(status)
     if status != 0:
         raise error_for(status, "cudnnSetStream")
+    for hook in stream_set_hooks:
+        hook(h, s)
 
 
 def get_stream(handle: int) -> int:

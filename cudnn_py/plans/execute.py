@@ -95,13 +95,26 @@ class _DefaultHandle:
     __slots__ = ("handle", "stream", "context", "record")
 
     def __init__(self, handle: int, context: int | None = None):
-        self.handle, self.stream, self.context = handle, None, context
+        self.handle, self.context = handle, context
+        self.stream: int | None = None
         self.record = _live_handles.get(handle)
 
 
 # (thread id, device or None for "the current device") -> its default handle. Shared by every executor, since the
 # handles are (backend.handle.default_handle); each entry is only read and written by its own thread.
 _DEFAULT_HANDLES: dict[tuple[int, int | None], _DefaultHandle] = {}
+
+
+def _note_stream_set(handle: int, stream: int) -> None:
+    """backend.handle.set_stream's hook: a default handle's stream set by anyone (the caller's own
+    set_stream(default_handle(), ...) among them) is the stream its state records, so the next execute without a
+    handle binds the framework's current stream again instead of trusting a stale record."""
+    for state in list(_DEFAULT_HANDLES.values()):  # (one C-level copy: safe against other threads' inserts)
+        if state.handle == handle:
+            state.stream = stream
+
+
+_handle_mod.stream_set_hooks.append(_note_stream_set)
 
 
 # indirections the CPU tests replace (no cudnnCreate without a GPU)
