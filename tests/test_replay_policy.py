@@ -537,15 +537,17 @@ def _random_script(rng, steps: int) -> list[tuple]:
             script.append(("workspace", rng.choice(["none", "int", "tensor", "tensor", "shrink", "grow"])))
         elif r < 0.92:
             script.append(("handle", rng.choice([HANDLE, HANDLE, 0x55, None])))  # None: this thread's default
-        elif r < 0.95:
+        elif r < 0.94:
             script.append(("stream", rng.choice([STREAM, 0x6000, 0])))
-        elif r < 0.955:
+        elif r < 0.95:
             script.append(("framework stream", rng.choice([0, 0x8000, 0x9000])))  # torch.cuda.set_stream
-        elif r < 0.965:
+        elif r < 0.96:
+            script.append(("default handle stream", rng.choice([0x8000, 0xA000])))  # set_stream(default_handle())
+        elif r < 0.97:
             script.append(("capturing", rng.random() < 0.5))
-        elif r < 0.975:
+        elif r < 0.978:
             script.append(("graph device", rng.choice([0, 0, 1])))
-        elif r < 0.985:
+        elif r < 0.986:
             script.append(("handle live", rng.random() < 0.6))
         else:
             script.append(("traced_call",))
@@ -560,7 +562,9 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     launched from a steady state)."""
     import io
     import re
+    import types
 
+    from cudnn_py.backend import handle as handle_mod
     from cudnn_py.backend import live, trace
 
     UID = re.compile(r"uid \d+")
@@ -573,6 +577,9 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     monkeypatch.setattr(execute_mod, "_new_default_handle", defaults.new)
     monkeypatch.setattr(execute_mod, "_set_stream", defaults.set_stream)
     monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
+    # the caller's own set_stream: cuDNN's binding as the fake default handles keep it (and the hooks told)
+    monkeypatch.setattr(handle_mod, "lib", lambda: types.SimpleNamespace(
+        cudnnSetStream=lambda h, st: defaults.streams.__setitem__(int(h), int(st or 0)) or 0))
     framework = sys.modules["torch"]  # the harness's fake torch: its current stream per device
     framework.current.clear()
     d, cudnn_lib = FakeDriver(), FakeCudnn()
@@ -637,6 +644,10 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
             stream = framework.current.get(0, 0) if handle is None else cudnn_lib.streams.get(handle, STREAM)
             # launched where the general path must execute: into the caller's capture, or while tracing
             must_execute = stream in d.capturing or kind == "traced_call"
+            if outcome == "ok":  # an oracle, not a comparison: the work went to the stream it belongs on
+                on = [e[3] for e in executes if not d.captures[before[1]:]] + [s for _, s in d.launches[before[2]:]]
+                assert all(x == stream for x in on), \
+                    f"step {len(log)}: work on {on}, the call's stream is {stream:#x} (handle {handle})"
             log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:], stream, must_execute))
         elif kind == "mutate":
             _, i, how = step
@@ -681,6 +692,10 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
                 cudnn_lib.streams[handle] = step[1]
         elif kind == "framework stream":
             framework.current[0] = step[1]
+        elif kind == "default handle stream":  # the caller's set_stream on this thread's default handle, if any
+            for state in list(execute_mod._DEFAULT_HANDLES.values()):
+                if state.handle in live._live:
+                    _REAL_SET_STREAM(state.handle, step[1])  # (replay's use of set_stream is stubbed in these worlds)
         elif kind == "handle live":  # the handle destroyed (cudnnDestroy through cudnn_py), or made again
             if handle is None:  # destroy_handle(default_handle()): the next call takes a new default handle
                 for state in execute_mod._DEFAULT_HANDLES.values():
@@ -701,6 +716,7 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
 
 
 _REAL_HOT_STATE = execute_mod._hot_state
+_REAL_SET_STREAM = replay_mod._handle_mod.set_stream  # backend.handle.set_stream, before any test stubs it
 
 
 class _Impostor(harness.Tensor):
