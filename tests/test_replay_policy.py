@@ -616,6 +616,7 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     ws: object = ws_tensor
     handle, order, log, hot_launches = HANDLE, "as built", [], 0
     own_ws: dict[int, int] = {}
+    recorded_ws: dict[int, int] = {}  # recording -> the workspace pointer it was captured with
     for step in script:
         kind = step[0]
         if kind in ("call", "traced_call"):
@@ -638,6 +639,8 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
                 outcome = f"{type(e).__name__}: {UID.sub('uid N', str(e))}"
             if was_hot and len(d.launches) == before[2] + 1 and len(ex._backend_execute.calls) == before[0]:
                 hot_launches += 1
+            if d.captures[before[1]:]:  # the workspace the recording was captured with
+                recorded_ws[d.captures[-1]] = recorder.calls[-1][2]
             # a workspace cudnn_py allocated (workspace=None) has its own address in each world: named by order
             executes = [(h, ptrs, w if w in (0, 0x40_0000) else f"workspace #{own_ws.setdefault(w, len(own_ws))}", on)
                         for h, ptrs, w, on in recorder.calls[before[0]:]]
@@ -648,6 +651,14 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
                 on = [e[3] for e in executes if not d.captures[before[1]:]] + [s for _, s in d.launches[before[2]:]]
                 assert all(x == stream for x in on), \
                     f"step {len(log)}: work on {on}, the call's stream is {stream:#x} (handle {handle})"
+                # a workspace cudnn_py allocated is the plan's size at least and belongs to the call's stream
+                own = {r().data_ptr(): r() for r in framework.allocations if r() is not None}
+                used = [e[2] for e in executes] + [recorded_ws[x] for x, _ in d.launches[before[2]:]
+                                                   if x in recorded_ws]
+                for w in used:
+                    if w in own:
+                        assert own[w].nbytes >= 4096 and own[w].alloc_stream == stream, \
+                            f"step {len(log)}: workspace of {own[w].nbytes} bytes on stream {own[w].alloc_stream:#x}"
             log.append((outcome, executes, d.captures[before[1]:], d.launches[before[2]:], stream, must_execute))
         elif kind == "mutate":
             _, i, how = step
