@@ -182,6 +182,29 @@ def test_no_handle_runs_on_torchs_current_stream():
     assert rel_err(out, torch.sigmoid(x2.double())) < 1e-6
 
 
+def test_a_graph_deserialized_without_a_handle_runs_on_torchs_current_stream():
+    """deserialize(blob) with no handle: like a graph built without one, its executes run on the framework's
+    current stream, not on whatever stream the default handle it was loaded with was bound to last."""
+    g, X, Y = pointwise()
+    blob = g.serialize()
+    loaded = cudnn.pygraph()
+    loaded.deserialize(blob)
+    x, out = poisoned((64, 1024)), poisoned((64, 1024))
+    g.execute({X: rnd(64, 1024), Y: out})  # the default handle bound to the default stream
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    for _ in range(3):
+        x.fill_(float("nan"))
+        out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        busy(s)
+        with torch.cuda.stream(s):
+            x.fill_(1.0)  # only valid after the long kernels; run anywhere else, cuDNN reads NaN
+            loaded.execute({X.uid: x, Y.uid: out}, None)
+        s.synchronize()
+        assert rel_err(out, torch.sigmoid(torch.ones(64, 1024, dtype=torch.float64))) < 1e-6
+
+
 def test_a_destroyed_default_handle_is_replaced():
     """cudnn_py.backend.default_handle() is the handle an execute without one runs on; destroyed by the caller,
     the next execute takes a new one (also for a new binding, which executes rather than replays), and the results

@@ -531,12 +531,15 @@ class pygraph(Graph):
         if self._nodes or self._planning_done:
             raise RuntimeError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
         handle = args[0] if len(args) == 2 else self._handle
-        if handle is None:
+        load_with = handle
+        if load_with is None:  # loaded with this thread's default handle, and like a graph built without a handle,
+            # it executes without one on the framework's current stream (not on whatever stream the default handle
+            # was bound to last)
             from ..backend.handle import default_handle
 
-            handle = default_handle()
+            load_with = default_handle()
         self._handle = handle
-        session = PlanningSession.deserialized(self, self._session_options(handle), args[-1], int(handle),
+        session = PlanningSession.deserialized(self, self._session_options(handle), args[-1], int(load_with),
                                                self.drop_fast_path)
         self._freeze()
         self._session = session

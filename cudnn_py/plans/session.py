@@ -775,7 +775,7 @@ class PlanningSession:
         s.executor = Executor(list(by_uid), by_uid)
         s.executor.set_scratch(scratch)
         plan.workspace += s.executor.scratch_bytes  # as build_plan_at_index adds them
-        s.executor.graph_handle = handle
+        s.executor.graph_handle = options.handle  # None: executes without a handle run as any such graph's do
         s._bind_device(handle)
         s.bound_tensors = records
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
