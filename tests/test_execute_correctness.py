@@ -930,6 +930,31 @@ def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch)
         fast({}, None, None, tensor_uids=[1])
 
 
+def test_calls_with_tensor_uids_bind_the_execute_once():
+    """A call with tensor_uids goes through pygraph.execute every time (the installed execute sends it there): the
+    bound execute is made once, not again per call (which would rebuild it and lose its steady state)."""
+    from cudnn_py.plans.session import Phase
+
+    g = _tiny_add_graph()
+    made, executed = [], []
+
+    class Session:
+        def execute(self, pack, workspace, handle):
+            executed.append(dict(pack))
+
+        def fast_path(self, classic):  # as Executor.fast routes a call with tensor_uids: to the method
+            made.append(classic)
+            return lambda pack, ws=None, h=None, tensor_uids=None: classic(pack, ws, h, None, None, None, tensor_uids)
+
+    session = Session()
+    g._planning_done = g._is_built = True
+    g._at = lambda phase: session if phase == Phase.EXECUTABLE else None
+    for _ in range(3):
+        g.execute([10, 20, 30], None, None, tensor_uids=[1, 2, 3])
+    assert len(executed) == 3 and executed[-1] == {1: 10, 2: 20, 3: 30}
+    assert len(made) == 1
+
+
 def test_a_bound_execute_without_the_classic_method_refuses_classic_keywords():
     g = _tiny_add_graph()
     fast = g.session.executor.fast(_NamedPlan())

@@ -466,7 +466,8 @@ class pygraph(Graph):
         # the executor resolves Tensor / uid / name keys itself; a tensor_uids list becomes a uid-keyed dict
         pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
         session.execute(pack, workspace, handle)
-        self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
+        if self._fast_execute is None:  # (a call with tensor_uids comes here every time: bind once, keep its state)
+            self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
         return None
 
     def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
