@@ -327,26 +327,37 @@ class FakeHandles:
         return self.streams.get(int(handle), 0)
 
 
-@pytest.fixture(autouse=True)
-def registered_fake_handles(monkeypatch):
-    """The fake handle values these tests pass are registered as live (cudnn_py refuses unregistered handles);
-    the registry is restored afterwards."""
+def register_fake_handles(monkeypatch, registry: dict) -> None:
+    """``registry`` as the handle registry (cudnn_py refuses unregistered handles), with the fake handle values
+    these tests pass registered as live; restored afterwards."""
     from cudnn_py.backend import live
 
-    monkeypatch.setattr(live, "_live", dict(live._live))
+    monkeypatch.setattr(live, "_live", registry)
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
     for h in [HANDLE, 0x55, 0x77] + [0x1000 + i for i in range(16)]:
         live.register(h, None, owned=False, origin="adopt_handle")
 
 
-@pytest.fixture
-def handles(monkeypatch):
+@pytest.fixture(autouse=True)
+def registered_fake_handles(monkeypatch):
+    from cudnn_py.backend import live
+
+    register_fake_handles(monkeypatch, dict(live._live))
+
+
+def fake_default_handles(monkeypatch) -> FakeHandles:
+    """The default-handle machinery on FakeHandles (no cudnnCreate), with no default handle made yet."""
     fh = FakeHandles()
     monkeypatch.setattr(execute_mod, "_new_default_handle", fh.new)
     monkeypatch.setattr(execute_mod, "_set_stream", fh.set_stream)
     monkeypatch.setattr(execute_mod, "_get_stream", fh.get_stream)
     monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
     return fh
+
+
+@pytest.fixture
+def handles(monkeypatch):
+    return fake_default_handles(monkeypatch)
 
 
 @pytest.fixture

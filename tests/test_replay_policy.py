@@ -76,8 +76,9 @@ class FakeCudnn:
         raise AssertionError("the Recorder executes")
 
 
-@pytest.fixture
-def driver(monkeypatch):
+def fake_driver(monkeypatch) -> FakeDriver:
+    """Replay on, with a FakeDriver for the driver's capture and launch calls and a FakeCudnn (``.cudnn``) for
+    cudnnGetStream; the handle's stream set around a capture is recorded in ``.stream_sets``."""
     d, cudnn_lib = FakeDriver(), FakeCudnn()
     monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
     monkeypatch.setattr(capture, "driver", lambda: d)
@@ -89,6 +90,11 @@ def driver(monkeypatch):
     monkeypatch.setattr(replay_mod._handle_mod, "set_stream", lambda h, s: d.stream_sets.append((int(h), int(s))))
     d.cudnn = cudnn_lib
     return d
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    return fake_driver(monkeypatch)
 
 
 def setup():
@@ -568,27 +574,15 @@ def _play(script: list[tuple], monkeypatch, hot: bool, checked: bool = False) ->
     from cudnn_py.backend import live, trace
 
     UID = re.compile(r"uid \d+")
-    monkeypatch.delenv(replay_mod.REPLAY_ENV, raising=False)  # conftest turns replay off for the CPU tests
-    monkeypatch.setattr(live, "_live", {})  # a registry of this world's own: a script may destroy a handle
-    monkeypatch.setattr(execute_mod, "_live_handles", live._live)
-    for h in [HANDLE, 0x55] + [0x1000 + i for i in range(16)]:  # (the default handles FakeHandles makes)
-        live.register(h, None, owned=False, origin="adopt_handle")
-    defaults = harness.FakeHandles()  # this thread's default handle, bound to the framework's current stream
-    monkeypatch.setattr(execute_mod, "_new_default_handle", defaults.new)
-    monkeypatch.setattr(execute_mod, "_set_stream", defaults.set_stream)
-    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
+    harness.register_fake_handles(monkeypatch, {})  # a registry of this world's own: a script may destroy a handle
+    defaults = harness.fake_default_handles(monkeypatch)  # this thread's, bound to the framework's current stream
     # the caller's own set_stream: cuDNN's binding as the fake default handles keep it (and the hooks told)
     monkeypatch.setattr(handle_mod, "lib", lambda: types.SimpleNamespace(
         cudnnSetStream=lambda h, st: defaults.streams.__setitem__(int(h), int(st or 0)) or 0))
     framework = sys.modules["torch"]  # the harness's fake torch: its current stream per device
     framework.current.clear()
-    d, cudnn_lib = FakeDriver(), FakeCudnn()
-    monkeypatch.setattr(capture, "driver", lambda: d)
-    monkeypatch.setattr(capture, "side_stream", lambda: SIDE)
-    monkeypatch.setattr(capture, "capture", d.capture)
-    monkeypatch.setattr(capture, "destroy_exec", d.destroyed.append)
-    monkeypatch.setattr(execute_mod, "lib", lambda: cudnn_lib)
-    monkeypatch.setattr(replay_mod._handle_mod, "set_stream", lambda h, s: None)
+    d = fake_driver(monkeypatch)
+    cudnn_lib = d.cudnn
     # (the workspace cudnn_py keeps per stream, for workspace=None: the handle's stream as the stand-ins say)
     monkeypatch.setattr(execute_mod, "_get_stream", lambda h: defaults.streams[int(h)] if int(h) in defaults.streams
                         else cudnn_lib.streams.get(int(h), STREAM))
