@@ -148,6 +148,17 @@ def shape_error(op: str, node: str, tensor: object, message: str) -> ValueError:
     return ValueError(f"{op} node {node!r}: tensor {label}: {message}")
 
 
+def not_supported(op: str, node: str, message: str, tensor: object = None) -> cudnnGraphNotSupportedError:
+    """A configuration the official module does not support: the frontend's GRAPH_NOT_SUPPORTED, which its
+    ``validate()`` raises as ``cudnnGraphNotSupportedError`` (callers catch it to skip or fall back). Names the op,
+    the node and, where one tensor is at fault, the tensor."""
+    where = f"{op} node {node!r}"
+    if tensor is not None:
+        name, uid = getattr(tensor, "name", None), getattr(tensor, "uid", "?")
+        where += f": tensor {name!r} (uid {uid})" if name else f": tensor uid {uid}"
+    return cudnnGraphNotSupportedError(f"{where}: {message}")
+
+
 def frozen_error(what: str) -> RuntimeError:
     return RuntimeError(
         f"cannot {what}: the graph is frozen after planning (create_execution_plans) - build a new graph to change it"

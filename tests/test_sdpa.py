@@ -66,19 +66,69 @@ def test_exactly_one_of_generate_stats_and_is_inference():
         g.sdpa(q, k, v, generate_stats=True, is_inference=False)
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(use_causal_mask=True, use_causal_mask_bottom_right=True), "exclude each other"),
-    (dict(use_causal_mask=True, diagonal_band_right_bound=2), "right bound 0"),
-    (dict(sliding_window_length=3, diagonal_band_left_bound=3), "alias"),
-    (dict(sliding_window_length=0), ">= 1"),
-    (dict(use_alibi_mask=True), "use_alibi_mask needs a causal mask"),
-    (dict(diagonal_band_right_bound=-1), ">= 0"),
-])
-def test_option_conflicts_are_refused(kw, match):
+# The exception contract (the frontend's SDPA pre-validation): every builder call below is accepted, as the
+# official builder accepts it; validate() then refuses what the frontend does not support with
+# cudnnGraphNotSupportedError (callers catch it to skip a configuration) and ill-formed values with ValueError.
+NS, VE = cudnn.cudnnGraphNotSupportedError, ValueError
+MASK_CONTRACT = [
+    ("alibi without a causal mask", dict(use_alibi_mask=True), {}, NS, "use_alibi_mask needs a causal mask"),
+    ("alibi with a right bound 2", dict(use_alibi_mask=True, diagonal_band_right_bound=2), {}, NS, "alibi"),
+    ("bottom-right with bias", dict(use_causal_mask_bottom_right=True, bias="bias"), {}, NS, "bottom-right"),
+    ("bottom-right with alibi", dict(use_causal_mask_bottom_right=True, use_alibi_mask=True), {}, NS, "bottom-right"),
+    ("bottom-right with dropout", dict(use_causal_mask_bottom_right=True, dropout="p"), {}, NS, "bottom-right"),
+    ("bottom-right, s_q > s_kv", dict(use_causal_mask_bottom_right=True), dict(s_q=24, s_kv=16), NS, "s_q <= s_kv"),
+    ("window, s_q > s_kv", dict(diagonal_band_left_bound=4), dict(s_q=24, s_kv=16), NS, "s_q <= s_kv"),
+    ("head dim not a multiple of 8", {}, dict(d=12), NS, "multiple of 8"),
+    ("heads that do not divide", {}, dict(h_q=4, h_k=3), NS, "do not divide"),
+    ("stride of the head dim", dict(q_strides=True), {}, NS, "innermost"),
+    ("score_mod with a causal mask", dict(use_causal_mask=True, score_mod=lambda g, s: s), {}, NS, "score_mod"),
+    ("max_seq_len_kv without pages", dict(paged_attention_max_seq_len_kv=20), {}, NS, "page table"),
+    ("a right bound below 0", dict(diagonal_band_right_bound=-1), {}, VE, ">= 0"),
+    ("a window of 0", dict(sliding_window_length=0), {}, VE, ">= 1"),
+    ("padding without lengths", dict(use_padding_mask=True), {}, VE, "needs both seq_len_q and seq_len_kv"),
+    # the frontend's precedence: accepted, no conflict
+    ("causal and bottom-right: bottom-right wins", dict(use_causal_mask=True, use_causal_mask_bottom_right=True),
+     {}, None, "BOTTOM_RIGHT"),
+    ("causal pins the right bound to 0", dict(use_causal_mask=True, diagonal_band_right_bound=2), {}, None, "0"),
+    ("the left bound wins over its alias", dict(sliding_window_length=3, diagonal_band_left_bound=5), {}, None, "5"),
+]
+
+
+def _contract_graph(kw, shape):
     g = half_graph()
-    q, k, v = qkv(g)
-    with pytest.raises(ValueError, match=match):
-        g.sdpa(q, k, v, generate_stats=True, **kw)
+    kw = dict(kw)
+    if kw.pop("q_strides", False):
+        b, h, s, d = 2, 4, 12, 16
+        q = g.tensor([b, h, s, d], [h * s * d * 2, s * d * 2, d * 2, 2], name="q")
+        _, k, v = qkv(g)
+    else:
+        q, k, v = qkv(g, **shape)
+    b, h_q, s_q, s_kv = q.dim[0], q.dim[1], q.dim[2], k.dim[2]
+    if kw.get("bias") == "bias":
+        kw["bias"] = g.tensor([1, h_q, s_q, s_kv], name="bias")
+    if kw.get("dropout") == "p":
+        kw["dropout"] = (0.1, g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name="seed"),
+                         g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name="offset"))
+    o, st = g.sdpa(q, k, v, generate_stats=True, implementation=AI.COMPOSITE, **kw)  # the builder never refuses
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    return g, o.name.split("::")[0]
+
+
+@pytest.mark.parametrize("what, kw, shape, error, match", MASK_CONTRACT, ids=[c[0] for c in MASK_CONTRACT])
+def test_sdpa_refusals_have_the_frontends_class_and_moment(what, kw, shape, error, match):
+    g, node = _contract_graph(kw, shape)
+    if error is None:
+        g.validate_ir()
+        p = next(n for n in g._nodes if n.name == node).params
+        assert match in {str(p["diagonal_band_right_bound"]), str(p["diagonal_band_left_bound"]),
+                         p["diagonal_alignment"].name}
+        return
+    with pytest.raises(error, match=match) as info:
+        g.validate()
+    if error is NS:
+        assert not isinstance(info.value, ValueError), "a configuration the frontend does not support is no ValueError"
+        assert node in str(info.value)  # names the node
 
 
 def _unfuse_fma_graph(impl, **kw):
@@ -133,6 +183,9 @@ def _validate(build):
     g.validate_ir()
 
 
+NOT_SUPPORTED_CASES = ("kv_heads", "head_dim_8", "bottom_right_s_q")  # the frontend's GRAPH_NOT_SUPPORTED
+
+
 @pytest.mark.parametrize("case, match", [
     ("head_dims", r"tensor 'k'.*head dim 32 differs from q's 16"),
     ("kv_heads", r"tensor 'k'.*3 heads do not divide q's 4 heads"),
@@ -180,7 +233,8 @@ def test_validate_refuses_and_names_the_tensor_and_rule(case, match):
             g.sdpa(q, k, v, generate_stats=True, rng_dump=g.tensor([2, 4, 12, 19], name="dump"),
                    dropout=(0.1, g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64),
                             g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64)))
-    with pytest.raises(ValueError, match=match):
+    error = cudnn.cudnnGraphNotSupportedError if case in NOT_SUPPORTED_CASES else ValueError
+    with pytest.raises(error, match=match):
         _validate(build)
 
 
@@ -559,7 +613,7 @@ def test_backward_surface_and_what_reaches_cudnn():
     om, dom = gm.tensor([1, 4, 64, 64], name="o"), gm.tensor([1, 4, 64, 64], name="dO")
     for t in gm.sdpa_backward(qm, km, vm, om, dom, gm.tensor([1, 4, 64, 1], data_type=F), max_total_seq_len_q=64):
         t.set_output(True)
-    with pytest.raises(ValueError, match="max_total_seq_len_q is only read with ragged q tensors"):
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="max_total_seq_len_q is only supported with ragged q"):
         gm.validate_ir()
     with pytest.raises(TypeError, match=r"\(mask, scale, scale_inv\)"):
         g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(g.tensor([1, 4, 64, 128]), g.tensor([1, 1, 1, 1])))
@@ -735,8 +789,11 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
     modes = [n.params.get("mode") for n in _program(g).nodes if n.op == "pointwise"]
     assert modes[:3] == ["CUDNN_POINTWISE_DIV", "CUDNN_POINTWISE_TANH_FWD", "CUDNN_POINTWISE_MUL"]
     assert cap.uid in g._session.executor._slot_by_key  # the callback's tensor is an operand of the graph
-    with pytest.raises(ValueError, match="score_mod excludes a causal mask"):
-        g.sdpa(q, k, v, generate_stats=False, score_mod=softcap, use_causal_mask=True)
+    gc = half_graph()  # accepted by the builder, not supported at validate (the frontend's rule and moment)
+    qc, kc, vc = qkv(gc)
+    gc.sdpa(qc, kc, vc, generate_stats=False, score_mod=softcap, use_causal_mask=True)[0].set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="score_mod excludes a causal mask"):
+        gc.validate_ir()
     with pytest.raises(TypeError, match="callable"):
         g.sdpa(q, k, v, generate_stats=False, score_mod=3)
     g2 = half_graph()

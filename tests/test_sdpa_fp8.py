@@ -101,10 +101,11 @@ def test_the_fp8_argument_names():
         g.sdpa_fp8(q, k, v, *sc, generate_stats=True, sliding_window_length=4)
     with pytest.raises(TypeError, match="score_mod"):
         g.sdpa_fp8(q, k, v, *sc, generate_stats=True, score_mod=lambda gr, s: s)
-    with pytest.raises(ValueError, match="sliding_window is an alias of left_bound"):
-        g.sdpa_fp8(q, k, v, *sc, generate_stats=True, sliding_window=3, left_bound=3)
-    with pytest.raises(ValueError, match="do not give right_bound too"):
-        g.sdpa_fp8(q, k, v, *sc, generate_stats=True, use_causal_mask=True, right_bound=1)
+    # the frontend's precedence, accepted by the builder: left_bound over sliding_window, causal over right_bound
+    o = g.sdpa_fp8(q, k, v, *sc, generate_stats=True, sliding_window=3, left_bound=5, use_causal_mask=True,
+                   right_bound=1)[0]
+    node = next(n for n in g._nodes if o in n.outputs.values())
+    assert (node.params["diagonal_band_left_bound"], node.params["diagonal_band_right_bound"]) == (5, 0)
     with pytest.raises(ValueError, match="sdpa_fp8\\(\\): give exactly one of generate_stats and is_inference"):
         g.sdpa_fp8(q, k, v, *sc)
     g2 = graph()  # paging (no longer refused) follows sdpa's rules
@@ -112,7 +113,7 @@ def test_the_fp8_argument_names():
     o2 = g2.sdpa_fp8(q2, k2, v2, *scales(g2, FWD_SCALES), generate_stats=True,
                      paged_attention_k_table=g2.tensor([2, 1, 4, 1], data_type=I32))[0]
     o2.set_output(True).set_data_type(E4)
-    with pytest.raises(ValueError, match="paged attention needs use_padding_mask"):
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="paged attention needs seq_len_q and seq_len_kv"):
         g2.validate_ir()
     with pytest.raises(TypeError, match="sdpa_fp8_backward\\(\\): dropout must be"):
         g.sdpa_fp8_backward(q, k, v, q, q, g.tensor([2, 4, 12, 1]), *scales(g, BWD_SCALES), dropout=0.1)
@@ -151,7 +152,8 @@ def test_forward_validation_names_the_tensor_and_rule(case, match):
     o.set_output(True).set_data_type(F if case == "o_type" else E4)
     if case == "amax_dims":
         amax_o.set_dim([1, 1, 1, 2])
-    with pytest.raises(ValueError, match=match):
+    not_supported = case in ("head_dim", "head_dim_large", "bias", "kv_heads")  # the frontend's GRAPH_NOT_SUPPORTED
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError if not_supported else ValueError, match=match):
         g.validate_ir()
 
 

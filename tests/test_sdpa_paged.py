@@ -124,7 +124,7 @@ def test_ragged_offsets_reach_the_tensor_descriptors_of_the_unified_and_composit
 @pytest.mark.parametrize("case, match", [
     ("table_dims", r"tensor 'k_table'.*\[b, 1, ceil\(s_kv / block_size\), 1\] = \[2, 1, 3, 1\].*got \[2, 1, 4, 1\]"),
     ("table_dtype", r"tensor 'k_table'.*page table must be INT32, got FLOAT"),
-    ("no_padding", r"paged attention needs use_padding_mask"),
+    ("no_padding", r"paged attention needs seq_len_q and seq_len_kv"),
     ("max_without_paging", r"paged_attention_max_seq_len_kv is only read with a page table"),
     ("max_too_long", r"tensor 'v_table'.*\[2, 1, 4, 1\].*s_kv 60.*got \[2, 1, 3, 1\]"),
     ("container_heads", r"tensor 'k_pages'.*3 heads do not divide q's 4"),
@@ -153,8 +153,32 @@ def test_paged_validation_names_the_tensor_and_rule(case, match):
         kw["paged_attention_max_seq_len_kv"] = 60
     o, _ = g.sdpa(q, kc, vc, generate_stats=False, **kw)
     o.set_output(True)
-    with pytest.raises(ValueError, match=match):
+    not_supported = case in ("no_padding", "max_without_paging", "container_heads")  # the frontend's classes
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError if not_supported else ValueError, match=match):
         g.validate_ir()
+
+
+def test_paged_with_lengths_read_by_score_mod_needs_no_padding_mask():
+    """The frontend pages K / V up to seq_len_kv whenever both lengths are given: a score_mod that builds its own
+    masks from them needs no use_padding_mask (a flexible-attention decode)."""
+    g = half_graph()
+    b, d = 2, 64
+    q, kc, vc = g.tensor([b, 4, 1, d], name="q"), g.tensor([8, 2, 16, d], name="k_pages"), \
+        g.tensor([8, 2, 16, d], name="v_pages")
+    tk, tv = (g.tensor([b, 1, 3, 1], data_type=I32, name=n) for n in ("k_table", "v_table"))
+    slq, slkv = (g.tensor([b, 1, 1, 1], data_type=I32, name=n) for n in ("slq", "slkv"))
+
+    def mask(graph, s):
+        col = graph.gen_index(s, axis=3, compute_data_type=I32)
+        col.set_data_type(I32)
+        keep = graph.cmp_lt(col, slkv, compute_data_type=cudnn.data_type.BOOLEAN)
+        keep.set_data_type(cudnn.data_type.BOOLEAN)
+        return graph.binary_select(s, g.tensor([1, 1, 1, 1], data_type=F, is_pass_by_value=True), keep)
+
+    o, _ = g.sdpa(q, kc, vc, seq_len_q=slq, seq_len_kv=slkv, generate_stats=False, paged_attention_k_table=tk,
+                  paged_attention_v_table=tv, paged_attention_max_seq_len_kv=48, score_mod=mask)
+    o.set_output(True)
+    g.validate_ir()
 
 
 def test_max_seq_len_kv_must_be_a_positive_int():
@@ -405,9 +429,15 @@ def test_max_total_seq_len_q_lays_softmax_sum_and_the_dq_accumulator_out_packed_
     assert all(x.ragged_offset is None for x in on_95.tensors.values() if x.uid in on_95.scratch)  # dropped < 9.6
 
 
+def test_max_total_seq_len_above_b_times_s_is_accepted():
+    """The frontend accepts a bound above b · s (it only sizes the ragged intermediates larger)."""
+    g = half_graph()
+    ragged_backward_graph(g, max_total_seq_len_q=81)
+    g.validate_ir()
+
+
 @pytest.mark.parametrize("case, exc, match", [
-    ("not_ragged", ValueError, r"max_total_seq_len_q is only read with ragged q tensors"),
-    ("too_many", ValueError, r"max_total_seq_len_q = 81 exceeds b · s_q = 80"),
+    ("not_ragged", cudnn.cudnnGraphNotSupportedError, r"max_total_seq_len_q is only supported with ragged q tensors"),
     ("not_positive", ValueError, r">= 1"),
 ])
 def test_max_total_seq_len_rules(case, exc, match):
@@ -418,8 +448,6 @@ def test_max_total_seq_len_rules(case, exc, match):
             q, k, v, o, d_o = (g.tensor([b, h, s, d]) for _ in range(5))
             stats = g.tensor([b, h, s, 1], data_type=F)
             grads = g.sdpa_backward(q, k, v, o, d_o, stats, max_total_seq_len_q=4)
-        elif case == "too_many":
-            ragged_backward_graph(g, max_total_seq_len_q=81)
         else:
             ragged_backward_graph(g, max_total_seq_len_q=0)
         if case == "not_ragged":

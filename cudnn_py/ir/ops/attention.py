@@ -32,7 +32,7 @@ from typing import Any
 
 from ...backend import versions
 from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
-from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error, version_string
+from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, not_supported, shape_error, version_string
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -120,7 +120,7 @@ def rng_mask(rw: Any, node: Node, scores: list[int], name: str) -> tuple[Tensor,
 
 def _finish(params: dict[str, Any]) -> None:
     finish_stats_choice(params, OP)
-    finish_masks(params, OP)
+    finish_masks(params)
 
 
 def finish_stats_choice(params: dict[str, Any], method: str) -> None:
@@ -131,44 +131,45 @@ def finish_stats_choice(params: dict[str, Any], method: str) -> None:
     params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
 
 
-def finish_masks(params: dict[str, Any], method: str, names: dict[str, str] | None = None) -> None:
-    """The mask arguments in the frontend's terms: a causal flag is the right bound 0 (with its alignment), a
-    sliding window the left bound. Conflicting ones are refused, each argument named as ``method`` calls it
-    (``names``: sdpa's argument name -> the caller's, for the FP8 variants)."""
-    def n(arg: str) -> str:
-        return (names or {}).get(arg, arg)
-
+def finish_masks(params: dict[str, Any]) -> None:
+    """The mask arguments in the frontend's terms, with its precedence (the builder accepts every combination, as
+    the official builder does): a causal flag is the right bound 0 and overrides diagonal_band_right_bound and
+    diagonal_alignment, the bottom-right flag wins over the top-left one, and diagonal_band_left_bound wins over its
+    alias sliding_window_length. What the frontend does not support is refused at ``validate()``
+    (:func:`check_mask_rules`)."""
     window, left = params.pop("sliding_window_length"), params["diagonal_band_left_bound"]
-    if window is not None and left is not None:
-        raise ValueError(f"{method}(): {n('sliding_window_length')} is an alias of {n('diagonal_band_left_bound')}; "
-                         "give one")
-    if window is not None:
+    if left is None and window is not None:
         params["diagonal_band_left_bound"] = window
     causal, bottom_right = params.pop("use_causal_mask"), params.pop("use_causal_mask_bottom_right")
-    if causal and bottom_right:
-        raise ValueError(f"{method}(): use_causal_mask and use_causal_mask_bottom_right exclude each other")
-    if (causal or bottom_right) and params["diagonal_band_right_bound"] is not None:
-        raise ValueError(f"{method}(): a causal mask is the right bound 0; do not give "
-                         f"{n('diagonal_band_right_bound')} too")
     if causal or bottom_right:
         params["diagonal_band_right_bound"] = 0
         params["diagonal_alignment"] = diagonal_alignment.BOTTOM_RIGHT if bottom_right else \
             diagonal_alignment.TOP_LEFT
-    if params["diagonal_band_left_bound"] is not None and params["diagonal_band_left_bound"] < 1:
-        raise ValueError(f"{method}(): {n('diagonal_band_left_bound')} ({n('sliding_window_length')}) must be >= 1")
-    if params.get("score_mod") is not None:
-        others = [name for name, on in (("use_alibi_mask", params["use_alibi_mask"]),
-                                         ("use_padding_mask", params["use_padding_mask"]),
-                                         ("a causal mask", params["diagonal_band_right_bound"] is not None),
-                                         ("a left bound", params["diagonal_band_left_bound"] is not None)) if on]
+
+
+def check_mask_rules(node: Node) -> None:
+    """The mask rules the frontend checks at ``validate()`` (its SDPA pre-validation, forward and backward): what
+    it does not support raises ``cudnnGraphNotSupportedError``, ill-formed values ``ValueError``."""
+    p = node.params
+    left, right = p["diagonal_band_left_bound"], p["diagonal_band_right_bound"]
+    if p["use_alibi_mask"] and right != 0:
+        raise not_supported(op_name(node), node.name, "use_alibi_mask needs a causal mask (diagonal_band_right_bound "
+                            "0), as in the frontend")
+    if p.get("score_mod") is not None:
+        others = [name for name, on in (("use_alibi_mask", p["use_alibi_mask"]),
+                                        ("use_padding_mask", p["use_padding_mask"]),
+                                        ("a causal mask / right bound", right is not None),
+                                        ("a left bound", left is not None)) if on]
         if others:
-            raise ValueError(f"{method}(): {n('score_mod')} excludes {', '.join(others)} (the frontend's rule: build "
-                             "the masks in the callback)")
-    if params["use_alibi_mask"] and params["diagonal_band_right_bound"] != 0:
-        raise ValueError(f"{method}(): use_alibi_mask needs a causal mask (right bound 0), as in the frontend")
+            raise not_supported(op_name(node), node.name, f"score_mod excludes {', '.join(others)} (the frontend's "
+                                "rule: build the masks in the callback)")
+    if left is not None and left < 1:
+        raise ValueError(f"{_where(node)}: diagonal_band_left_bound (sliding_window_length) must be >= 1, got {left}")
+    if right is not None and right < 0:
+        raise ValueError(f"{_where(node)}: diagonal_band_right_bound must be >= 0, got {right}")
 
 
-_bound = int_at_least(0, optional=True)  # band bounds, sliding windows
+_bound = int_at_least(None, optional=True)  # band bounds, sliding windows: their ranges are validate()'s
 _positive = int_at_least(1, optional=True)  # max_total_seq_len_*, max_seq_len_kv
 
 
@@ -218,6 +219,11 @@ def _fail(node: Node, t: Any, message: str) -> ValueError:
     return shape_error(op_name(node), node.name, t, message)
 
 
+def _unsupported(node: Node, t: Any, message: str) -> cudnnGraphNotSupportedError:
+    """A configuration the frontend refuses as not supported (GRAPH_NOT_SUPPORTED at validate)."""
+    return not_supported(op_name(node), node.name, message, t)
+
+
 def infer(node: Node, ctx: InferenceContext) -> None:
     q, k, v = node.inputs["Q"], node.inputs["K"], node.inputs["V"]
     for t in (q, k, v):
@@ -225,7 +231,8 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         if len(t.dim) != 4:
             raise _fail(node, t, f"needs 4 dims (b, h, s, d), got {list(t.dim)}")
         if int(t.stride[3]) != 1:
-            raise _fail(node, t, f"the head dim must be innermost (stride[3] == 1), got strides {list(t.stride)}")
+            raise _unsupported(node, t, f"the head dim must be innermost (stride[3] == 1), got strides "
+                               f"{list(t.stride)}")
     for port in ("PAGE_TABLE_K", "PAGE_TABLE_V"):
         if port in node.inputs:
             require_dims(OP, node, node.inputs[port])
@@ -242,11 +249,11 @@ def infer(node: Node, ctx: InferenceContext) -> None:
             raise _fail(node, t, f"batch {t.dim[0]} differs from q's {d['b']}")
     for t in (k, v):
         if d["h_q"] % int(t.dim[1]):
-            raise _fail(node, t, f"{t.dim[1]} heads do not divide q's {d['h_q']} heads (GQA / MQA needs a "
-                        "divisor)")
+            raise _unsupported(node, t, f"{t.dim[1]} heads do not divide q's {d['h_q']} heads (GQA / MQA needs a "
+                               "divisor)")
     for t, dim in ((q, d["d_qk"]), (v, d["d_v"])):
         if dim % 8:
-            raise _fail(node, t, f"head dim {dim} is not a multiple of 8 (cuDNN's fp16 / bf16 attention)")
+            raise _unsupported(node, t, f"head dim {dim} is not a multiple of 8 (cuDNN's fp16 / bf16 attention)")
     _check_optional_inputs(node, d)
     _infer_outputs(node, d)
     fill_data_types(node, ctx, q)
@@ -261,13 +268,13 @@ def _check_paging(node: Node, d: Mapping[str, int]) -> None:
     ins, p = node.inputs, node.params
     tables = [port for port in ("K", "V") if f"PAGE_TABLE_{port}" in ins]
     if p["paged_attention_max_seq_len_kv"] is not None and not tables:
-        raise ValueError(f"sdpa node {node.name!r}: paged_attention_max_seq_len_kv is only read with a page table "
-                         "(paged_attention_k_table / paged_attention_v_table)")
+        raise _unsupported(node, None, "paged_attention_max_seq_len_kv is only read with a page table "
+                           "(paged_attention_k_table / paged_attention_v_table)")
     if not tables:
         return
-    if not p["use_padding_mask"]:
-        raise ValueError(f"sdpa node {node.name!r}: paged attention needs use_padding_mask with seq_len_q and "
-                         "seq_len_kv (the pages are read up to seq_len_kv)")
+    if "SEQ_LEN_Q" not in ins or "SEQ_LEN_KV" not in ins:
+        raise _unsupported(node, None, "paged attention needs seq_len_q and seq_len_kv (the pages are read up to "
+                           "seq_len_kv), as in the frontend")
     for port in tables:
         container = ins[port]
         if container.ragged_offset is not None:
@@ -285,7 +292,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, bias, f"dims {list(bias.dim)} do not broadcast to the scores {scores} (4 dims, each "
                         "1 or the score's)")
         if bias.data_type is data_type.BOOLEAN:
-            raise _fail(node, bias, "a BOOLEAN bias is not allowed (use a mask)")
+            raise _unsupported(node, bias, "a BOOLEAN bias is not supported (use a mask)")
     sink = ins.get("SINK_TOKEN")
     if sink is not None:
         require_dims(op_name(node), node, sink)
@@ -293,7 +300,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, sink, f"a sink token needs dims [1, h_q, 1, 1] = {[1, d['h_q'], 1, 1]} (one logit per "
                         f"head), got {list(sink.dim)}")
         if d["s_q"] == 1:
-            raise ValueError(f"{_where(node)}: no sink token in decode (s_q == 1), as in the frontend")
+            raise _unsupported(node, sink, "no sink token in decode (s_q == 1), as in the frontend")
     _check_block_mask(node, d)
     scale = ins.get("ATTN_SCALE")
     if scale is not None and layout.numel(scale.dim) != 1:
@@ -301,8 +308,11 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     seq = [ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")]
     if p["use_padding_mask"] and None in seq:
         raise ValueError(f"{_where(node)}: use_padding_mask needs both seq_len_q and seq_len_kv")
-    if not p["use_padding_mask"] and any(t is not None for t in seq):
-        raise ValueError(f"{_where(node)}: seq_len_q / seq_len_kv are only read with use_padding_mask=True")
+    if (seq[0] is None) != (seq[1] is None):
+        raise ValueError(f"{_where(node)}: seq_len_q and seq_len_kv are given together, as in the frontend")
+    if not p["use_padding_mask"] and p.get("score_mod") is None and any(t is not None for t in seq):
+        raise ValueError(f"{_where(node)}: seq_len_q / seq_len_kv are only read with use_padding_mask=True (or "
+                         "by a score_mod)")
     for t in seq:
         if t is None:
             continue
@@ -322,18 +332,19 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, t, f"ragged offset {off.name!r} needs dims [b + 1, 1, 1, 1] = "
                         f"{[d['b'] + 1, 1, 1, 1]}, got {list(off.dim)}")
     if ragged and not p["use_padding_mask"]:
-        raise ValueError(f"{_where(node)}: ragged (THD) tensors need use_padding_mask with seq_len_q / "
-                         "seq_len_kv")
+        raise _unsupported(node, ragged[0], "ragged (THD) tensors need use_padding_mask with seq_len_q / "
+                           "seq_len_kv")
+    check_mask_rules(node)
     if p["diagonal_alignment"] is diagonal_alignment.BOTTOM_RIGHT and p["diagonal_band_right_bound"] is not None:
         if d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-            raise ValueError(f"{_where(node)}: a bottom-right causal mask needs s_q <= s_kv (got "
-                             f"{d['s_q']} > {d['s_kv']})")
-        if bias is not None or p["use_alibi_mask"] or drops(p):
-            raise ValueError(f"{_where(node)}: a bottom-right causal mask excludes bias, alibi and dropout "
-                             "(cuDNN's rule, as the frontend checks it)")
+            raise _unsupported(node, None, f"a bottom-right causal mask needs s_q <= s_kv (got {d['s_q']} > "
+                               f"{d['s_kv']}; slice q to s_kv rows), as in the frontend")
+        if bias is not None or p["use_alibi_mask"] or p["dropout"] is not None:
+            raise _unsupported(node, None, "a bottom-right causal mask excludes bias, alibi and dropout, as in the "
+                               "frontend")
     if p["diagonal_band_left_bound"] is not None and d["s_q"] > d["s_kv"] and not p["use_padding_mask"]:
-        raise ValueError(f"{_where(node)}: a sliding window needs s_q <= s_kv (got {d['s_q']} > "
-                         f"{d['s_kv']})")
+        raise _unsupported(node, None, f"a sliding window needs s_q <= s_kv (got {d['s_q']} > {d['s_kv']}), as "
+                           "in the frontend")
     if p["dropout"] == "mask":
         mask = ins["DROPOUT_MASK"]
         require_dims(op_name(node), node, mask)

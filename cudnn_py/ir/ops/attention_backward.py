@@ -65,7 +65,7 @@ def _finish(params: dict[str, Any]) -> None:
         given, missing = ("score_mod", "score_mod_bprop") if params["score_mod"] is not None else \
             ("score_mod_bprop", "score_mod")
         raise ValueError(f"{OP}(): {given} needs {missing} too (the gradient through score_mod is its bprop)")
-    fwd.finish_masks(params, OP)
+    fwd.finish_masks(params)
 
 
 def infer(node: Node, ctx: InferenceContext) -> None:
@@ -76,7 +76,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         if len(t.dim) != 4:
             raise _error(node, t, f"needs 4 dims, got {list(t.dim)}")
         if int(t.stride[3]) != 1 and port != "STATS":
-            raise _error(node, t, f"the head dim must be innermost (stride[3] == 1), got strides "
+            raise fwd._unsupported(node, t, f"the head dim must be innermost (stride[3] == 1), got strides "
                               f"{list(t.stride)}")
     q, k, v = ins["Q"], ins["K"], ins["V"]
     if int(k.dim[3]) != int(q.dim[3]):
@@ -90,20 +90,20 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         if int(t.dim[0]) != b:
             raise _error(node, t, f"batch {t.dim[0]} differs from q's {b}")
         if h_q % int(t.dim[1]):
-            raise _error(node, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
+            raise fwd._unsupported(node, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
     for t, dim in ((q, d_qk), (v, d_v)):
         if dim % 8 or dim > MAX_HEAD_DIM:
-            raise _error(node, t, f"head dim {dim} must be a multiple of 8 and at most {MAX_HEAD_DIM} "
+            raise fwd._unsupported(node, t, f"head dim {dim} must be a multiple of 8 and at most {MAX_HEAD_DIM} "
                               "(cuDNN's attention backward)")
     if s_q == 1 and int(k.dim[2]) == 1:
-        raise ValueError(f"{fwd.op_name(node)} node {node.name!r}: s_q == s_kv == 1 is refused by cuDNN's attention "
-                         "backward")
+        raise fwd._unsupported(node, None, "s_q == s_kv == 1 is not supported by cuDNN's attention backward, as in "
+                               "the frontend")
     for port, want in (("O", [b, h_q, s_q, d_v]), ("DO", [b, h_q, s_q, d_v]), ("STATS", [b, h_q, s_q, 1])):
         if [int(x) for x in ins[port].dim] != want:
             raise _error(node, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
     fwd._check_optional_inputs(node, {"b": b, "h_q": h_q, "s_q": s_q, "d_qk": d_qk, "h_k": int(k.dim[1]),
                                       "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": d_v})
-    _check_max_totals(node, b, h_q, int(k.dim[1]), s_q, int(k.dim[2]))
+    _check_max_totals(node)
     if node.params["dropout"] == "mask" and layout.numel(ins["DROPOUT_SCALE_INV"].dim) != 1:
         raise _error(node, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
     for grad, like in (("dQ", q), ("dK", k), ("dV", v)):
@@ -133,22 +133,20 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     fill_data_types(node, ctx, q)
 
 
-def _check_max_totals(node: Node, b: int, h_q: int, h_k: int, s_q: int, s_kv: int) -> None:
-    """max_total_seq_len_q / _kv bound the packed rows of ragged tensors (§15.2): only with ragged tensors, at most
-    b · s; they size the workspace intermediates kept in the ragged layout."""
+def _check_max_totals(node: Node) -> None:
+    """max_total_seq_len_q / _kv bound the packed rows of ragged tensors (§15.2): only with ragged tensors (the
+    frontend's rule); they size the workspace intermediates kept in the ragged layout. A bound above b · s only
+    makes those larger, so it is accepted, as the frontend accepts it."""
     p, ins, outs = node.params, node.inputs, node.outputs
-    for arg, side, ports, s in (("max_total_seq_len_q", "q", ("Q", "O", "DO", "STATS", "dQ"), s_q),
-                                ("max_total_seq_len_kv", "kv", ("K", "V", "dK", "dV"), s_kv)):
+    for arg, side, ports in (("max_total_seq_len_q", "q", ("Q", "O", "DO", "STATS", "dQ")),
+                             ("max_total_seq_len_kv", "kv", ("K", "V", "dK", "dV"))):
         total = p.get(arg)  # absent for sdpa_fp8_backward
         if total is None:
             continue
         tensors = [ins.get(port, outs.get(port)) for port in ports]
         if not any(t is not None and t.ragged_offset is not None for t in tensors):
-            raise ValueError(f"{OP} node {node.name!r}: {arg} is only read with ragged {side} tensors (a ragged "
-                             "offset on " + " / ".join(ports) + ")")
-        if total > b * s:
-            raise ValueError(f"{OP} node {node.name!r}: {arg} = {total} exceeds b · s_{side} = {b * s} (the rows "
-                             "a batch of padded sequences can hold)")
+            raise fwd._unsupported(node, None, f"{arg} is only supported with ragged {side} tensors (a ragged "
+                                   "offset on " + " / ".join(ports) + "), as in the frontend")
 
 
 def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type, diagonal_alignment, reduction_mode
-from ...errors import shape_error
+from ...errors import not_supported, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -39,12 +39,6 @@ OUTPUT_TYPES = FP8_TYPES + (data_type.HALF, data_type.BFLOAT16)
 HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 16, 256  # §14.4 for SM9x (SM10x: at most 128, not checked without a device)
 ONE = [1, 1, 1, 1]
 
-# sdpa's argument names -> the frontend's FP8 ones (the params keep sdpa's, so sdpa's mask and score helpers
-# read them; messages name the FP8 ones)
-ARGUMENT_NAMES = {"sliding_window_length": "sliding_window", "diagonal_band_left_bound": "left_bound",
-            "diagonal_band_right_bound": "right_bound", "score_mod": "fn"}
-
-
 def _unpack_forward(values: dict[str, Any]) -> None:
     fwd.unpack_scale_and_dropout(values, FWD)
 
@@ -55,11 +49,11 @@ def _unpack_backward(values: dict[str, Any]) -> None:
 
 def _finish_forward(params: dict[str, Any]) -> None:
     fwd.finish_stats_choice(params, FWD)
-    fwd.finish_masks(params, FWD, ARGUMENT_NAMES)
+    fwd.finish_masks(params)
 
 
 def _finish_backward(params: dict[str, Any]) -> None:
-    fwd.finish_masks(params, BWD, ARGUMENT_NAMES)
+    fwd.finish_masks(params)
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
@@ -76,8 +70,8 @@ def _check_fp8_operands(node: Node, ports: tuple[str, ...]) -> None:
                               f"{t.data_type.name}")
         dim = int(t.dim[3])
         if port in ("Q", "V") and (dim % HEAD_DIM_MULTIPLE or dim > MAX_HEAD_DIM):
-            raise shape_error(method, node.name, t, f"head dim {dim} must be a multiple of {HEAD_DIM_MULTIPLE} and at "
-                              f"most {MAX_HEAD_DIM} (cuDNN's FP8 attention)")
+            raise not_supported(method, node.name, f"head dim {dim} must be a multiple of {HEAD_DIM_MULTIPLE} and at "
+                              f"most {MAX_HEAD_DIM} (cuDNN's FP8 attention)", t)
 
 
 def _check_scales(node: Node) -> None:
@@ -124,8 +118,7 @@ def infer_forward(node: Node, ctx: InferenceContext) -> None:
     _check_fp8_operands(node, ("Q", "K", "V"))
     _check_scales(node)
     if "BIAS" in node.inputs:
-        raise ValueError(f"{FWD} node {node.name!r}: FP8 attention takes no bias (cuDNN's rule, node_lowering.md "
-                         "§14.4)")
+        raise not_supported(FWD, node.name, "FP8 attention takes no bias, as in the frontend")
     for port in ("Stats", "Max", "Sum_exp"):  # FLOAT (the io type, FP8 or HALF, would be refused below)
         t = node.outputs.get(port)
         if t is not None and t.data_type is data_type.NOT_SET:

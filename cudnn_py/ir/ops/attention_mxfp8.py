@@ -86,11 +86,11 @@ def _unpack_backward(values: dict[str, Any]) -> None:
 
 def _finish_forward(params: dict[str, Any]) -> None:
     params["generate_stats"] = bool(params["generate_stats"])
-    fwd.finish_masks(params, FWD)
+    fwd.finish_masks(params)
 
 
 def _finish_backward(params: dict[str, Any]) -> None:
-    fwd.finish_masks(params, BWD, fp8.ARGUMENT_NAMES)
+    fwd.finish_masks(params)
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
