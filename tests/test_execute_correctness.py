@@ -403,15 +403,20 @@ def test_cached_path_rejects_transposed_strides_on_the_same_pointer(path, torch)
 
 
 @pytest.mark.parametrize("path", ["fast", "execute"])
-def test_cached_path_rejects_a_dtype_view_of_the_output(path, torch):
+def test_cached_path_checks_a_dtype_view_of_the_output(path, torch):
+    """Elements of another size are refused; a dtype of the same size (bfloat16 memory for a HALF tensor) is read as
+    the tensor's type, as the official module reads it, with a warning that names the tensor."""
     ex, A, B, C = square_matmul()
     run = dict(both_paths(ex, FakePlan()))[path]
     a, b, c = operands()
     run({A: a, B: b, C: c})
     run({A: a, B: b, C: c})
-    with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\).*(HALF|dtype)"):
-        run({A: a, B: b, C: c.view(bfloat16)})
+    with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\).*HALF \(16-bit elements\).*32-bit"):
+        run({A: a, B: b, C: c.view(float32)})
     assert len(ex._backend_execute.calls) == 2
+    with pytest.warns(RuntimeWarning, match=r"tensor 'C' \(uid \d+\).*same size.*read as data_type.HALF"):
+        run({A: a, B: b, C: c.view(bfloat16)})
+    assert len(ex._backend_execute.calls) == 3
 
 
 @pytest.mark.parametrize("path", ["fast", "execute"])
@@ -420,12 +425,21 @@ def test_cached_path_rejects_shape_and_device_changes(path, torch):
     run = dict(both_paths(ex, FakePlan()))[path]
     a, b, c = operands()
     run({A: a, B: b, C: c})
-    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*shape"):
-        run({A: a, B: b.reshape(1, 32, 16), C: c})
+    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*shape \[2, 16, 16\], got \[1, 16, 16\].*holds "
+                                         r"512 bytes.*spans 1024"):
+        run({A: a, B: b.reshape(1, 16, 16), C: c})
+    holes = Tensor((2, 16, 16), (512, 32, 1), ptr=b.data_ptr())  # another shape's strides would not matter...
+    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*not dense"):
+        run({A: a, B: Tensor((2, 8, 32), (1024, 64, 1), ptr=b.data_ptr()), C: c})  # ...but gaps do
+    with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*expected strides"):
+        run({A: a, B: holes, C: c})  # the declared shape with other strides: a misread
     host_b = Tensor((2, 16, 16), device=FakeDevice("cpu"), ptr=b.data_ptr())  # same address, host memory
     with pytest.raises(ValueError, match=r"tensor 'B' \(uid \d+\).*host"):
         run({A: a, B: host_b, C: c})
     assert len(ex._backend_execute.calls) == 1
+    run({A: a, B: b.reshape(1, 32, 16), C: c})  # a dense buffer of the tensor's bytes: read as the tensor, as the
+    run({A: a, B: b.reshape(512), C: c})  # official module reads any operand by its pointer
+    assert len(ex._backend_execute.calls) == 3
 
 
 @pytest.mark.parametrize("path", ["fast", "execute"])

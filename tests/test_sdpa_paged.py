@@ -463,12 +463,12 @@ def test_a_packed_operand_is_not_held_to_the_padded_shape_of_its_ragged_tensor()
     g = half_graph()
     off = g.tensor([3, 1, 1, 1], data_type=I32, name="off")
     thd = g.tensor([2, 4, 16, 8], [16 * 4 * 8, 8, 4 * 8, 1], name="q", ragged_offset=off)
-    dense = g.tensor([2, 4, 16, 8], [16 * 4 * 8, 8, 4 * 8, 1], name="q_dense")
+    dense = g.tensor([2, 4, 16, 8], [16 * 4 * 8, 8, 4 * 8, 1], name="q_dense", data_type=cudnn.data_type.HALF)
     packed_buffer = OperandInfo(ptr=256, shape=(20, 4, 8), strides=(32, 8, 1), dtype=(2, 16), device_type=2,
                                 device_id=0)
     _check_operand(thd, packed_buffer)  # 20 packed rows of a (2, 4, 16, 8) ragged tensor
-    with pytest.raises(ValueError, match="expected shape"):
-        _check_operand(dense, packed_buffer)
+    with pytest.raises(ValueError, match="expected shape.*holds 1280 bytes.*spans 2048"):
+        _check_operand(dense, packed_buffer)  # read as a buffer, too small for the dense tensor's 32 rows
 
 
 # ---- packed page tables -------------------------------------------------------------------------------------------

@@ -90,6 +90,17 @@ def broadcastable_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     return all(d in (1, t) for d, t in zip(reversed(list(shape)), reversed(list(target))))
 
 
+def is_dense(dim: Sequence[int], stride: Sequence[int]) -> bool:
+    """Whether the elements fill one block without gaps or overlaps, in some order of the axes (row-major, BSHD
+    stored as BHSD, channels-last, ...): sorted by stride, each axis of size > 1 steps over the ones inside it."""
+    step = 1
+    for s, d in sorted((int(s), int(d)) for d, s in zip(dim, stride) if int(d) > 1):
+        if s != step:
+            return False
+        step *= d
+    return True
+
+
 def numel(dim: Sequence[int]) -> int:
     n = 1
     for d in dim:

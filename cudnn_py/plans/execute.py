@@ -41,6 +41,7 @@ import ctypes
 import functools
 import logging
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -777,19 +778,52 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         if info.nbytes < needed:
             raise ValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "
                              f"{t.data_type}), the buffer has {info.nbytes}")
+    if info.dtype is not None:
+        _check_element_type(t, info, where)
     if info.shape is not None:
         if tuple(info.shape) != tuple(t.dim):
-            # a broadcast-free reshape with the same element count and layout is still wrong for cuDNN's view
-            raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}")
-        if info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
+            _check_buffer(t, info, where)
+        elif info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
+            # the declared shape with other strides: cuDNN would read it through the tensor's strides (a misread)
             raise ValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
-    if info.dtype is not None:
-        accepted = dtype_info(t.data_type).accepted_dlpack
-        if accepted and tuple(info.dtype) not in accepted:
-            raise ValueError(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype}")
     align = getattr(t, "alignment", 16) or 16
     if info.ptr % min(align, 16) != 0:
         raise ValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
+
+
+def _check_buffer(t: Any, info: OperandInfo, where: str) -> None:
+    """An operand of another shape is a buffer, as an int pointer is (the official module reads any operand by its
+    pointer): a ragged offset as [b + 1] for [b + 1, 1, 1, 1], BSHD memory for a [b, h, s, d] tensor with BSHD
+    strides. It is accepted when it is dense (no gaps, no broadcast) and holds the tensor's byte span; anything
+    else would make cuDNN read past it or through holes."""
+    assert info.shape is not None
+    if info.strides is not None and not layout.is_dense(info.shape, info.strides):
+        raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)} with strides "
+                         f"{list(info.strides)}; an operand of another shape is read as a buffer, and this one is not "
+                         "dense (gaps or broadcast axes)")
+    bits = dtype_info(t.data_type).bits
+    needed = -(-layout.span(t.dim, t.stride) * bits // 8)
+    held = layout.numel(info.shape) * (info.dtype[1] if info.dtype is not None else bits) // 8
+    if held < needed:
+        raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}; an operand of another "
+                         f"shape is read as a buffer, and it holds {held} bytes where the tensor (strides "
+                         f"{list(t.stride)}, {t.data_type}) spans {needed}")
+
+
+def _check_element_type(t: Any, info: OperandInfo, where: str) -> None:
+    """An element of another size would be misread (refused); a dtype of the same size (bfloat16 memory for a
+    HALF tensor) is read as the tensor's type, as the official module reads it, with a warning: the bits are
+    reinterpreted, not converted."""
+    assert info.dtype is not None
+    row = dtype_info(t.data_type)
+    accepted = row.accepted_dlpack
+    if not accepted or tuple(info.dtype) in accepted:
+        return
+    if info.dtype[1] != row.bits:
+        raise ValueError(f"{where}: expected {t.data_type} ({row.bits}-bit elements), got an operand of DLPack dtype "
+                         f"{info.dtype} ({info.dtype[1]}-bit elements)")
+    warnings.warn(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype} (elements of the "
+                  f"same size): its bits are read as {t.data_type}, not converted", RuntimeWarning, stacklevel=2)
 
 
 def _operand_device(info: OperandInfo) -> int | None:
