@@ -747,14 +747,14 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
 
 
 def test_attention_errata_seen_on_the_h200():
-    """Composite sliding windows, and the backward with dropout or a sink token, were wrong (or found no engine) on
-    the H200 with cuDNN 9.19: refused by validate(), naming the erratum."""
+    """The backward with dropout or a sink token was wrong on the H200 with cuDNN 9.19: refused by validate(), naming
+    the erratum. A composite sliding window is not refused (it was our decomposition's fault, see
+    test_composite_band_masks_are_the_frontends)."""
     g = half_graph()
     q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
     g.sdpa(q, k, v, generate_stats=True, use_causal_mask=True, sliding_window_length=33,
            implementation=AI.COMPOSITE)[0].set_output(True)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-composite-sliding-window.*left band bound 33"):
-        g.validate()
+    g.validate()
 
     def backward(**kw):
         g = half_graph()
@@ -817,3 +817,53 @@ def test_rng_dump_with_dropout_probability_zero_is_refused():
     stats = g.tensor([2, 4, 12, 1], data_type=F, name="stats")
     with pytest.raises(ValueError, match=r"sdpa_backward\(\): rng_dump needs a dropout probability above 0"):
         g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(0.0, seed, offset), rng_dump=g.tensor([2, 4, 12, 20]))
+
+
+def _on_919(feature, at_least=0):
+    return versions.since(feature) <= 91900 and at_least <= 91900
+
+
+@pytest.mark.parametrize("bottom_right", [False, True])
+def test_composite_band_masks_are_the_frontends(bottom_right):
+    """The composite causal + sliding-window masks as the frontend builds them (its API log on cuDNN 9.19): each bound
+    indexes the scores it masks - the causal select's output for the window - with a GEN_INDEX pair of its own
+    (row, then column), computed in FLOAT with INT32 indices. One pair shared by both bounds (indexing the scores
+    before either select) found no engine (causal + window) or gave wrong results (bottom-right + window + padding)
+    on the H200. The probabilities' tensor is made before the statistics' (its uid decides where cuDNN sorts the
+    stats branch: before exp / sum and bmm2, as the frontend's)."""
+    g = half_graph()
+    s_q, s_kv = (70, 150) if bottom_right else (150, 150)
+    q, k, v = qkv(g, b=2, h_q=4, h_k=4, s_q=s_q, s_kv=s_kv, d=64)
+    kw = {}
+    if bottom_right:
+        kw = dict(diagonal_alignment=cudnn.diagonal_alignment.BOTTOM_RIGHT, use_padding_mask=True,
+                  seq_len_q=g.tensor([2, 1, 1, 1], data_type=I32), seq_len_kv=g.tensor([2, 1, 1, 1], data_type=I32))
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, diagonal_band_left_bound=20 if bottom_right else 33,
+                   diagonal_band_right_bound=0, implementation=AI.COMPOSITE, **kw)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()  # deviceless: finalized on this machine's cuDNN
+    p = _program(g, _on_919)  # the composite chain, as on cuDNN 9.19 (>= 9.21 has the band-mask op)
+    nodes = p.nodes
+    selects = [i for i, n in enumerate(nodes) if n.spec.method == "binary_select"]
+    band = selects[-2:]  # the padding mask's select comes first
+    start = selects[-3] + 1 if bottom_right else 2
+    right_bound = [n.spec.method for n in nodes[start:band[0] + 1]]
+    left_bound = [n.spec.method for n in nodes[band[0] + 1:band[1] + 1]]
+    if bottom_right:
+        assert right_bound == ["gen_index", "gen_index", "add", "sub", "cmp_ge", "binary_select"]
+        assert left_bound == ["gen_index", "gen_index", "add", "sub", "add", "cmp_gt", "binary_select"]
+    else:
+        assert right_bound == ["gen_index", "gen_index", "cmp_ge", "binary_select"]
+        assert left_bound == ["gen_index", "gen_index", "add", "cmp_gt", "binary_select"]
+    for first, end in ((start, band[0]), (band[0] + 1, band[1])):
+        row, col = nodes[first], nodes[first + 1]
+        assert (row.params["axis"], col.params["axis"]) == (2, 3)
+        masked = nodes[end].inputs["IN_0"]  # the scores this bound's select masks
+        for n in (row, col):
+            assert n.inputs["IN_0"].uid == masked.uid
+            assert n.params["compute_data_type"] is F and n.outputs["OUT_0"].data_type is I32
+    assert nodes[band[1]].inputs["IN_0"].uid == nodes[band[0]].outputs["OUT_0"].uid  # the window masks the causal output
+    div = next(n for n in nodes if n.spec.method == "div")
+    max_ = next(n for n in nodes if n.spec.method == "reduction")
+    assert div.outputs["OUT_0"].uid < max_.outputs["Y"].uid

@@ -253,21 +253,6 @@ def _backward_padded_strides(program: Any) -> str | None:
     return None
 
 
-def _composite_attention(program: Any, kinds: tuple[str, ...] = ("sdpa",)) -> list[Any]:
-    """The user's attention nodes that were decomposed (a unified one stays a node of the program)."""
-    kept = {(n.op, n.name) for n in program.nodes}
-    return [n for n in _attention_nodes(program, kinds) if (n.op, n.name) not in kept]
-
-
-def _composite_sliding_window(program: Any) -> str | None:
-    # the FP8 forward is the same composite (its masks, softmax): refused alike, though not seen on the GPU yet
-    for n in _composite_attention(program, ("sdpa", "sdpa_fp8")):
-        if n.params.get("diagonal_band_left_bound") is not None:
-            return (f"{n.op} node {n.name!r} (composite) has a sliding window / left band bound "
-                    f"{n.params['diagonal_band_left_bound']}")
-    return None
-
-
 def _backward_with_dropout(program: Any) -> str | None:
     for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
         if drops(n.params):  # probability 0 builds no RNG: nothing to go wrong
@@ -418,14 +403,6 @@ ERRATA: tuple[Erratum, ...] = (
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
                "symmetric padding"),
-    Erratum(
-        id="sdpa-composite-sliding-window", first=91900, last=NO_UPPER, match=_composite_sliding_window,
-        effect="the composite attention with a sliding window finds no engine (causal + window 33, s 150: 'The matmul "
-               "should either be an entrance node or occur after the softmax') or gives wrong results (bottom-right "
-               "+ window 20 + padding, s_q 70, s_kv 150: relative error 1.19)",
-        workaround="no window, or implementation=UNIFIED where the running cuDNN supports band bounds (>= 9.21)",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_composite_forward_options[sliding_window], "
-                                      f"[bottom_right-window-padding]; {_CAUSE}"),
     Erratum(
         id="sdpa-backward-dropout", first=91900, last=NO_UPPER, match=_backward_with_dropout,
         effect="sdpa_backward with dropout gives a wrong dQ (a dropout mask, fp16, b 2 h 4 s 128 d 64: relative "
