@@ -747,9 +747,9 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
 
 
 def test_attention_errata_seen_on_the_h200():
-    """The backward with dropout or a sink token was wrong on the H200 with cuDNN 9.19: refused by validate(), naming
-    the erratum. A composite sliding window is not refused (it was our decomposition's fault, see
-    test_composite_band_masks_are_the_frontends)."""
+    """The backward with a sink token was wrong on the H200 with cuDNN 9.19: refused by validate(), naming the
+    erratum. A composite sliding window and the backward with dropout are not refused (they were our
+    decomposition's faults: test_composite_band_masks_are_the_frontends, test_backward_dq_reads_k_in_float)."""
     g = half_graph()
     q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
     g.sdpa(q, k, v, generate_stats=True, use_causal_mask=True, sliding_window_length=33,
@@ -770,8 +770,7 @@ def test_attention_errata_seen_on_the_h200():
         return g
 
     backward().validate()  # the plain backward is not refused
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-dropout.*a mask"):
-        backward(mask=True).validate()
+    backward(mask=True).validate()  # nor with dropout (dQ's K was HALF in our decomposition, see below)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-sink"):
         backward(sink=True).validate()
     g = half_graph()
@@ -867,3 +866,36 @@ def test_composite_band_masks_are_the_frontends(bottom_right):
     div = next(n for n in nodes if n.spec.method == "div")
     max_ = next(n for n in nodes if n.spec.method == "reduction")
     assert div.outputs["OUT_0"].uid < max_.outputs["Y"].uid
+
+
+@pytest.mark.parametrize("dropout", [None, "mask", "rng"])
+def test_backward_dq_reads_k_in_float(dropout):
+    """The backward as the frontend builds it (its API log on cuDNN 9.19): dQ = dS · K with K viewed back from Kᵀ
+    as a FLOAT virtual tensor (ours was in K's HALF: a FLOAT x HALF matmul, and a wrong dQ with dropout on the
+    H200), dO ∘ O with the frontend's strides (h·s·d, s·d, h·d, 1), and one by-value dropout scale shared by P's
+    and dS's dropout."""
+    g = half_graph()
+    b, h, s, d = 2, 4, 128, 64
+    q, k, v = qkv(g, b=b, h_q=h, h_k=h, s_q=s, s_kv=s, d=d)
+    o, d_o = g.tensor([b, h, s, d], name="o"), g.tensor([b, h, s, d], name="dO")
+    kw = {}
+    if dropout == "mask":
+        kw["dropout"] = (g.tensor([b, h, s, s], name="dm"), g.tensor([1, 1, 1, 1], data_type=F),
+                         g.tensor([1, 1, 1, 1], data_type=F))
+    elif dropout == "rng":
+        kw["dropout"] = (0.2, *(g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name=n) for n in ("sd", "of")))
+    for t in g.sdpa_backward(q, k, v, o, d_o, g.tensor([b, h, s, 1], data_type=F), attn_scale=0.125,
+                             use_causal_mask=True, **kw):
+        t.set_output(True)
+    g.validate()  # deviceless
+    p = _program(g)
+    matmuls = [n for n in p.nodes if n.spec.method == "matmul"]
+    dq_mm = matmuls[-1]  # into the FLOAT dQ accumulator
+    assert dq_mm.inputs["A"].data_type is F and dq_mm.inputs["B"].data_type is F
+    assert list(dq_mm.inputs["B"].dim) == [b, h, s, d]
+    d_o_o = next(n for n in p.nodes if n.spec.method == "mul" and {t.uid for t in n.inputs.values()} >= {d_o.uid, o.uid})
+    assert list(d_o_o.outputs["OUT_0"].stride) == [h * s * d, s * d, h * d, 1]
+    if dropout == "rng":
+        by_value = [t.uid for n in p.nodes if n.spec.method == "mul" for t in n.inputs.values()
+                    if t.is_pass_by_value and t.pass_by_value == pytest.approx(1 / 0.8)]
+        assert len(by_value) == 2 and len(set(by_value)) == 1  # P's and dS's dropout read one scale

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..enums import dtype_info
 from ..errors import cudnnGraphNotSupportedError, version_string
-from ..ir.ops.attention import drops
 
 NO_UPPER = 10**6  # not seen fixed: applies to every newer version until a GPU run shows otherwise
 
@@ -253,13 +252,6 @@ def _backward_padded_strides(program: Any) -> str | None:
     return None
 
 
-def _backward_with_dropout(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
-        if drops(n.params):  # probability 0 builds no RNG: nothing to go wrong
-            return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
-    return None
-
-
 def _unified_block_mask(program: Any) -> str | None:
     for n in program.nodes:  # a unified sdpa stays one node of the program
         if n.op == "sdpa" and "BLOCK_MASK" in n.inputs:
@@ -403,12 +395,6 @@ ERRATA: tuple[Erratum, ...] = (
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
                "symmetric padding"),
-    Erratum(
-        id="sdpa-backward-dropout", first=91900, last=NO_UPPER, match=_backward_with_dropout,
-        effect="sdpa_backward with dropout gives a wrong dQ (a dropout mask, fp16, b 2 h 4 s 128 d 64: relative "
-               "error 0.052 against float64, the tolerance 0.02); the RNG form shares the masked-dP decomposition",
-        workaround="train without attention dropout, or compute the backward outside cuDNN",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[dropout-mask]; {_CAUSE}"),
     Erratum(
         id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_with_sink("sdpa_backward", "sdpa_fp8_backward"),
         effect="sdpa_backward with a sink token leaves dSink unwritten (NaN poison) with a causal mask",
