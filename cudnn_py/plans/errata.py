@@ -243,15 +243,6 @@ def _backward_unaligned_kv(program: Any) -> str | None:
     return None
 
 
-def _backward_padded_strides(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward",)):
-        for t in list(n.inputs.values()) + list(n.outputs.values()):
-            if len(t.dim) == 4 and int(t.dim[3]) > 1 and not t.is_pass_by_value and not _packed(t):
-                return (f"sdpa_backward node {n.name!r}: tensor {t.name!r} has padded strides {list(t.stride)} for "
-                        f"dims {list(t.dim)}")
-    return None
-
-
 def _unified_block_mask(program: Any) -> str | None:
     for n in program.nodes:  # a unified sdpa stays one node of the program
         if n.op == "sdpa" and "BLOCK_MASK" in n.inputs:
@@ -299,16 +290,6 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="every GPU (the official frontend's workaround and release notes)",
         source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
                "the workaround padding mask), release 1.16 notes (PR #179)"),
-    Erratum(
-        id="sdpa-backward-padded-strides", first=90000, last=NO_UPPER, match=_backward_padded_strides,
-        effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
-               "corrupted gradients",
-        workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
-        seen_on="the GPUs of CUDA.jl's CI; not reproduced on the H200 with cuDNN 9.19.0 (.dev probe of "
-                "tests/test_gpu_sdpa.py's padded causal backward with the erratum lifted: dQ / dK / dV within 3e-4 "
-                "fp16, 2.5e-3 bf16), kept until a source says which releases or GPUs it covers",
-        source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
-               "cudnn_py on the H200)"),
     Erratum(
         id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
