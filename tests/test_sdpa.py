@@ -638,8 +638,7 @@ def test_backward_errata():
     program = SimpleNamespace(source=g, nodes=[])
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-unaligned-kv.*s_kv = 100"):
         errata.check(program, 91500)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-padded-strides.*'o_padded'"):
-        errata.check(program, 92800)
+    errata.check(program, 92800)  # padded strides: the official frontend's operation graph, no erratum
 
 
 def test_backward_keeps_softmax_sum_and_the_dq_accumulator_in_the_workspace():
@@ -804,14 +803,14 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
 
 
 def test_attention_errata_seen_on_the_h200():
-    """Composite sliding windows, and the backward with dropout or a sink token, were wrong (or found no engine) on
-    the H200 with cuDNN 9.19: refused by validate(), naming the erratum."""
+    """The backward with a sink token was wrong on the H200 with cuDNN 9.19: refused by validate(), naming the
+    erratum. A composite sliding window and the backward with dropout are not refused (they were our
+    decomposition's faults: test_composite_band_masks_are_the_frontends, test_backward_dq_reads_k_in_float)."""
     g = half_graph()
     q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
     g.sdpa(q, k, v, generate_stats=True, use_causal_mask=True, sliding_window_length=33,
            implementation=AI.COMPOSITE)[0].set_output(True)
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-composite-sliding-window.*left band bound 33"):
-        g.validate()
+    g.validate()
 
     def backward(**kw):
         g = half_graph()
@@ -827,8 +826,7 @@ def test_attention_errata_seen_on_the_h200():
         return g
 
     backward().validate()  # the plain backward is not refused
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-dropout.*a mask"):
-        backward(mask=True).validate()
+    backward(mask=True).validate()  # nor with dropout (dQ's K was HALF in our decomposition, see below)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-sink"):
         backward(sink=True).validate()
     g = half_graph()
@@ -874,3 +872,86 @@ def test_rng_dump_with_dropout_probability_zero_is_refused():
     stats = g.tensor([2, 4, 12, 1], data_type=F, name="stats")
     with pytest.raises(ValueError, match=r"sdpa_backward\(\): rng_dump needs a dropout probability above 0"):
         g.sdpa_backward(q, k, v, o, d_o, stats, dropout=(0.0, seed, offset), rng_dump=g.tensor([2, 4, 12, 20]))
+
+
+def _on_919(feature, at_least=0):
+    return versions.since(feature) <= 91900 and at_least <= 91900
+
+
+@pytest.mark.parametrize("bottom_right", [False, True])
+def test_composite_band_masks_are_the_frontends(bottom_right):
+    """The composite causal + sliding-window masks as the frontend builds them (its API log on cuDNN 9.19): each bound
+    indexes the scores it masks - the causal select's output for the window - with a GEN_INDEX pair of its own
+    (row, then column), computed in FLOAT with INT32 indices. One pair shared by both bounds (indexing the scores
+    before either select) found no engine (causal + window) or gave wrong results (bottom-right + window + padding)
+    on the H200. The probabilities' tensor is made before the statistics' (its uid decides where cuDNN sorts the
+    stats branch: before exp / sum and bmm2, as the frontend's)."""
+    g = half_graph()
+    s_q, s_kv = (70, 150) if bottom_right else (150, 150)
+    q, k, v = qkv(g, b=2, h_q=4, h_k=4, s_q=s_q, s_kv=s_kv, d=64)
+    kw = {}
+    if bottom_right:
+        kw = dict(diagonal_alignment=cudnn.diagonal_alignment.BOTTOM_RIGHT, use_padding_mask=True,
+                  seq_len_q=g.tensor([2, 1, 1, 1], data_type=I32), seq_len_kv=g.tensor([2, 1, 1, 1], data_type=I32))
+    o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, diagonal_band_left_bound=20 if bottom_right else 33,
+                   diagonal_band_right_bound=0, implementation=AI.COMPOSITE, **kw)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    g.validate()  # deviceless: finalized on this machine's cuDNN
+    p = _program(g, _on_919)  # the composite chain, as on cuDNN 9.19 (>= 9.21 has the band-mask op)
+    nodes = p.nodes
+    selects = [i for i, n in enumerate(nodes) if n.spec.method == "binary_select"]
+    band = selects[-2:]  # the padding mask's select comes first
+    start = selects[-3] + 1 if bottom_right else 2
+    right_bound = [n.spec.method for n in nodes[start:band[0] + 1]]
+    left_bound = [n.spec.method for n in nodes[band[0] + 1:band[1] + 1]]
+    if bottom_right:
+        assert right_bound == ["gen_index", "gen_index", "add", "sub", "cmp_ge", "binary_select"]
+        assert left_bound == ["gen_index", "gen_index", "add", "sub", "add", "cmp_gt", "binary_select"]
+    else:
+        assert right_bound == ["gen_index", "gen_index", "cmp_ge", "binary_select"]
+        assert left_bound == ["gen_index", "gen_index", "add", "cmp_gt", "binary_select"]
+    for first, end in ((start, band[0]), (band[0] + 1, band[1])):
+        row, col = nodes[first], nodes[first + 1]
+        assert (row.params["axis"], col.params["axis"]) == (2, 3)
+        masked = nodes[end].inputs["IN_0"]  # the scores this bound's select masks
+        for n in (row, col):
+            assert n.inputs["IN_0"].uid == masked.uid
+            assert n.params["compute_data_type"] is F and n.outputs["OUT_0"].data_type is I32
+    assert nodes[band[1]].inputs["IN_0"].uid == nodes[band[0]].outputs["OUT_0"].uid  # the window masks the causal output
+    div = next(n for n in nodes if n.spec.method == "div")
+    max_ = next(n for n in nodes if n.spec.method == "reduction")
+    assert div.outputs["OUT_0"].uid < max_.outputs["Y"].uid
+
+
+@pytest.mark.parametrize("dropout", [None, "mask", "rng"])
+def test_backward_dq_reads_k_in_float(dropout):
+    """The backward as the frontend builds it (its API log on cuDNN 9.19): dQ = dS · K with K viewed back from Kᵀ
+    as a FLOAT virtual tensor (ours was in K's HALF: a FLOAT x HALF matmul, and a wrong dQ with dropout on the
+    H200), dO ∘ O with the frontend's strides (h·s·d, s·d, h·d, 1), and one by-value dropout scale shared by P's
+    and dS's dropout."""
+    g = half_graph()
+    b, h, s, d = 2, 4, 128, 64
+    q, k, v = qkv(g, b=b, h_q=h, h_k=h, s_q=s, s_kv=s, d=d)
+    o, d_o = g.tensor([b, h, s, d], name="o"), g.tensor([b, h, s, d], name="dO")
+    kw = {}
+    if dropout == "mask":
+        kw["dropout"] = (g.tensor([b, h, s, s], name="dm"), g.tensor([1, 1, 1, 1], data_type=F),
+                         g.tensor([1, 1, 1, 1], data_type=F))
+    elif dropout == "rng":
+        kw["dropout"] = (0.2, *(g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name=n) for n in ("sd", "of")))
+    for t in g.sdpa_backward(q, k, v, o, d_o, g.tensor([b, h, s, 1], data_type=F), attn_scale=0.125,
+                             use_causal_mask=True, **kw):
+        t.set_output(True)
+    g.validate()  # deviceless
+    p = _program(g)
+    matmuls = [n for n in p.nodes if n.spec.method == "matmul"]
+    dq_mm = matmuls[-1]  # into the FLOAT dQ accumulator
+    assert dq_mm.inputs["A"].data_type is F and dq_mm.inputs["B"].data_type is F
+    assert list(dq_mm.inputs["B"].dim) == [b, h, s, d]
+    d_o_o = next(n for n in p.nodes if n.spec.method == "mul" and {t.uid for t in n.inputs.values()} >= {d_o.uid, o.uid})
+    assert list(d_o_o.outputs["OUT_0"].stride) == [h * s * d, s * d, h * d, 1]
+    if dropout == "rng":
+        by_value = [t.uid for n in p.nodes if n.spec.method == "mul" for t in n.inputs.values()
+                    if t.is_pass_by_value and t.pass_by_value == pytest.approx(1 / 0.8)]
+        assert len(by_value) == 2 and len(set(by_value)) == 1  # P's and dS's dropout read one scale

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..enums import dtype_info
 from ..errors import cudnnGraphNotSupportedError, version_string
-from ..ir.ops.attention import drops
 
 NO_UPPER = 10**6  # not seen fixed: applies to every newer version until a GPU run shows otherwise
 
@@ -244,37 +243,6 @@ def _backward_unaligned_kv(program: Any) -> str | None:
     return None
 
 
-def _backward_padded_strides(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward",)):
-        for t in list(n.inputs.values()) + list(n.outputs.values()):
-            if len(t.dim) == 4 and int(t.dim[3]) > 1 and not t.is_pass_by_value and not _packed(t):
-                return (f"sdpa_backward node {n.name!r}: tensor {t.name!r} has padded strides {list(t.stride)} for "
-                        f"dims {list(t.dim)}")
-    return None
-
-
-def _composite_attention(program: Any, kinds: tuple[str, ...] = ("sdpa",)) -> list[Any]:
-    """The user's attention nodes that were decomposed (a unified one stays a node of the program)."""
-    kept = {(n.op, n.name) for n in program.nodes}
-    return [n for n in _attention_nodes(program, kinds) if (n.op, n.name) not in kept]
-
-
-def _composite_sliding_window(program: Any) -> str | None:
-    # the FP8 forward is the same composite (its masks, softmax): refused alike, though not seen on the GPU yet
-    for n in _composite_attention(program, ("sdpa", "sdpa_fp8")):
-        if n.params.get("diagonal_band_left_bound") is not None:
-            return (f"{n.op} node {n.name!r} (composite) has a sliding window / left band bound "
-                    f"{n.params['diagonal_band_left_bound']}")
-    return None
-
-
-def _backward_with_dropout(program: Any) -> str | None:
-    for n in _attention_nodes(program, ("sdpa_backward", "sdpa_fp8_backward")):
-        if drops(n.params):  # probability 0 builds no RNG: nothing to go wrong
-            return f"{n.op} node {n.name!r} has dropout ({'a mask' if n.params['dropout'] == 'mask' else 'RNG'})"
-    return None
-
-
 def _unified_block_mask(program: Any) -> str | None:
     for n in program.nodes:  # a unified sdpa stays one node of the program
         if n.op == "sdpa" and "BLOCK_MASK" in n.inputs:
@@ -322,16 +290,6 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="every GPU (the official frontend's workaround and release notes)",
         source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
                "the workaround padding mask), release 1.16 notes (PR #179)"),
-    Erratum(
-        id="sdpa-backward-padded-strides", first=90000, last=NO_UPPER, match=_backward_padded_strides,
-        effect="attention backward over tensors with padded (non-dense) head or sequence strides gives silently "
-               "corrupted gradients",
-        workaround="make q, k, v, o, dO and the gradients dense (BHSD or BSHD without padding)",
-        seen_on="the GPUs of CUDA.jl's CI; not reproduced on the H200 with cuDNN 9.19.0 (.dev probe of "
-                "tests/test_gpu_sdpa.py's padded causal backward with the erratum lifted: dQ / dK / dV within 3e-4 "
-                "fp16, 2.5e-3 bf16), kept until a source says which releases or GPUs it covers",
-        source="shared/reference/errata.md #12: JuliaGPU/CUDA.jl PR #3238 (seen there; not yet reproduced by "
-               "cudnn_py on the H200)"),
     Erratum(
         id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
@@ -418,20 +376,6 @@ ERRATA: tuple[Erratum, ...] = (
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
                "symmetric padding"),
-    Erratum(
-        id="sdpa-composite-sliding-window", first=91900, last=NO_UPPER, match=_composite_sliding_window,
-        effect="the composite attention with a sliding window finds no engine (causal + window 33, s 150: 'The matmul "
-               "should either be an entrance node or occur after the softmax') or gives wrong results (bottom-right "
-               "+ window 20 + padding, s_q 70, s_kv 150: relative error 1.19)",
-        workaround="no window, or implementation=UNIFIED where the running cuDNN supports band bounds (>= 9.21)",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_composite_forward_options[sliding_window], "
-                                      f"[bottom_right-window-padding]; {_CAUSE}"),
-    Erratum(
-        id="sdpa-backward-dropout", first=91900, last=NO_UPPER, match=_backward_with_dropout,
-        effect="sdpa_backward with dropout gives a wrong dQ (a dropout mask, fp16, b 2 h 4 s 128 d 64: relative "
-               "error 0.052 against float64, the tolerance 0.02); the RNG form shares the masked-dP decomposition",
-        workaround="train without attention dropout, or compute the backward outside cuDNN",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[dropout-mask]; {_CAUSE}"),
     Erratum(
         id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_with_sink("sdpa_backward", "sdpa_fp8_backward"),
         effect="sdpa_backward with a sink token leaves dSink unwritten (NaN poison) with a causal mask",

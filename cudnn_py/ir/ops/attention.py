@@ -588,7 +588,8 @@ def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP,
 def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
     """The causal / sliding-window masks (§13, as ``attn_score_modifiers.h: sliding_window_mask`` builds them):
     the unified band-mask ops where the running cuDNN has them (>= 9.21) and the shapes are static, else the
-    frontend's composite chain with INT32 indices; right bound first, then left bound."""
+    frontend's composite chain (INT32 indices computed in FLOAT, a fresh pair per bound); right bound first, then left
+    bound."""
     p = node.params
     left, right = p["diagonal_band_left_bound"], p["diagonal_band_right_bound"]
     if left is None and right is None:
@@ -603,9 +604,16 @@ def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
     s_q, s_kv = int(s.dim[2]), int(s.dim[3])
     lens_q = seq_q if per_batch else s_q  # INT32 tensors, or INT32 scalars for static shapes
     lens_kv = seq_kv if per_batch else s_kv
-    row = rw.gen_index(s, 2, compute_data_type=i32, out_data_type=i32)
-    col = rw.gen_index(s, 3, compute_data_type=i32, out_data_type=i32)
+
+    def indices(scores: Tensor) -> tuple[Tensor, Tensor]:
+        # each bound indexes the scores it masks (the previous bound's output), with its own GEN_INDEX pair computed
+        # in FLOAT (INT32 indices), row first, as the frontend builds them: one index pair shared by both bounds
+        # (indexing the scores before either select) found no engine or gave wrong results on cuDNN 9.19 / H200
+        return (rw.gen_index(scores, 2, compute_data_type=f32, out_data_type=i32),
+                rw.gen_index(scores, 3, compute_data_type=f32, out_data_type=i32))
+
     if right is not None:  # keep row (+ s_kv - s_q) + R >= col
+        row, col = indices(s)
         limit = row
         if bottom_right:
             limit = rw.add(limit, lens_kv, compute_data_type=i32, out_data_type=i32)
@@ -615,6 +623,7 @@ def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
         keep = rw.cmp_ge(limit, col, compute_data_type=boolean, out_data_type=boolean)
         s = rw.binary_select(s, -math.inf, keep, compute_data_type=f32)
     if left is not None:  # keep col + L (- s_kv + s_q) > row
+        row, col = indices(s)
         if per_batch:
             start = rw.add(col, int(left), compute_data_type=i32, out_data_type=i32)
             start = rw.sub(start, lens_kv, compute_data_type=i32, out_data_type=i32)
@@ -654,6 +663,10 @@ def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any)
     f32, outs = data_type.FLOAT, node.outputs
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
     sink = node.inputs.get("SINK_TOKEN")
+    # the probabilities' tensor is made first, as the frontend makes it: its uid below the statistics' puts the stats
+    # branch before exp / sum and bmm2 in the order cuDNN sorts the graph's nodes into (the frontend's order)
+    scores = [*row_dims[:3], int(s.dim[3])]
+    probs = virtual(rw, "softmax_probs", scores, layout.row_major_strides(scores), out_type)
     m = outs.get("Max") or virtual(rw, "softmax_max", row_dims, row_strides, f32)
     if sink is None:
         rw.reduction(s, reduction_mode.MAX, compute_data_type=f32, out=m)
@@ -673,7 +686,8 @@ def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any)
     if "Max" not in outs:
         stats = outs.get("Stats") or virtual(rw, "softmax_stats", row_dims, row_strides, f32)
         rw.add(m, rw.log(z, compute_data_type=f32), compute_data_type=f32, out=stats)
-    return rw.div(e, z, compute_data_type=f32, out_data_type=out_type)
+    rw.div(e, z, compute_data_type=f32, out=probs)
+    return probs
 
 
 def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: Any) -> Tensor:

@@ -203,7 +203,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     mask, scale, scale_inv = _dropout_operands(rw, node, scores)
     # D = rowsum(dO ∘ O), times (1 - p): the softmax_sum
     rows = [b, h, s_q, 1]
-    red = row_sum_d(rw, node, d_o, o, stats, rows)
+    red = row_sum_d(rw, node, d_o, o, stats, rows, frontend_strides=True)
     total_q = _ragged_total(node, "max_total_seq_len_q", stats, options)
     if total_q is not None:  # Stats' packed layout: max_total_seq_len_q rows of Stats' row stride
         softmax_sum = _scratch(rw, "softmax_sum", rows, [int(x) for x in stats.stride], stats.ragged_offset,
@@ -239,8 +239,10 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     d_s_t = _transposed_view(rw, d_s, q.data_type, "reshape_dS")
     _grad_matmul(rw, d_s_t, q, outs["dK"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dK", total_kv["dK"])
+    # Kᵀ viewed back as K, read in FLOAT as the frontend describes it: dQ = dS · K with both operands FLOAT (a HALF
+    # K here made dQ's matmul mixed-precision, FLOAT x HALF, and dQ wrong with dropout on cuDNN 9.19 / H200)
     k_back = fwd.virtual(rw, "reshape_k", [b, h_k, s_kv, d_qk],
-                         [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], k.data_type)
+                         [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], f32)
     rw.attention_view(k, out=k_back)
     dq_overrides = {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}
     if "dBias" in outs or node.params["use_deterministic_algorithm"]:
@@ -259,11 +261,18 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
 
 
 def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: list[int],
-              descales: tuple[Any, ...] = ()) -> Tensor:
+              descales: tuple[Any, ...] = (), frontend_strides: bool = False) -> Tensor:
     """D = rowsum(dO ∘ O) (times the FP8 backwards' descales of dO and O), and from it dSink = -Σ p_sink · D with
-    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16)."""
+    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16). With
+    ``frontend_strides`` dO ∘ O (virtual) has the strides the frontend gives it, (h·s·d, s·d, h·d, 1) for
+    (b, h, s, d), not the packed ones."""
     f32, h, s_q = data_type.FLOAT, rows[1], rows[2]
-    d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
+    if frontend_strides:
+        d_v = int(o.dim[3])
+        d_o_o = fwd.virtual(rw, "dO_o", [rows[0], h, s_q, d_v], [h * s_q * d_v, s_q * d_v, h * d_v, 1], f32)
+        rw.mul(d_o, o, compute_data_type=f32, out=d_o_o)
+    else:
+        d_o_o = rw.mul(d_o, o, compute_data_type=f32, out_data_type=f32)
     red = fwd.virtual(rw, "reduce_dO_o", rows, [h * s_q, s_q, 1, 1], f32)
     rw.reduction(d_o_o, reduction_mode.ADD, compute_data_type=f32, out=red)
     for descale in descales:
@@ -298,7 +307,8 @@ def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any,
     if drawn is None:
         return None, None, None
     mask, keep = drawn
-    return mask, 1.0 / keep, keep
+    # one by-value scale, read by P's dropout and by dS's, as the frontend shares it
+    return mask, rw._scalar(1.0 / keep), keep
 
 
 def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:
