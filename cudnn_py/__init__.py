@@ -18,7 +18,7 @@ from .backend import (  # noqa: F401
 )
 from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
 from .errors import cudnnGraphNotSupportedError  # noqa: F401
-from .graph import pygraph, tensor  # noqa: F401
+from .facade import pygraph, tensor  # noqa: F401
 from .plans.device_properties import create_device_properties  # noqa: F401
 from .plans.kernel_cache import create_kernel_cache  # noqa: F401
 

@@ -30,7 +30,7 @@ def _module_to_check(tmp_path: Path) -> tuple[str, str]:
     if probe.returncode == 0:
         return "cudnn_py", str(ROOT)
     (tmp_path / "cudnn_py_graph_shim.py").write_text(
-        "from cudnn_py.enums import *\nfrom cudnn_py.graph import pygraph, tensor, cudnnGraphNotSupportedError\n")
+        "from cudnn_py.enums import *\nfrom cudnn_py.facade import pygraph, tensor, cudnnGraphNotSupportedError\n")
     return "cudnn_py_graph_shim", f"{ROOT}{os.pathsep}{tmp_path}"
 
 

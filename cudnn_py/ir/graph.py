@@ -9,7 +9,7 @@ Design (after the 1.32 pure-Python pygraph):
   * The user's graph stays as the user built it: the passes (``cudnn_py.ir.passes``) work on a copy.
   * After planning the whole graph freezes (tensors, nodes, context): every later mutation raises.
 The op builders come from the op specs (``builders.py``); planning and execution live above the IR (the
-classic facade ``cudnn_py.graph.pygraph`` and ``cudnn_py.plans``).
+classic facade ``cudnn_py.facade.pygraph`` and ``cudnn_py.plans``).
 """
 from __future__ import annotations
 
