@@ -41,7 +41,8 @@ def weak_callable(callback: Callable[..., Any]) -> Callable[[], Callable[..., An
 class GraphContext:
     """Graph-level data-type defaults; frozen with the graph."""
 
-    def __init__(self, io_data_type: Any, intermediate_data_type: Any, compute_data_type: Any) -> None:
+    def __init__(self, io_data_type: Any = None, intermediate_data_type: Any = None,
+                 compute_data_type: Any = None) -> None:
         self._frozen = False
         self.io_data_type = io_data_type
         self.intermediate_data_type = intermediate_data_type
