@@ -7,7 +7,9 @@ __version__ = "0.1.0"
 
 import logging as _logging
 
+from . import datatypes  # noqa: F401  (1.32's cudnn.datatypes)
 from .backend import (  # noqa: F401
+                      Handle,
                       backend_version,
                       backend_version_string,
                       create_handle,
@@ -16,11 +18,15 @@ from .backend import (  # noqa: F401
                       get_stream,
                       set_stream,
 )
+from .backend.device import DeviceInfo  # noqa: F401
 from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
 from .errors import cudnnGraphNotSupportedError  # noqa: F401
-from .graph import pygraph, tensor  # noqa: F401
+from .facade import GraphContext, Node, NodeType, Tensor, graph, graph_cache, jit, pygraph, sdpa_capabilities, tensor  # noqa: F401
 from .plans.device_properties import create_device_properties  # noqa: F401
 from .plans.kernel_cache import create_kernel_cache  # noqa: F401
+from .plans.session import knob  # noqa: F401
+
+handle = Handle  # 1.32's alias, for annotations naming `cudnn.handle`
 
 # The `cudnn_py` logger (and its per-module children) is silent unless the application configures logging:
 # graph builds and their times, heuristics results, plan choices, cache hits and misses, workspace allocations.

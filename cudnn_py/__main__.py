@@ -234,7 +234,7 @@ def explain_command(script: str, name: str | None, fmt: str, render: str | None 
     import json
     import runpy
 
-    from .graph import explain, pygraph
+    from .facade import explain, pygraph
 
     try:
         namespace = runpy.run_path(script, run_name="__main__")

@@ -12,6 +12,7 @@ binding layer that reads `cudnn_graph.h`.
 from __future__ import annotations
 
 import enum
+import operator
 from typing import Any, TypeVar
 
 from . import dtypes
@@ -19,7 +20,8 @@ from . import dtypes
 __all__ = [
     "data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type", "norm_forward_phase",
     "heur_mode", "reduction_mode", "build_plan_policy", "numerical_note", "behavior_note", "diagonal_alignment",
-    "attention_implementation", "moe_grouped_matmul_mode", "cuda_graph_retention",
+    "attention_implementation", "moe_grouped_matmul_mode", "cuda_graph_retention", "FRONTEND_KNOB_TYPE_BASE",
+    "is_frontend_knob_type",
 ]
 # convolution_mode exists but, as in the classic module, is not re-exported at the top level.
 
@@ -49,8 +51,13 @@ class _ClassicEnum(enum.Enum):
         return getattr, (type(self), self.name)
 
 
-def _make(name: str, members: list) -> Any:  # Any: members are made at run time, mypy cannot see them
-    cls: Any = _ClassicEnum(name, [(m, i) for i, m in enumerate(members)], module=__name__)  # type: ignore[call-arg]
+def _make(name: str, members: list, band: tuple[int, list] | None = None) -> Any:
+    """An enum of ``members`` numbered from 0, plus, with ``band`` = (base, names), ``names`` numbered from base.
+    (Any: members are made at run time, mypy cannot see them.)"""
+    values = [(m, i) for i, m in enumerate(members)]
+    if band is not None:
+        values += [(m, band[0] + i) for i, m in enumerate(band[1])]
+    cls: Any = _ClassicEnum(name, values, module=__name__)  # type: ignore[call-arg]
     cls.__qualname__ = name
     return cls
 
@@ -68,7 +75,15 @@ _BACKEND_KNOBS = [
 # 1.32's frontend-only knob band: these never reach the backend.
 _FRONTEND_KNOBS = ["SCHED_POLICY", "PACK_GQA", "SPLIT_KV", "PIPELINE_ARCH", "MMA_TILE_M", "MMA_TILE_N", "MMA_TILE_K",
                    "CTA_GROUP", "WARPS_M", "WARPS_N"]
-knob_type = _make("knob_type", ["NOT_SET"] + _BACKEND_KNOBS + _FRONTEND_KNOBS)
+FRONTEND_KNOB_TYPE_BASE = 1000  # 1.32: the frontend-only knob types are numbered from here
+knob_type = _make("knob_type", ["NOT_SET"] + _BACKEND_KNOBS, band=(FRONTEND_KNOB_TYPE_BASE, _FRONTEND_KNOBS))
+
+
+def is_frontend_knob_type(knob: Any) -> bool:
+    """True for a knob type of 1.32's frontend-only band (tuned by the frontend's own engines, never sent to
+    cuDNN): a ``knob_type`` member or its integer value."""
+    value = knob.value if isinstance(knob, knob_type) else operator.index(knob)
+    return value >= FRONTEND_KNOB_TYPE_BASE
 norm_forward_phase = _make("norm_forward_phase", ["INFERENCE", "TRAINING", "NOT_SET"])
 heur_mode = _make("heur_mode", ["A", "B", "FALLBACK", "OPENSOURCE"])
 convolution_mode = _make("convolution_mode", ["CONVOLUTION", "CROSS_CORRELATION"])

@@ -35,9 +35,9 @@ def test_import_linter_catches_an_upward_import(tmp_path):
     shutil.copytree(ROOT / "cudnn_py", tmp_path / "cudnn_py")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     matmul = tmp_path / "cudnn_py" / "lowering" / "matmul.py"
-    matmul.write_text(matmul.read_text() + "\n\ndef _upward():\n    from ..graph import pygraph  # noqa\n")
+    matmul.write_text(matmul.read_text() + "\n\ndef _upward():\n    from ..facade import pygraph  # noqa\n")
     r = _run([exe], cwd=tmp_path)
-    assert r.returncode != 0 and "cudnn_py.lowering.matmul -> cudnn_py.graph" in r.stdout, r.stdout[-3000:]
+    assert r.returncode != 0 and "cudnn_py.lowering.matmul -> cudnn_py.facade" in r.stdout, r.stdout[-3000:]
 
 
 def test_ruff_is_clean():

@@ -19,7 +19,7 @@ from cudnn_py.engines import (
 )
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.enums import behavior_note, data_type, heur_mode, reduction_mode
-from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph
+from cudnn_py.facade import cudnnGraphNotSupportedError, pygraph
 
 D = data_type.DOUBLE
 RNG = np.random.default_rng(0)

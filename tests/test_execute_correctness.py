@@ -932,7 +932,7 @@ def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch)
     method back; the installed execute holds the graph weakly (no cycle: collected with the collector off)."""
     from tests.support.collector import collector_off
 
-    pygraph_mod = sys.modules["cudnn_py.graph.pygraph"]  # (cudnn_py.graph.pygraph is the class)
+    pygraph_mod = sys.modules["cudnn_py.facade.pygraph"]  # (cudnn_py.facade.pygraph is the class)
     g = _tiny_add_graph()
     fast = g.session.executor.fast(_NamedPlan(), pygraph_mod._classic_execute(g))
     g._use_fast_execute(fast)

@@ -11,7 +11,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py import __main__ as cli
-from cudnn_py.graph import explain
+from cudnn_py.facade import explain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F, H = cudnn.data_type.FLOAT, cudnn.data_type.HALF

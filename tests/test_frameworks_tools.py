@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.graph import explain
+from cudnn_py.facade import explain
 from cudnn_py.plans import workspace as workspace_mod
 
 ROOT = Path(__file__).resolve().parents[1]

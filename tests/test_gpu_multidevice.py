@@ -82,7 +82,7 @@ def test_a_graph_knows_its_device_and_its_handle_its_context():
 def test_create_handle_on_a_given_device():
     h = cudnn.create_handle(0)
     try:
-        assert h.device == 0 and h.context == cuda_context.current()
+        assert h.ordinal == h.device.ordinal == 0 and h.context == cuda_context.current()
         assert live.lookup(h).context == h.context
         g, A, B, C = matmul_relu(handle=h)
         assert g.session.device == 0

@@ -24,7 +24,7 @@ from cudnn_py.enums import (
     tensor_reordering,
 )
 from cudnn_py.errors import NotImplementedOptionError, PhaseError
-from cudnn_py.graph import cudnnGraphNotSupportedError, pygraph, tensor
+from cudnn_py.facade import cudnnGraphNotSupportedError, pygraph, tensor
 from cudnn_py.ir.ops.pointwise import DBL_MAX, FLT_MAX
 from cudnn_py.ir.spec import SPECS
 from cudnn_py.plans.session import Phase, PlanningSession, SessionOptions

@@ -15,5 +15,10 @@ def test_placement_of_reads_device_and_context_from_one_record(monkeypatch):
         assert handle.device_of(ptr) == 1 and handle.context_of(ptr) == 0xC0
     finally:
         live.unregister(ptr, destroyed=False)
-    unknown = handle.Handle(0x7E57_1000, 2)  # not registered: its own attributes answer
-    assert handle.placement_of(unknown) == (2, unknown.context)
+    wrapped = handle.Handle(0x7E57_1000, 2)  # a foreign handle wrapped by the caller (1.32): adopted
+    try:
+        assert handle.placement_of(wrapped) == (2, None) and not live.lookup(wrapped).owned
+        live.unregister(0x7E57_1000, destroyed=False)
+        assert handle.placement_of(wrapped) == (2, None)  # not registered: its own attributes answer
+    finally:
+        live.unregister(0x7E57_1000, destroyed=False)

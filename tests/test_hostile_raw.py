@@ -547,8 +547,10 @@ def test_destroy_twice_raises_instead_of_double_freeing(fake_handles):
     handle.set_stream(h, 0x1234)
     assert handle.get_stream(h) == 0x1234
     handle.destroy_handle(h)
+    assert h.backend_handle is None and h.stream is None  # the Handle is cleared (1.32)
     with pytest.raises(ValueError, match=f"handle {int(h):#x} was destroyed by destroy_handle"):
-        handle.destroy_handle(h)
+        handle.destroy_handle(int(h))  # the pointer value: refused
+    handle.destroy_handle(h)  # the cleared Handle: nothing to do (1.32), nothing reaches cuDNN
     assert fake_handles.destroyed == [int(h)]  # cudnnDestroy ran once
     for call in (lambda: handle.get_stream(h), lambda: handle.set_stream(h, 0)):
         with pytest.raises(ValueError, match="was destroyed"):

@@ -341,7 +341,7 @@ def test_handles_record_their_context():
     from cudnn_py.backend.handle import adopt_handle, context_of, device_of
 
     h = adopt_handle(H1)
-    assert (h.device, h.context) == (1, CTX1)
+    assert (h.ordinal, h.context) == (1, CTX1)
     assert device_of(H1) == 1 and context_of(H1) == CTX1 and context_of(0x77) is None
 
 
@@ -369,7 +369,7 @@ def test_create_handle_on_a_device_restores_the_callers_context(before, driver, 
     monkeypatch.setattr(handle_mod, "ensure_context", ensure_context)
     monkeypatch.setattr(handle_mod, "lib", FakeCudnn)
     h = handle_mod.create_handle(1)
-    assert (int(h), h.device, h.context) == (0xABC000, 1, CTX1)
+    assert (int(h), h.ordinal, h.context) == (0xABC000, 1, CTX1)
     assert seen == [CTX1], "cudnnCreate runs in device 1's context"
     assert driver.now() == before, "the caller's context (or none) is restored"
     assert live.lookup(h).context == CTX1

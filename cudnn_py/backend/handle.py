@@ -26,19 +26,53 @@ from .api import error_for, lib
 
 
 class Handle(int):
-    """A ``cudnnHandle_t``. It *is* the raw pointer value (an int), as the classic API returns, and also knows
-    the device it was created on."""
+    """A cuDNN handle, as 1.32's ``cudnn.Handle``: ``backend_handle`` (the ``cudnnHandle_t``; None once destroyed),
+    ``stream`` (the stream last set through :func:`set_stream`; 0 for a new handle) and ``device`` (the
+    :class:`~cudnn_py.backend.device.DeviceInfo` of its GPU). ``Handle(backend_handle, ordinal, stream)`` wraps a
+    handle made by another library, which cudnn_py then accepts (it is registered as adopted: :func:`destroy_handle`
+    leaves it to its creator).
 
-    device: int
+    Unlike 1.32's, it is also the raw pointer value (an int, as the classic API returned), so plain integer handles
+    and Handle objects are accepted alike everywhere a handle is."""
+
+    backend_handle: int | None
+    stream: Any
     context: int | None  # the CUcontext it was created in (None: not known); see backend.context
+    _ordinal: int | None
 
-    def __new__(cls, ptr: int, device: int, context: int | None = None) -> Handle:
+    def __new__(cls, backend_handle: int | None, ordinal: int | None = None, stream: Any = None, *,
+                context: int | None = None) -> Handle:
+        ptr = 0 if backend_handle is None else int(backend_handle)
         h = super().__new__(cls, ptr)
-        h.device, h.context = device, context
+        h.backend_handle = None if backend_handle is None else ptr
+        h._ordinal = None if ordinal is None else int(ordinal)
+        h.stream, h.context = stream, context
+        if ptr and live.lookup(ptr) is None:  # a foreign handle wrapped by the caller: theirs to destroy
+            live.register(ptr, h._ordinal, owned=False, origin="Handle", context=context)
         return h
 
+    def __init__(self, backend_handle: int | None, ordinal: int | None = None, stream: Any = None, *,
+                 context: int | None = None) -> None:
+        super().__init__()
+
+    @property
+    def ordinal(self) -> int:
+        """The CUDA device ordinal of the handle (the caller's current device for a handle wrapped without one)."""
+        if self._ordinal is None:
+            rec = live.lookup(self)
+            self._ordinal = rec.device if rec is not None and rec.device is not None else current_device()
+        return self._ordinal
+
+    @property
+    def device(self) -> Any:
+        """The :class:`~cudnn_py.backend.device.DeviceInfo` of the handle's GPU."""
+        from .device import device_info
+
+        return device_info(self.ordinal)
+
     def __repr__(self) -> str:
-        return f"Handle(0x{int(self):x}, device={self.device})"
+        backend = "None" if self.backend_handle is None else f"0x{self.backend_handle:x}"
+        return f"cudnn.Handle(backend_handle={backend}, cuda:{self._ordinal})"
 
 
 def current_device() -> int:
@@ -96,7 +130,7 @@ def create_handle(device: int | None = None) -> Handle:
     if not out.value:
         raise CudaUnavailableError(f"cudnnCreate succeeded but returned a NULL handle (device {dev})")
     live.register(out.value, dev, owned=True, origin="create_handle", context=ctx)
-    return Handle(out.value, dev, ctx)
+    return Handle(out.value, dev, 0, context=ctx)  # a new handle runs on the NULL stream
 
 
 def placement_of(handle: Any) -> tuple[int | None, int | None]:
@@ -106,7 +140,7 @@ def placement_of(handle: Any) -> tuple[int | None, int | None]:
     rec = live.lookup(handle)
     if rec is not None:
         return rec.device, rec.context
-    return getattr(handle, "device", None), getattr(handle, "context", None)
+    return getattr(handle, "_ordinal", None), getattr(handle, "context", None)
 
 
 def device_of(handle: Any) -> int | None:
@@ -140,9 +174,9 @@ def adopt_handle(ptr: Any, device: int | None = None, *, owned: bool = False) ->
         raise ValueError(f"adopt_handle: {p:#x} is not a pointer value")
     rec = live.lookup(p)
     if rec is not None:
-        return Handle(p, rec.device if rec.device is not None else (device or 0), rec.context)
+        return Handle(p, rec.device if rec.device is not None else device, context=rec.context)
     live.register(p, device, owned=owned, origin="adopt_handle")
-    return Handle(p, device or 0)
+    return Handle(p, device)
 
 
 def forget_handle(handle: Any) -> None:
@@ -154,7 +188,12 @@ def forget_handle(handle: Any) -> None:
 
 def destroy_handle(handle: int) -> None:
     """``cudnnDestroy`` a handle made by :func:`create_handle`. Raises ``ValueError`` for anything else: an int that
-    is no handle, one destroyed already (a double free), or an adopted handle cudnn_py does not own."""
+    is no handle, one destroyed already (a double free), or an adopted handle cudnn_py does not own. A
+    :class:`Handle` is cleared (``backend_handle`` and ``stream`` None); destroying a cleared one does nothing, as
+    in 1.32."""
+    if isinstance(handle, Handle) and handle.backend_handle is None:
+        handle.stream = None
+        return
     rec = live.lookup(handle)
     if rec is None:
         raise ValueError(f"destroy_handle: {live.why_not_live(handle)}")
@@ -173,6 +212,8 @@ def destroy_handle(handle: int) -> None:
         live.register(rec.ptr, rec.device, owned=rec.owned, origin=rec.origin, context=rec.context)
         raise error_for(status, "cudnnDestroy")
     _drop_defaults(rec.ptr)
+    if isinstance(handle, Handle):
+        handle.backend_handle = handle.stream = None
 
 
 def _drop_defaults(ptr: int) -> None:
@@ -202,6 +243,8 @@ def set_stream(handle: int, stream) -> None:
         call.end(status)
     if status != 0:
         raise error_for(status, "cudnnSetStream")
+    if isinstance(handle, Handle):
+        handle.stream = s
     for hook in stream_set_hooks:
         hook(h, s)
 
@@ -212,6 +255,8 @@ def get_stream(handle: int) -> int:
     status = lib().cudnnGetStream(h, ctypes.byref(out))
     if status != 0:
         raise error_for(status, "cudnnGetStream")
+    if isinstance(handle, Handle):
+        handle.stream = out.value or 0
     return out.value or 0
 
 

@@ -47,6 +47,8 @@ def unregister(ptr: int, *, destroyed: bool) -> LiveHandle | None:
 
 def lookup(value: Any) -> LiveHandle | None:
     """The registry entry for ``value`` (a Handle or plain int), or None. Cheap: one dict lookup."""
+    if getattr(value, "backend_handle", 0) is None:  # a cudnn_py Handle that destroy_handle cleared
+        return None
     try:
         return _live.get(value.__index__())
     except (AttributeError, TypeError):
@@ -60,6 +62,8 @@ def why_not_live(value: Any) -> str:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         return f"a handle is an int (a cudnnHandle_t), not {type(value).__name__}"
     v = value.__index__()
+    if getattr(value, "backend_handle", 0) is None:
+        return f"handle 0x{v:x} was destroyed by destroy_handle()"
     if v == 0:
         return "it is NULL (no handle)"
     if v in _destroyed:

@@ -3,12 +3,12 @@
 from . import ops  # noqa: F401  (registers every op spec before the builders are generated)
 from .builders import install_builders
 from .graph import Graph, GraphContext
-from .node import Node
+from .node import Node, NodeType
 from .program import Program, Rewriter
 from .spec import SPECS, OpSpec, Output, Param, Port
 from .tensor import Tensor, tensor
 
 install_builders(Graph)
 
-__all__ = ["Graph", "GraphContext", "Node", "OpSpec", "Output", "Param", "Port", "Program", "Rewriter", "SPECS",
-           "Tensor", "tensor"]
+__all__ = ["Graph", "GraphContext", "Node", "NodeType", "OpSpec", "Output", "Param", "Port", "Program", "Rewriter",
+           "SPECS", "Tensor", "tensor"]

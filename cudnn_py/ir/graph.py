@@ -9,7 +9,7 @@ Design (after the 1.32 pure-Python pygraph):
   * The user's graph stays as the user built it: the passes (``cudnn_py.ir.passes``) work on a copy.
   * After planning the whole graph freezes (tensors, nodes, context): every later mutation raises.
 The op builders come from the op specs (``builders.py``); planning and execution live above the IR (the
-classic facade ``cudnn_py.graph.pygraph`` and ``cudnn_py.plans``).
+classic facade ``cudnn_py.facade.pygraph`` and ``cudnn_py.plans``).
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def weak_callable(callback: Callable[..., Any]) -> Callable[[], Callable[..., An
 class GraphContext:
     """Graph-level data-type defaults; frozen with the graph."""
 
-    def __init__(self, io_data_type: Any, intermediate_data_type: Any, compute_data_type: Any) -> None:
+    def __init__(self, io_data_type: Any = None, intermediate_data_type: Any = None,
+                 compute_data_type: Any = None) -> None:
         self._frozen = False
         self.io_data_type = io_data_type
         self.intermediate_data_type = intermediate_data_type

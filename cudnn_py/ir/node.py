@@ -11,6 +11,7 @@ After the graph freezes, the dicts become read-only views and attribute writes r
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,79 @@ from .tensor import Tensor
 
 if TYPE_CHECKING:
     from .spec import OpSpec
+
+
+class NodeType(enum.Enum):
+    """1.32's ``cudnn.NodeType``: the operation kind of a node (``Node.node_type``). Members in 1.32's order; the
+    linear-attention kinds (GDN, KDA, MAMBA2, ...) exist for parity, cudnn_py builds no such node."""
+
+    COMPOSITE = 1
+    CONV_FPROP = 2
+    CONV_DGRAD = 3
+    CONV_WGRAD = 4
+    GENSTATS = 5
+    RESHAPE = 6
+    SLICE = 7
+    CONCATENATE = 8
+    TRANSPOSE = 9
+    ROPE = 10
+    ROPE_BWD = 11
+    MOE_GROUPED_MATMUL_BWD = 12
+    MATMUL = 13
+    MATMUL_FP8 = 14
+    POINTWISE = 15
+    REDUCTION = 16
+    RMSNORM = 17
+    RMSNORM_BWD = 18
+    LAYERNORM = 19
+    LAYERNORM_BWD = 20
+    ADALAYERNORM = 21
+    ADALAYERNORM_BWD = 22
+    INSTANCENORM = 23
+    INSTANCENORM_BWD = 24
+    BATCHNORM = 25
+    BATCHNORM_INFERENCE = 26
+    BATCHNORM_BWD = 27
+    SDPA = 28
+    SDPA_BWD = 29
+    SDPA_FP8 = 30
+    SDPA_FP8_BWD = 31
+    SDPA_MXFP8 = 32
+    SDPA_MXFP8_BWD = 33
+    GDN = 34
+    GDN_BWD = 35
+    KDA = 36
+    KDA_BWD = 37
+    GDN2 = 38
+    GDN2_BWD = 39
+    MOE_GROUPED_MATMUL = 40
+    BLOCK_SCALE_QUANTIZE = 41
+    BLOCK_SCALE_DEQUANTIZE = 42
+    GDP = 43
+    GDP_BWD = 44
+    GDN_SUMMARY = 45
+    KDA_SUMMARY = 46
+    GDN2_SUMMARY = 47
+    GDP_SUMMARY = 48
+    GDN_SUMMARY_BWD = 49
+    KDA_SUMMARY_BWD = 50
+    GDN2_SUMMARY_BWD = 51
+    GDP_SUMMARY_BWD = 52
+    MAMBA2 = 53
+    MAMBA2_BWD = 54
+    MAMBA2_SUMMARY = 55
+    MAMBA2_SUMMARY_BWD = 56
+
+
+def node_type_of(op: str, method: str | None) -> NodeType:
+    """The NodeType of a node of kind ``op`` built by the method ``method``: the method's name in capitals
+    (``_backward`` as ``_BWD``), POINTWISE for every pointwise method, COMPOSITE for what 1.32 has no kind for."""
+    if op == "pointwise":
+        return NodeType.POINTWISE
+    name = (method or op).upper()
+    if name.endswith("_BACKWARD"):
+        name = name[: -len("_BACKWARD")] + "_BWD"
+    return NodeType.__members__.get(name, NodeType.COMPOSITE)
 
 
 class Node:
@@ -60,6 +134,11 @@ class Node:
         for attr in ("inputs", "outputs", "params"):
             object.__setattr__(self, attr, MappingProxyType(dict(getattr(self, attr))))
         object.__setattr__(self, "_frozen", True)
+
+    @property
+    def node_type(self) -> NodeType:
+        """1.32's ``Node.node_type``."""
+        return node_type_of(self.op, self.spec.method if self.spec is not None else None)
 
     @property
     def compute_data_type(self) -> Any:

@@ -33,6 +33,7 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import time
 import weakref
@@ -793,16 +794,36 @@ def _without_unified_attention(feature: str, at_least: int = 0) -> bool:
     return feature != "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR" and versions_available(feature, at_least)
 
 
-class Knob:
-    """An engine knob's range, as the classic ``cudnn.knob`` exposes it."""
+class knob:
+    """An engine knob's range: the classic ``cudnn.knob`` (what ``get_knobs_for_engine`` returns), with read-only
+    ``type``, ``max_value``, ``min_value`` and ``stride`` and a JSON ``repr``."""
 
-    __slots__ = ("type", "max_value", "min_value", "stride")
+    __slots__ = ("_type", "_max_value", "_min_value", "_stride")
+    _type: Any
+    _max_value: Any
+    _min_value: Any
+    _stride: Any
 
-    def __init__(self, type: Any, max_value: int, min_value: int, stride: int):
-        self.type, self.max_value, self.min_value, self.stride = type, max_value, min_value, stride
+    def __init__(self, knob_type: Any = enums.knob_type.NOT_SET, max_value: Any = None, min_value: Any = None,
+                 stride: Any = None) -> None:
+        for slot, value in (("_type", knob_type), ("_max_value", max_value), ("_min_value", min_value),
+                            ("_stride", stride)):
+            object.__setattr__(self, slot, value)
+
+    type = property(lambda self: self._type)
+    max_value = property(lambda self: self._max_value)
+    min_value = property(lambda self: self._min_value)
+    stride = property(lambda self: self._stride)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"knob.{attr} is read-only")
 
     def __repr__(self) -> str:
-        return f"knob(type={self.type}, min={self.min_value}, max={self.max_value}, stride={self.stride})"
+        return json.dumps({"type": str(self._type), "max_value": self._max_value, "min_value": self._min_value,
+                           "stride": self._stride})
+
+
+Knob = knob  # the name the planning code uses
 
 
 def _note_name(note: Any) -> str:

@@ -16,7 +16,7 @@ import torch
 
 import cudnn_py.ir.builders as builders
 from cudnn_py.engines.reference import ReferenceEngine
-from cudnn_py.graph.pygraph import pygraph
+from cudnn_py.facade.pygraph import pygraph
 
 
 def _on_cpu(fn):

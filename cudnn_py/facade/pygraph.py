@@ -578,7 +578,7 @@ class pygraph(Graph):
 
     # ---- debugging -------------------------------------------------------------------------------------------------
     def explain(self, format: str = "text") -> str:
-        """What cudnn_py did with this graph (``graph/explain.py``): the IR as built and as lowered, every backend
+        """What cudnn_py did with this graph (``facade/explain.py``): the IR as built and as lowered, every backend
         descriptor, the heuristics and engine configs with their notes, plans and failures, the errata.
         ``format``: "text", "json" or "dot" (Graphviz). A graph not yet validated is validated first, and the report
         says so."""
