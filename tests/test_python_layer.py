@@ -355,6 +355,8 @@ def test_a_wrapped_handle_is_accepted_and_knows_its_device(fake_gpus):
             cudnn.destroy_handle(h)
         g = cudnn.pygraph(handle=h)
         assert g.handle is h
+        from cudnn_py.plans import device_gates
+        assert device_gates.device_of_handle(h) == 1  # planning reads the ordinal (h.device is a DeviceInfo)
     finally:
         live.unregister(0x5A5B_0000, destroyed=False)
 

@@ -83,7 +83,7 @@ def cublaslt_version() -> int:
 def device_of_handle(handle: Any) -> int:
     """The device planning runs on: the handle's, or (no handle, or one without a device) the current device,
     whose default handle planning uses."""
-    device = getattr(handle, "device", None)
+    device = getattr(handle, "ordinal", None)  # a Handle's CUDA ordinal (its .device is a DeviceInfo)
     return current_device() if device is None else int(device)
 
 

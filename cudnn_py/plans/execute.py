@@ -432,7 +432,7 @@ class Executor:
                 if stream is None:
                     stream = _get_stream(handle)
                 ws_entry = self._workspaces.get(plan.workspace, placement.framework, device, stream,
-                                                getattr(handle, "device", None))
+                                                getattr(handle, "ordinal", None))
                 ws = ws_entry[1]
         elif workspace.__class__ is int:
             ws = workspace
