@@ -543,8 +543,7 @@ def test_staged_build_without_a_gpu_stops_at_heuristics():
 def test_unknown_and_unimplemented_options_are_refused():
     with pytest.raises(TypeError, match="io_datatype"):
         pygraph(io_datatype=H)  # a typo must not silently leave every data type NOT_SET
-    for option, value in (("is_override_shape_enabled", True), ("cuda_graph_retention", 1),
-                          ("is_cuda_graph_replay_expected", True)):
+    for option, value in (("cuda_graph_retention", 1), ("is_cuda_graph_replay_expected", True)):
         with pytest.raises(NotImplementedOptionError, match=rf"pygraph\({option}=...\) is not implemented yet"):
             pygraph(**{option: value})
     assert issubclass(NotImplementedOptionError, RuntimeError)
@@ -726,3 +725,24 @@ def test_a_dropped_graph_frees_its_descriptors_at_once():
             _ = session.graph
         del session
         assert not set(descriptor_mod._live) - before
+
+
+def test_override_shape_enabled_reaches_the_operation_graph_and_is_gated_on_9_21(monkeypatch):
+    from cudnn_py.backend import versions
+    from cudnn_py.errors import FeatureVersionError, cudnnGraphNotSupportedError
+
+    def graph():
+        g = pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F, is_override_shape_enabled=True)
+        a, b = g.tensor([1, 16, 32], name="a"), g.tensor([1, 32, 8], name="b")
+        g.matmul(a, b).set_output(True)
+        return g
+
+    if versions.runtime_version() >= 92100:
+        g = graph()
+        g.validate()  # finalized deviceless with the attribute set
+        og = g._session.lowered.operation_graph
+        assert og.get("CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED") in (True, 1)
+    monkeypatch.setattr(versions, "runtime_version", lambda: 91900)  # as on the H200
+    with pytest.raises(FeatureVersionError, match=r"is_override_shape_enabled=True.*9\.21\.0") as info:
+        graph().validate()
+    assert isinstance(info.value, cudnnGraphNotSupportedError)  # callers skip it as a configuration

@@ -106,8 +106,7 @@ class pygraph(Graph):
     ) -> None:
         if kwargs:
             raise TypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
-        _refuse_unimplemented(is_override_shape_enabled=is_override_shape_enabled,
-                              cuda_graph_retention=cuda_graph_retention,
+        _refuse_unimplemented(cuda_graph_retention=cuda_graph_retention,
                               is_cuda_graph_replay_expected=is_cuda_graph_replay_expected)
         if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0):
             raise ValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
@@ -120,6 +119,9 @@ class pygraph(Graph):
         self._device_property = device_property
         # the classic module turns dynamic shapes on for a kernel cache (graph_flow.md §5.2)
         self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled) or kernel_cache is not None
+        # shapes given per execute: the operation graph says so (cuDNN >= 9.21, refused at validate() before);
+        # execute-time override_uids / _shapes / _strides themselves are not implemented yet (refused when given)
+        self._is_override_shape_enabled = bool(is_override_shape_enabled)
         # routing
         self._engines: list[BaseEngine] = []
         self._router = router
@@ -183,8 +185,8 @@ class pygraph(Graph):
         return self._session
 
     def _session_options(self, handle: Any) -> SessionOptions:
-        return SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled, self._kernel_cache,
-                              self._device_property, self._sm_version)
+        return SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled, self._is_override_shape_enabled,
+                              self._kernel_cache, self._device_property, self._sm_version)
 
     def _at(self, phase: Phase) -> PlanningSession:
         """The session advanced to ``phase`` where that needs no decision of the caller (validation, the

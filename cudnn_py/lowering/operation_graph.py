@@ -16,6 +16,7 @@ from .registry import LOWERINGS
 from .tensors import TensorTable
 
 MAX_OPGRAPH_OPS = 50
+OVERRIDE_SHAPE_MIN_VERSION = 92100  # the frontend's runtime gate ("requires cudnn 9.21.0")
 
 
 @dataclass
@@ -26,6 +27,7 @@ class LoweredGraph:
     operation_graph: Descriptor | None = None
     handle: int | None = None  # the handle the operation graph was finalized with, if any
     dynamic_shapes: bool = False
+    override_shapes: bool = False  # shapes and strides given per execute (OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED)
 
     def engine_count(self) -> int:
         assert self.operation_graph is not None
@@ -47,9 +49,12 @@ def check_gates(node: Any) -> None:
 
 
 def lower_program(program: Any, alignments: dict[int, int] | None = None, handle: int | None = None,
-                  dynamic_shapes: bool = False) -> LoweredGraph:
+                  dynamic_shapes: bool = False, override_shapes: bool = False) -> LoweredGraph:
     table = TensorTable(alignments)
-    lowered = LoweredGraph(tensors=table, dynamic_shapes=dynamic_shapes)
+    lowered = LoweredGraph(tensors=table, dynamic_shapes=dynamic_shapes, override_shapes=override_shapes)
+    if override_shapes:  # before any descriptor: a cuDNN without the attribute refuses the graph as a whole
+        versions.require("CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED",
+                         what="pygraph(is_override_shape_enabled=True)", at_least=OVERRIDE_SHAPE_MIN_VERSION)
     for node in program.nodes:
         fn = LOWERINGS.get(node.op)
         if fn is None:
@@ -82,6 +87,8 @@ def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descr
         og.set("CUDNN_ATTR_OPERATIONGRAPH_HANDLE", int(handle))
     if lowered.dynamic_shapes:
         og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED", True)
+    if lowered.override_shapes:
+        og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED", True)
     try:
         og.finalize()
     except CudnnError as e:

@@ -94,6 +94,7 @@ class SessionOptions:
     handle: Any = None  # the graph's handle (classic pygraph(handle=)); None: this thread's default handle
     sm_count: int | None = None  # ENGINEHEUR_SM_COUNT_TARGET
     dynamic_shapes: bool = False  # OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED
+    override_shapes: bool = False  # OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21)
     kernel_cache: KernelCache | None = None  # EXECUTION_PLAN_KERNEL_CACHE on every plan (kernel_cache.py)
     # deviceless (AoT) planning for these properties: no handle anywhere, ENGINEHEUR_ / ENGINE_DEVICEPROP
     device_properties: DeviceProperties | None = None
@@ -221,7 +222,8 @@ class PlanningSession:
         handle = self.options.handle
         with cuda_context.bound(context_of(handle) if handle is not None else None):
             self.lowered = lower_program(self.program, self._alignments(),
-                                         int(handle) if handle is not None else None, self.options.dynamic_shapes)
+                                         int(handle) if handle is not None else None, self.options.dynamic_shapes,
+                                         self.options.override_shapes)
         self.executor = self._make_executor(self.program, self.lowered)
 
     def _auto_unified_attention(self) -> list[str]:
@@ -462,7 +464,7 @@ class PlanningSession:
             return None
         return (self.graph.key(), self.lowering, tuple(sorted(self._alignments().items())),
                 versions.runtime_version(), self.device, self.options.sm_count, tuple(modes),
-                bool(self.options.dynamic_shapes))
+                bool(self.options.dynamic_shapes), bool(self.options.override_shapes))
 
     def _query_afresh(self) -> bool:
         """Every config came from cached answers, every one failed to build and no filter barred any: forget the
@@ -635,6 +637,7 @@ class PlanningSession:
         dynamic shapes (their plans serve other shapes through the kernel cache; rebuilt ones were never run)."""
         lowered = self.lowered
         if not self.cached_queries or self.options.kernel_cache is not None or self.options.dynamic_shapes or \
+                self.options.override_shapes or \
                 lowered is None or lowered.handle is None or lowered.operation_graph is None or \
                 not plan_cache.enabled():
             return None
