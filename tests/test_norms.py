@@ -139,6 +139,37 @@ def test_batchnorm_inference_and_backward_lower_deviceless():
     assert kinds == ["CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]
 
 
+def test_batchnorm_inference_before_drelu_dbn_lowers_as_the_frontend_does():
+    """BN inference -> relu_backward -> batchnorm_backward (the official test_bn_infer_drelu_dbn): cuDNN's fused dBN
+    engine matches the frontend's form only, one NORM_FORWARD in phase INFERENCE reading MEAN / INV_VARIANCE (the
+    pointwise decomposition found no engine on the H200 / 9.19), and DScale / DBias with the frontend's NHWC
+    per-channel strides (dbn.h), not the scale's."""
+    n, c, h, w = 4, 16, 56, 56
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    nhwc = [h * w * c, 1, w * c, c]
+    x, dy = g.tensor([n, c, h, w], nhwc, data_type=H, name="x"), g.tensor([n, c, h, w], nhwc, data_type=H, name="dy")
+    scale, bias, mean, inv = (g.tensor([1, c, 1, 1], [c, 1, 1, 1], data_type=F, name=k) for k in ("s", "b", "m", "iv"))
+    y = g.batchnorm_inference(input=x, mean=mean, inv_variance=inv, scale=scale, bias=bias)
+    grad = g.relu_backward(loss=dy, input=y)
+    grad.set_data_type(H)
+    dx, dscale, dbias = g.batchnorm_backward(grad=grad, input=x, scale=scale, mean=mean, inv_variance=inv, name="DBN")
+    dx.set_output(True)
+    dscale.set_output(True).set_data_type(F)
+    dbias.set_output(True).set_data_type(F)
+    g.validate()
+    ops = g.session.lowered.operations
+    assert [d.kind.name for d in ops] == ["CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR",
+                                          "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR",
+                                          "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR"]
+    fwd = ops[0].attributes
+    assert fwd["CUDNN_ATTR_OPERATION_NORM_FWD_MODE"].endswith("CUDNN_BATCH_NORM")
+    assert fwd["CUDNN_ATTR_OPERATION_NORM_FWD_PHASE"].endswith("CUDNN_NORM_FWD_INFERENCE")
+    assert {"CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC", "CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC"} <= fwd.keys()
+    by_uid = g.session.lowered.tensors.by_uid
+    for t in (dscale, dbias):
+        assert by_uid[t.uid].get("CUDNN_ATTR_TENSOR_STRIDES") == [c, 1, c, c]
+
+
 @pytest.mark.parametrize("program", [False, True])
 def test_batchnorm_inference_reference_and_its_decomposition(program):
     g = cudnn.pygraph(io_data_type=D, compute_data_type=D, backends=[ReferenceEngine(program=program)])

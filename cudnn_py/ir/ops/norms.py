@@ -142,10 +142,31 @@ def infer_batchnorm_inference(node: Node, ctx: InferenceContext) -> None:
     fill_data_types(node, ctx, x)
 
 
+def _feeds_drelu_dbn(node: Node, nodes: list[Node]) -> bool:
+    """Whether the batchnorm-inference ``node`` opens the BN-inference -> dReLU -> dBN pattern: its Y is read only
+    by a relu_backward as its x (IN_1), whose gradient is read by a batchnorm_backward as its DY."""
+    y = node.outputs["Y"]
+    readers = [(n, port) for n in nodes for port, t in n.inputs.items() if t is y]
+    if len(readers) != 1:
+        return False
+    relu, port = readers[0]
+    if relu.op != "pointwise" or relu.params.get("mode") != "CUDNN_POINTWISE_RELU_BWD" or port != "IN_1":
+        return False
+    grad = relu.outputs["OUT_0"]
+    return any(n.op == "norm_backward" and n.params.get("mode") == "CUDNN_BATCH_NORM" and n.inputs.get("DY") is grad
+               for n in nodes)
+
+
 def expand_batchnorm_inference(node: Node, rw: Any, options: Any) -> bool:
     """Y = (X - mean) * inv_variance * scale + bias as four pointwise ops. cuDNN's NORM_FORWARD has no batch-norm
-    INFERENCE engine (the 9.28 header: "Batch norm only supports forward training"; on the H200 with 9.19 heuristics
-    fail with "matcher_casted == nullptr"), although the official frontend emits that form."""
+    INFERENCE engine on its own (the 9.28 header: "Batch norm only supports forward training"; on the H200 with
+    9.19 heuristics fail with "matcher_casted == nullptr"), although the official frontend emits that form.
+
+    Kept as one NORM_FORWARD (phase INFERENCE), as the frontend emits it, where it opens the BN-inference ->
+    relu_backward -> batchnorm_backward pattern: cuDNN's fused dBN engine matches that form only (the official
+    test_bn_infer_drelu_dbn runs on the H200 with 9.19), not the pointwise decomposition."""
+    if _feeds_drelu_dbn(node, rw.program.nodes):
+        return False
     ins, y = node.inputs, node.outputs["Y"]
     ct = node.params["compute_data_type"]
     if ct is data_type.NOT_SET:
@@ -164,7 +185,9 @@ BATCHNORM_INFERENCE = OpSpec(
     outputs=(Output("Y"),), infer=infer_batchnorm_inference,
     fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.INFERENCE},
     order=("input", "mean", "inv_variance", "scale", "bias", "compute_data_type", "name"), varargs=True,
-    out_dims=True, requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR",), expand=expand_batchnorm_inference,
+    out_dims=True, expand=expand_batchnorm_inference,
+    requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", "CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR",
+              "CUDNN_BATCH_NORM"),
     doc="batchnorm_inference(input, mean, inv_variance, scale, bias) -> Y = (X - mean) * inv_variance * scale + bias.")
 
 
@@ -188,9 +211,17 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         stat = node.inputs.get(port)
         if stat is not None and stat.dim and list(stat.dim) != stats:
             raise shape_error(op, node.name, stat, f"dims {list(stat.dim)} are not the statistics' {stats}")
+    batch_norm = node.params["mode"] == "CUDNN_BATCH_NORM"
     for port, like, what in (("DX", x, "X's"), ("DSCALE", scale, "scale's"), ("DBIAS", scale, "scale's")):
         grad = node.outputs.get(port)
-        if grad is not None:  # a gradient has its operand's dims
+        if grad is None:
+            continue
+        if batch_norm and port != "DX" and not grad.stride:
+            # the frontend's DBN node gives the per-channel gradients NHWC strides (dbn.h), not the scale's: the
+            # same memory, but the strides of their unit axes are part of the graph cuDNN matches
+            fill_or_check_dims(op, node, grad, list(scale.dim), what)
+            grad._infer_set("stride", layout.strides_from_order(list(grad.dim), layout.nhwc_order(len(grad.dim))))
+        else:  # a gradient has its operand's dims
             like_input(op, node, grad, like, what)
     fill_data_types(node, ctx, x)
 
