@@ -165,11 +165,13 @@ def text(doc: dict) -> str:
         out.append("not checked by validate() (later phases run these):")
         out += [f"  - {line}" for line in doc["not_checked_by_validate"]]
     out.append("\nIR as built:")
-    out += [f"  {_node_line(n, doc['ir']['tensors'])}" for n in doc["ir"]["nodes"]]
+    by_uid = {t["uid"]: t for t in doc["ir"]["tensors"]}  # once per list: a node line looks its tensors up
+    out += [f"  {_node_line(n, by_uid)}" for n in doc["ir"]["nodes"]]
     low = doc.get("lowered_ir")
     if low:
         out.append("\nIR as lowered (after the passes):")
-        out += [f"  {_node_line(n, low['tensors'])}" for n in low["nodes"]]
+        low_by_uid = {t["uid"]: t for t in low["tensors"]}
+        out += [f"  {_node_line(n, low_by_uid)}" for n in low["nodes"]]
         out += [f"  pass: {line}" for line in low["log"]]
     if doc.get("descriptors"):
         out.append(f"\nbackend descriptors ({len(doc['descriptors'])}):")
@@ -209,8 +211,7 @@ def text(doc: dict) -> str:
     return "\n".join(out)
 
 
-def _node_line(n: dict, tensors: list) -> str:
-    by_uid = {t["uid"]: t for t in tensors}
+def _node_line(n: dict, by_uid: dict) -> str:
 
     def t(uid: int) -> str:
         x = by_uid.get(uid, {})

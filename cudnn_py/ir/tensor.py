@@ -72,14 +72,41 @@ def int_list(values: Any, what: str) -> Dims:
     return Dims(out)
 
 
+def _int_in(attr: str, value: Any, low: int, high: int = 2**63) -> int:
+    """An int (numpy ints too; bools, floats and strings refused, not converted) in [low, high)."""
+    if isinstance(value, bool):
+        raise TypeError(f"tensor {attr} must be an int, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"tensor {attr} must be an int, got {value!r} ({type(value).__name__})") from None
+    if not low <= n < high:
+        raise ValueError(f"tensor {attr} must lie in [{low}, {high}), got {n}")
+    return n
+
+
 def _normalize(attr: str, value: Any) -> Any:
     if attr in ("dim", "stride"):
         return Dims() if value is None else int_list(value, attr)
+    if attr == "uid":  # an int64 the backend keys the variant pack by
+        return _int_in(attr, value, 0)
+    if attr == "name":
+        if not isinstance(value, str):
+            raise TypeError(f"tensor name must be a str, got {value!r} ({type(value).__name__})")
+        return value
+    if attr == "alignment":
+        return _int_in(attr, value, 1, 2**31)
+    if attr in ("vector_count", "ragged_offset_multiplier"):
+        return _int_in(attr, value, 1, 2**31)
+    if attr == "vector_dimension":
+        return _int_in(attr, value, -1, 2**31)
     if attr == "data_type":
         return from_any_dtype(value)
     if attr == "reordering_type":
         return tensor_reordering.NONE if value is None else value
     if attr in ("is_virtual", "is_pass_by_value", "is_compile_time_constant"):
+        if isinstance(value, (str, bytes)):  # "false" would read as True
+            raise TypeError(f"tensor {attr} must be a bool, got {value!r}")
         return bool(value)
     if attr == "ragged_offset" and value is not None and not isinstance(value, Tensor):
         raise TypeError(f"ragged_offset must be a graph tensor, got {type(value).__name__}")
@@ -140,7 +167,9 @@ class Tensor:
                 object.__setattr__(self, attr, value)
                 return
             raise AttributeError(f"tensor has no attribute {attr!r}")
-        if attr == "uid" and int(value) == self.uid:  # same value: only records that the user chose it
+        if attr == "uid":
+            value = _normalize("uid", value)
+        if attr == "uid" and value == self.uid:  # same value: only records that the user chose it
             if not self._frozen:
                 object.__setattr__(self, "uid_assigned", True)
             return
@@ -231,7 +260,7 @@ class Tensor:
         return self
 
     def set_name(self, name: str) -> Tensor:
-        self.name = str(name)
+        self.name = name
         return self
 
     def set_is_pass_by_value(self, value: bool) -> Tensor:
@@ -243,7 +272,7 @@ class Tensor:
         return self
 
     def set_ragged_offset_multiplier(self, multiplier: int) -> Tensor:
-        self.ragged_offset_multiplier = int(multiplier)
+        self.ragged_offset_multiplier = multiplier
         return self
 
     def set_reordering_type(self, reordering: Any) -> Tensor:
@@ -251,12 +280,12 @@ class Tensor:
         return self
 
     def set_alignment(self, alignment: int) -> Tensor:
-        self.alignment = int(alignment)
+        self.alignment = alignment
         return self
 
     def set_vector_count_and_dimension(self, count: int, dimension: int) -> Tensor:
-        self.vector_count = int(count)
-        self.vector_dimension = int(dimension)
+        self.vector_count = count
+        self.vector_dimension = dimension
         return self
 
     # ---- classic getters --------------------------------------------------------------------------------------------

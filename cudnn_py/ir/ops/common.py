@@ -6,10 +6,13 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from ...enums import data_type
+from ...enums import data_type, dtype_info
 from ...errors import shape_error
+from .. import layout
 from ..node import Node
 from ..tensor import Tensor
+
+MAX_INT64 = 2**63  # cuDNN's dims, strides, element counts and byte sizes are int64
 
 
 @dataclass
@@ -73,6 +76,14 @@ def check_tensor(t: Tensor) -> None:
         raise ValueError(f"tensor {label}: a compile-time constant must be pass-by-value and not virtual")
     if t.data_type is data_type.NOT_SET:
         raise ValueError(f"tensor {label}: data type is not set (set_data_type, or give the graph an io_data_type)")
+    if any(s < 0 for s in t.stride):
+        raise ValueError(f"tensor {label}: strides must not be negative, got {list(t.stride)}")
+    # cuDNN computes element offsets and byte sizes in int64: a tensor whose bytes do not fit is refused here, not
+    # left to wrap around in the backend (or in a workspace size)
+    span_bytes = layout.span(t.dim, t.stride) * max(dtype_info(t.data_type).bits, 8) // 8
+    if layout.numel(t.dim) >= MAX_INT64 or span_bytes >= MAX_INT64:
+        raise ValueError(f"tensor {label}: dims {list(t.dim)} with strides {list(t.stride)} ({t.data_type.name}) "
+                         f"span {span_bytes} bytes, more than cuDNN's int64 sizes hold (< 2**63)")
 
 
 def as_float(default: float):
