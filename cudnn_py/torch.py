@@ -34,11 +34,12 @@ Importing this module does not import torch; ``install()`` does.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -604,8 +605,8 @@ def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) ->
             try:
                 registry.register(PROVIDER_NAME, register_fn=register_fn)
                 registry.activate(PROVIDER_NAME)
-                if "handle" not in holder:
-                    raise RuntimeError("the registry did not call the register function")
+                if "handle" not in holder or functional.scaled_dot_product_attention is not provider.function:
+                    raise RuntimeError("the registry did not install the provider's function")
                 used = "registry"
             except Exception as exc:
                 if mechanism == "registry":
@@ -657,3 +658,19 @@ def installed() -> str | None:
 def provider() -> Provider | None:
     """The installed Provider (its ``cache``, ``served`` / ``fallbacks`` counts), or None."""
     return _state["provider"]
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Inside the block, torch's own scaled_dot_product_attention; the provider (and its graph cache) stays
+    installed and is back after it. A no-op when not installed."""
+    handle = _state["handle"]
+    if handle is None or not handle.active:
+        yield
+        return
+    functional = handle._functional
+    functional.scaled_dot_product_attention = handle._original
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = handle._installed

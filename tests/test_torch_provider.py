@@ -227,6 +227,19 @@ def test_a_failing_registry_falls_back_to_the_override(torch_with_registry, capl
     assert torch.nn.functional.scaled_dot_product_attention is torch.original_sdpa
 
 
+def test_paused_gives_torchs_function_back_for_a_block(torch):
+    F = torch.nn.functional
+    with ct.paused():  # not installed: nothing to do
+        assert F.scaled_dot_product_attention is torch.original_sdpa
+    ct.install()
+    ours, prov = F.scaled_dot_product_attention, ct.provider()
+    with ct.paused():
+        assert F.scaled_dot_product_attention is torch.original_sdpa
+    assert F.scaled_dot_product_attention is ours and ct.provider() is prov
+    ct.uninstall()
+    assert F.scaled_dot_product_attention is torch.original_sdpa
+
+
 def test_uninstall_leaves_a_later_wrapper_alone(torch, caplog):
     ct.install()
     later = lambda *a, **k: None  # noqa: E731
