@@ -429,6 +429,8 @@ class Provider:
         torch, cfg = self.torch, entry.cfg
         if d_o.dtype != q.dtype:
             d_o = d_o.to(q.dtype)
+        if d_o.data_ptr() % 16:  # the graphs' tensors are 16-byte aligned: a fresh buffer is
+            d_o = d_o.clone() if d_o.is_contiguous() else d_o.contiguous()
         strides = tuple(int(s) for s in d_o.stride())
         variant = None if strides == row_major(cfg.o_dims) else strides
         built = self._backward_graph(entry, variant, d_o) if variant is not None else entry.bwd[None]
@@ -450,7 +452,7 @@ class Provider:
         if strides in entry.bwd:
             return entry.bwd[strides]
         built = None
-        if d_o.data_ptr() % 16 == 0 and grad_strides(entry.cfg.o_dims, strides) == strides:
+        if grad_strides(entry.cfg.o_dims, strides) == strides:
             import cudnn_py as cudnn
 
             try:
@@ -569,6 +571,17 @@ class _Handle:
 
 _state: dict[str, Any] = {"provider": None, "handle": None, "mechanism": None, "registry": None}
 _install_lock = threading.Lock()
+_pending: dict[str, Callable] = {}  # the register function of the install() in progress
+_registered_with: list = []  # the registries' register functions "CUDNN_PY" was registered with (once each)
+
+
+def _register_trampoline(*_args: Any, **_kwargs: Any) -> Any:
+    """What the registry holds: registered once per process (a registry may refuse a second registration of a
+    name); it installs the provider of the install() that activates it."""
+    fn = _pending.get("register_fn")
+    if fn is None:
+        raise RuntimeError("the CUDNN_PY attention implementation is activated by cudnn_py.torch.install()")
+    return fn()
 
 
 def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) -> str:
@@ -603,8 +616,14 @@ def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) ->
                         "(torch.nn.attention.register_flash_attention_impl): registering and activating %r",
                         version, PROVIDER_NAME)
             try:
-                registry.register(PROVIDER_NAME, register_fn=register_fn)
-                registry.activate(PROVIDER_NAME)
+                if not any(f is registry.register for f in _registered_with):
+                    registry.register(PROVIDER_NAME, register_fn=_register_trampoline)
+                    _registered_with.append(registry.register)
+                _pending["register_fn"] = register_fn
+                try:
+                    registry.activate(PROVIDER_NAME)
+                finally:
+                    _pending.clear()
                 if "handle" not in holder or functional.scaled_dot_product_attention is not provider.function:
                     raise RuntimeError("the registry did not install the provider's function")
                 used = "registry"

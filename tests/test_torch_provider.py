@@ -197,6 +197,28 @@ def test_install_through_the_attention_registry(torch_with_registry, caplog):
     assert attention.current_flash_attention_impl() is None
 
 
+def test_reinstalling_through_the_registry_registers_once(torch_with_registry):
+    torch = torch_with_registry
+    calls = []
+    register = torch.nn.attention.register_flash_attention_impl
+
+    def register_once(impl, *, register_fn):
+        if impl in torch.nn.attention.impls:
+            raise ValueError(f"{impl} is already registered")
+        calls.append(impl)
+        register(impl, register_fn=register_fn)
+
+    torch.nn.attention.register_flash_attention_impl = register_once
+    for _ in range(3):
+        assert ct.install() == "registry"
+        assert torch.nn.functional.scaled_dot_product_attention.cudnn_py_provider is ct.provider()
+        ct.uninstall()
+        assert torch.nn.functional.scaled_dot_product_attention is torch.original_sdpa
+    assert calls == [ct.PROVIDER_NAME]
+    with pytest.raises(RuntimeError, match="activated by cudnn_py.torch.install"):
+        torch.nn.attention.activate_flash_attention_impl(ct.PROVIDER_NAME)  # outside install(): refused
+
+
 def test_the_override_can_be_asked_for_where_the_registry_exists(torch_with_registry):
     torch = torch_with_registry
     assert ct.install(mechanism="override") == "override"
