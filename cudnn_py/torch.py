@@ -1,0 +1,695 @@
+"""Attention served to torch: ``torch.nn.functional.scaled_dot_product_attention`` (forward and autograd backward)
+on cudnn_py's SDPA graphs.
+
+    import cudnn_py.torch
+    cudnn_py.torch.install()      # F.scaled_dot_product_attention now runs cudnn_py graphs where it can
+    ...
+    cudnn_py.torch.uninstall()    # torch exactly as it was (the original function object)
+
+What is served: q / k / v 4-D (b, h, s, d) fp16 / bf16 CUDA tensors (any strides with a unit head-dim stride),
+``is_causal`` (top-left, as torch defines it), ``scale``, GQA / MQA through ``enable_gqa=True`` (h_q a multiple of
+h_kv), and a floating-point additive ``attn_mask`` of q's dtype shaped (1|b, 1|h, s_q, s_kv) (or fewer leading dims)
+that needs no gradient, as cuDNN's bias. Everything else goes to torch's own implementation, unchanged: boolean
+masks, ``dropout_p > 0`` (torch's RNG stream cannot be reproduced by cuDNN's Philox dropout), tensor subclasses,
+``__torch_function__`` modes, ``torch.compile`` tracing, other dtypes / devices / ranks, autocast to another dtype,
+and any configuration whose graph cuDNN refuses. Each fallback is said once per configuration through the
+``cudnn_py.torch`` logger (WARNING); the mechanism chosen at ``install()`` is logged at INFO.
+
+Graphs are cached per configuration (shapes, strides, dtype, device, causal, scale, GQA, mask layout,
+requires_grad, deterministic) in an LRU map (``install(cache_size=...)``), built with ``pygraph(io_data_type=q's
+type, intermediate FLOAT, compute FLOAT)`` and executed without a handle, so on torch's current stream; workspaces
+come from torch's caching allocator. A configuration that needs gradients builds its forward (with Stats) and its
+backward together, so a refusal is known before the forward runs: the backward (a ``torch.autograd.Function``) runs
+cudnn_py's ``sdpa_backward`` from the forward's O and Stats.
+
+How it is hooked into torch: where torch has the attention-implementation registry
+(``torch.nn.attention.register_flash_attention_impl`` / ``activate_flash_attention_impl``), the provider registers
+as ``"CUDNN_PY"`` and is activated through it (the registry's handle removes it), as nvidia-cudnn-frontend's
+``cudnn.torch`` registers ``"CUDNN"``; elsewhere ``torch.nn.functional.scaled_dot_product_attention`` is replaced
+directly. Either way what is replaced is the Python-level function (not aten kernels, whose schemas change between
+torch versions and whose shadowed kernels are out of reach for a fallback), so code that bound the function by name
+before ``install()`` (``from torch.nn.functional import scaled_dot_product_attention``) keeps torch's.
+
+Importing this module does not import torch; ``install()`` does.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_NAME = "CUDNN_PY"
+DEFAULT_CACHE_SIZE = 64
+_LOGGED_LIMIT = 4096  # distinct fallback messages remembered (then forgotten all at once: said again, never lost)
+_DTYPES = {"float16": "HALF", "bfloat16": "BFLOAT16"}
+
+
+# ------------------------------------------------------------------------------------------------- configuration
+@dataclass(frozen=True)
+class Config:
+    """One served configuration: everything a graph depends on. Hashable; the graph cache's key."""
+    q: tuple  # ((dims), (strides)) of each operand
+    k: tuple
+    v: tuple
+    bias: tuple | None  # ((dims), (strides)) of the 4-D additive mask, or None
+    dtype: str  # "float16" / "bfloat16"
+    device: int
+    causal: bool
+    scale: float
+    gqa: bool
+    requires_grad: bool
+    deterministic: bool = False
+
+    @property
+    def o_dims(self) -> tuple:
+        (b, h, s_q, _), (_, _, _, d_v) = self.q[0], self.v[0]
+        return (b, h, s_q, d_v)
+
+
+def row_major(dims) -> tuple:
+    strides, acc = [], 1
+    for d in reversed(dims):
+        strides.append(acc)
+        acc *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
+def grad_strides(dims, strides) -> tuple:
+    """The strides of a gradient buffer for an operand of (dims, strides): the operand's own where they are dense
+    and non-overlapping (what ``torch.empty_like`` keeps: a BSHD view's gradient stays BSHD), else row-major."""
+    dims, strides = tuple(int(d) for d in dims), tuple(int(s) for s in strides)
+    order = sorted((i for i in range(len(dims)) if dims[i] != 1), key=lambda i: strides[i], reverse=True)
+    expect = 1
+    for i in reversed(order):
+        if strides[i] != expect:
+            return row_major(dims)
+        expect *= dims[i]
+    out, acc = list(strides), 1  # size-1 dims: any stride is valid; give them the row-major-consistent one
+    for i in reversed(range(len(dims))):
+        if dims[i] == 1:
+            out[i] = acc
+        else:
+            acc = strides[i] * dims[i]
+    return tuple(out)
+
+
+def _layout(t) -> tuple:
+    return (tuple(int(x) for x in t.shape), tuple(int(x) for x in t.stride()))
+
+
+def _describe(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) -> tuple:
+    """The configuration as the fallback log names it (no strides: one message per shape / option set)."""
+    mask = None if attn_mask is None else (str(getattr(attn_mask, "dtype", type(attn_mask).__name__)),
+                                           tuple(getattr(attn_mask, "shape", ())))
+    shape = lambda t: tuple(getattr(t, "shape", ()))  # noqa: E731
+    return (shape(q), shape(k), shape(v), str(getattr(q, "dtype", None)), str(getattr(q, "device", None)),
+            bool(is_causal), bool(enable_gqa), mask, float(dropout_p) if isinstance(dropout_p, (int, float)) else None)
+
+
+class Fallback(Exception):
+    """Why a call goes to torch's own implementation (the message is what the log says)."""
+
+
+def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False) -> Config:
+    """The Config of a call cudnn_py can serve, or raise Fallback naming why not. Reads only public torch API."""
+    T = torch.Tensor
+    if not all(type(t) is T for t in (q, k, v)) or (attn_mask is not None and type(attn_mask) is not T):
+        raise Fallback("an operand is not a plain torch.Tensor (a subclass or another type)")
+    overrides = getattr(torch, "overrides", None)
+    has_tf = getattr(overrides, "has_torch_function", None)
+    if has_tf is not None and has_tf((q, k, v) if attn_mask is None else (q, k, v, attn_mask)):
+        raise Fallback("__torch_function__ handling is active")
+    if any(getattr(t, "is_nested", False) for t in (q, k, v)):
+        raise Fallback("nested tensors")
+    if not (q.dim() == k.dim() == v.dim() == 4):
+        raise Fallback(f"q, k, v are not all 4-D (b, h, s, d): {q.dim()}, {k.dim()}, {v.dim()}")
+    if not all(t.is_cuda for t in (q, k, v)) or not (q.device == k.device == v.device):
+        raise Fallback("q, k, v are not all on one CUDA device")
+    dtype = str(q.dtype).replace("torch.", "")
+    if dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
+        raise Fallback(f"dtypes {q.dtype}, {k.dtype}, {v.dtype}: only float16 / bfloat16, all alike")
+    autocast = _autocast_dtype(torch)
+    if autocast is not None and autocast != q.dtype:
+        raise Fallback(f"autocast to {autocast} is on (inputs are {q.dtype})")
+    if not isinstance(dropout_p, (int, float)) or dropout_p != 0.0:
+        raise Fallback(f"dropout_p={dropout_p}: torch's dropout RNG stream cannot be reproduced by cuDNN's")
+    (b, h_q, s_q, d), (bk, h_k, s_kv, dk), (bv, h_v, s_v, _d_v) = q.shape, k.shape, v.shape
+    if not (b == bk == bv) or s_kv != s_v or d != dk or h_k != h_v:
+        raise Fallback("q, k, v shapes do not fit together")
+    if min(b, h_q, h_k, s_q, s_kv, d, _d_v) == 0:
+        raise Fallback("an empty operand")
+    if h_q != h_k and not (enable_gqa and h_q % h_k == 0):
+        raise Fallback(f"{h_q} query heads over {h_k} key / value heads without enable_gqa=True (or not a multiple)")
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        raise Fallback("a head dimension with a stride other than 1")
+    bias = None
+    if attn_mask is not None:
+        if is_causal:
+            raise Fallback("attn_mask together with is_causal (torch decides what that means)")
+        if attn_mask.dtype == torch.bool:
+            raise Fallback("a boolean attn_mask (not expressed as a cuDNN mask yet)")
+        if attn_mask.dtype != q.dtype:
+            raise Fallback(f"an attn_mask of {attn_mask.dtype} with inputs of {q.dtype}")
+        if attn_mask.requires_grad and torch.is_grad_enabled():
+            raise Fallback("an attn_mask that requires grad")
+        if attn_mask.dim() > 4 or attn_mask.device != q.device:
+            raise Fallback("an attn_mask of more than 4 dims or on another device")
+        dims, strides = mask_layout(attn_mask)
+        if dims[0] not in (1, b) or dims[1] not in (1, h_q) or dims[2:] != (s_q, s_kv) or strides[3] != 1:
+            raise Fallback(f"an attn_mask of shape {tuple(attn_mask.shape)} (served: (1|b, 1|h, s_q, s_kv), unit "
+                           "last stride)")
+        bias = (dims, strides)
+    if any(t.data_ptr() % 16 for t in ((q, k, v) if attn_mask is None else (q, k, v, attn_mask))):
+        raise Fallback("an operand not aligned to 16 bytes")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    deterministic = bool(needs_grad and torch.are_deterministic_algorithms_enabled())
+    return Config(q=_layout(q), k=_layout(k), v=_layout(v), bias=bias, dtype=dtype, device=int(q.device.index or 0),
+                  causal=bool(is_causal), scale=float(scale), gqa=h_q != h_k, requires_grad=needs_grad,
+                  deterministic=deterministic)
+
+
+def mask_layout(mask) -> tuple:
+    """(dims, strides) of a mask of up to 4 dims as 4-D, as ``unsqueeze(0)`` makes it (``as_4d``): each new
+    leading dim gets the stride size x stride of the dim after it."""
+    dims, strides = [int(x) for x in mask.shape], [int(x) for x in mask.stride()]
+    while len(dims) < 4:
+        strides.insert(0, dims[0] * strides[0] if dims else 1)
+        dims.insert(0, 1)
+    return tuple(dims), tuple(strides)
+
+
+def as_4d(mask):
+    while mask.dim() < 4:
+        mask = mask.unsqueeze(0)
+    return mask
+
+
+def _autocast_dtype(torch) -> Any:
+    """The CUDA autocast dtype when autocast is on, else None (torch >= 2.4 takes a device type; older ones not)."""
+    try:
+        on = torch.is_autocast_enabled("cuda")
+    except TypeError:
+        on = torch.is_autocast_enabled()
+    if not on:
+        return None
+    get = getattr(torch, "get_autocast_dtype", None)
+    return get("cuda") if get is not None else torch.get_autocast_gpu_dtype()
+
+
+# ------------------------------------------------------------------------------------------------- graphs
+def _graph(cudnn, cfg: Config):
+    io = getattr(cudnn.data_type, _DTYPES[cfg.dtype])
+    return cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                         compute_data_type=cudnn.data_type.FLOAT)
+
+
+def _t(g, name, layout, data_type=None):
+    dims, strides = layout
+    kw = {} if data_type is None else {"data_type": data_type}
+    return g.tensor(name=name, dim=list(dims), stride=list(strides), **kw)
+
+
+def forward_graph(cudnn, cfg: Config):
+    """The forward graph of a Config (O contiguous; Stats (b, h, s_q, 1) FLOAT when it needs gradients), not yet
+    planned. Returns (graph, {name: graph tensor})."""
+    g = _graph(cudnn, cfg)
+    ts = {n: _t(g, n, getattr(cfg, n)) for n in ("q", "k", "v")}
+    kw: dict[str, Any] = {}
+    if cfg.bias is not None:
+        kw["bias"] = ts["bias"] = _t(g, "bias", cfg.bias)
+    o, stats = g.sdpa(ts["q"], ts["k"], ts["v"], generate_stats=cfg.requires_grad, attn_scale=cfg.scale,
+                      use_causal_mask=cfg.causal, name="sdpa", **kw)
+    o.set_output(True).set_dim(list(cfg.o_dims)).set_stride(list(row_major(cfg.o_dims)))
+    ts["o"] = o
+    if cfg.requires_grad:
+        b, h, s_q, _ = cfg.q[0]
+        stats.set_output(True).set_data_type(cudnn.data_type.FLOAT).set_dim([b, h, s_q, 1]) \
+            .set_stride(list(row_major((b, h, s_q, 1))))
+        ts["stats"] = stats
+    return g, ts
+
+
+def backward_graph(cudnn, cfg: Config, d_o_strides: tuple | None = None):
+    """The backward graph of a Config: dQ, dK, dV (laid out by ``grad_strides``) from q, k, v, O, dO (contiguous
+    unless ``d_o_strides``) and Stats. Returns (graph, {name: graph tensor})."""
+    g = _graph(cudnn, cfg)
+    o_layout = (cfg.o_dims, row_major(cfg.o_dims))
+    b, h, s_q, _ = cfg.q[0]
+    ts = {n: _t(g, n, getattr(cfg, n)) for n in ("q", "k", "v")}
+    ts["o"] = _t(g, "o", o_layout)
+    ts["dO"] = _t(g, "dO", (cfg.o_dims, d_o_strides or row_major(cfg.o_dims)))
+    ts["stats"] = _t(g, "stats", ((b, h, s_q, 1), row_major((b, h, s_q, 1))), cudnn.data_type.FLOAT)
+    kw: dict[str, Any] = {}
+    if cfg.bias is not None:
+        kw["bias"] = ts["bias"] = _t(g, "bias", cfg.bias)
+    if cfg.deterministic:
+        kw["use_deterministic_algorithm"] = True
+    dq, dk, dv = g.sdpa_backward(q=ts["q"], k=ts["k"], v=ts["v"], o=ts["o"], dO=ts["dO"], stats=ts["stats"],
+                                 attn_scale=cfg.scale, use_causal_mask=cfg.causal, name="sdpa_backward", **kw)
+    for t, n, like in ((dq, "dQ", cfg.q), (dk, "dK", cfg.k), (dv, "dV", cfg.v)):
+        t.set_output(True).set_dim(list(like[0])).set_stride(list(grad_strides(*like)))
+        ts[n] = t
+    return g, ts
+
+
+def _plan(cudnn, g) -> None:
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+
+
+@dataclass
+class Entry:
+    """The built graphs of one served Config."""
+    cfg: Config
+    fwd: Any
+    fwd_t: dict
+    bwd: dict = field(default_factory=dict)  # dO strides (None: contiguous) -> (graph, tensors) or None (refused)
+
+
+class Unsupported:
+    """A Config whose graphs cuDNN refused (cached too, so it is not rebuilt on every call)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class LRU:
+    """A bounded map, least recently used first out."""
+
+    def __init__(self, maxsize: int):
+        if maxsize < 1:
+            raise ValueError(f"cache size must be at least 1, got {maxsize}")
+        self.maxsize = maxsize
+        self._d: OrderedDict = OrderedDict()
+        self.hits = self.misses = self.evictions = 0
+
+    def get(self, key: Hashable) -> Any:
+        try:
+            value = self._d[key]
+        except KeyError:
+            self.misses += 1
+            return None
+        self._d.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._d[key] = value
+        self._d.move_to_end(key)
+        while len(self._d) > self.maxsize:
+            self._d.popitem(last=False)
+            self.evictions += 1
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._d
+
+    def keys(self) -> list:
+        return list(self._d)
+
+    def clear(self) -> None:
+        self._d.clear()
+
+
+# ------------------------------------------------------------------------------------------------- the provider
+class Provider:
+    """The serving state: the graph cache, the fallback log, the original function. One per install()."""
+
+    def __init__(self, torch, original: Callable, cache_size: int = DEFAULT_CACHE_SIZE, build: Callable | None = None):
+        self.torch = torch
+        self.original = original
+        self.cache = LRU(cache_size)
+        self._logged: set = set()
+        self._lock = threading.Lock()
+        self._build = build or self._build_entry
+        self._function_class: Any = None
+        self.served = self.fallbacks = 0
+
+        def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
+            return self(*args, **kwargs)
+
+        scaled_dot_product_attention.__doc__ = getattr(original, "__doc__", None)
+        scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]
+        scaled_dot_product_attention.cudnn_py_provider = self  # type: ignore[attr-defined]
+        self.function = scaled_dot_product_attention
+
+    # -- logging once per configuration
+    def note_fallback(self, reason: str, what: tuple) -> None:
+        key = (reason, what)
+        with self._lock:
+            if key in self._logged:
+                return
+            if len(self._logged) >= _LOGGED_LIMIT:
+                self._logged.clear()
+            self._logged.add(key)
+        q, k, v, dtype, device, causal, gqa, mask, dropout = what
+        logger.warning("cudnn_py.torch: scaled_dot_product_attention falls back to torch's implementation for q %s, "
+                       "k %s, v %s, %s on %s (is_causal=%s, enable_gqa=%s, attn_mask=%s, dropout_p=%s): %s",
+                       q, k, v, dtype, device, causal, gqa, mask, dropout, reason)
+
+    # -- the call
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        torch = self.torch
+        compiler = getattr(torch, "compiler", None)
+        is_compiling = getattr(compiler, "is_compiling", None)
+        if is_compiling is not None and is_compiling():
+            return self.original(*args, **kwargs)  # dynamo traces torch's own op (no log: it would break graphs)
+        try:
+            call = _bind(args, kwargs)
+        except TypeError:
+            return self.original(*args, **kwargs)  # torch raises its own error
+        try:
+            cfg = decide(torch, **call)
+            entry = self._entry(cfg)
+            if isinstance(entry, Unsupported):
+                raise Fallback(entry.reason)
+        except Fallback as why:
+            self.fallbacks += 1
+            self.note_fallback(str(why), _describe(call["q"], call["k"], call["v"], call["attn_mask"],
+                                                   call["dropout_p"], call["is_causal"], call["enable_gqa"]))
+            return self.original(*args, **kwargs)
+        self.served += 1
+        q, k, v, bias = call["q"], call["k"], call["v"], call["attn_mask"]
+        if bias is not None:
+            bias = as_4d(bias)
+        if cfg.requires_grad:
+            return self._autograd().apply(q, k, v, bias, entry, self)
+        return self.forward(entry, q, k, v, bias)[0]
+
+    def _entry(self, cfg: Config) -> Entry | Unsupported:
+        entry = self.cache.get(cfg)
+        if entry is None:
+            try:
+                entry = self._build(cfg)
+            except Exception as exc:  # a refusal of any kind: cuDNN's, the IR's, planning's
+                entry = Unsupported(f"cudnn_py refused the graph: {type(exc).__name__}: {_short(exc)}")
+            self.cache.put(cfg, entry)
+        return entry
+
+    def _build_entry(self, cfg: Config) -> Entry:
+        import cudnn_py as cudnn
+
+        with self.torch.cuda.device(cfg.device):
+            g, ts = forward_graph(cudnn, cfg)
+            _plan(cudnn, g)
+            entry = Entry(cfg, g, ts)
+            if cfg.requires_grad:  # built now: a refused backward sends the forward to torch too
+                gb, tb = backward_graph(cudnn, cfg)
+                _plan(cudnn, gb)
+                entry.bwd[None] = (gb, tb)
+        logger.info("cudnn_py.torch: built the attention graphs for %s", cfg)
+        return entry
+
+    # -- execution (torch's current stream: no handle)
+    def forward(self, entry: Entry, q, k, v, bias) -> tuple:
+        torch, cfg, ts = self.torch, entry.cfg, entry.fwd_t
+        o = torch.empty(cfg.o_dims, dtype=q.dtype, device=q.device)
+        feeds = {ts["q"]: q, ts["k"]: k, ts["v"]: v, ts["o"]: o}
+        stats = None
+        if cfg.requires_grad:
+            b, h, s_q, _ = cfg.q[0]
+            stats = torch.empty((b, h, s_q, 1), dtype=torch.float32, device=q.device)
+            feeds[ts["stats"]] = stats
+        if bias is not None:
+            feeds[ts["bias"]] = bias
+        entry.fwd.execute(feeds, None)
+        return o, stats
+
+    def backward(self, entry: Entry, q, k, v, o, stats, bias, d_o) -> tuple:
+        torch, cfg = self.torch, entry.cfg
+        if d_o.dtype != q.dtype:
+            d_o = d_o.to(q.dtype)
+        if d_o.data_ptr() % 16:  # the graphs' tensors are 16-byte aligned: a fresh buffer is
+            d_o = d_o.clone() if d_o.is_contiguous() else d_o.contiguous()
+        strides = tuple(int(s) for s in d_o.stride())
+        variant = None if strides == row_major(cfg.o_dims) else strides
+        built = self._backward_graph(entry, variant, d_o) if variant is not None else entry.bwd[None]
+        if built is None:
+            d_o, built = d_o.contiguous(), entry.bwd[None]
+        g, ts = built
+        grads = [torch.empty_strided(like[0], grad_strides(*like), dtype=q.dtype, device=q.device)
+                 for like in (cfg.q, cfg.k, cfg.v)]
+        feeds = {ts["q"]: q, ts["k"]: k, ts["v"]: v, ts["o"]: o, ts["dO"]: d_o, ts["stats"]: stats,
+                 ts["dQ"]: grads[0], ts["dK"]: grads[1], ts["dV"]: grads[2]}
+        if bias is not None:
+            feeds[ts["bias"]] = bias
+        g.execute(feeds, None)
+        return tuple(grads)
+
+    def _backward_graph(self, entry: Entry, strides: tuple, d_o) -> Any:
+        """The backward for a dO of other strides (e.g. the gradient of a transposed view): built once per layout;
+        where it cannot be (not dense, refused), None: dO is made contiguous."""
+        if strides in entry.bwd:
+            return entry.bwd[strides]
+        built = None
+        if grad_strides(entry.cfg.o_dims, strides) == strides:
+            import cudnn_py as cudnn
+
+            try:
+                with self.torch.cuda.device(entry.cfg.device):
+                    g, ts = backward_graph(cudnn, entry.cfg, strides)
+                    _plan(cudnn, g)
+                built = (g, ts)
+            except Exception as exc:
+                logger.info("cudnn_py.torch: dO with strides %s is made contiguous: %s", strides, _short(exc))
+        entry.bwd[strides] = built
+        return built
+
+    def _autograd(self) -> Any:
+        """The torch.autograd.Function (made once: it subclasses a torch class, so not at import)."""
+        if self._function_class is None:
+            self._function_class = _make_function(self.torch)
+        return self._function_class
+
+
+def _make_function(torch) -> Any:
+    class CudnnPyAttention(torch.autograd.Function):
+        """O = softmax(q kᵀ · scale + mask) v on cudnn_py's forward graph; its backward on cudnn_py's sdpa_backward
+        graph from the forward's O and Stats."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, bias, entry, provider):
+            o, stats = provider.forward(entry, q, k, v, bias)
+            ctx.save_for_backward(q, k, v, o, stats, bias)
+            ctx.entry, ctx.provider = entry, provider
+            return o
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, d_o):
+            q, k, v, o, stats, bias = ctx.saved_tensors
+            dq, dk, dv = ctx.provider.backward(ctx.entry, q, k, v, o, stats, bias, d_o)
+            return dq, dk, dv, None, None, None
+
+    return CudnnPyAttention
+
+
+_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
+_KW = {"attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"}
+
+
+def _bind(args: tuple, kwargs: dict) -> dict:
+    """torch's signature: (query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+    enable_gqa=False). TypeError for anything else (torch then raises its own error)."""
+    if len(args) > len(_PARAMS):
+        raise TypeError("too many positional arguments")
+    given = dict(zip(_PARAMS, args))
+    for name, value in kwargs.items():
+        if name in given or (name not in _KW and name not in _PARAMS):
+            raise TypeError(name)
+        given[name] = value
+    if not all(n in given for n in _PARAMS[:3]):
+        raise TypeError("query, key and value are required")
+    return {"q": given["query"], "k": given["key"], "v": given["value"], "attn_mask": given.get("attn_mask"),
+            "dropout_p": given.get("dropout_p", 0.0), "is_causal": given.get("is_causal", False),
+            "scale": given.get("scale"), "enable_gqa": given.get("enable_gqa", False)}
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ------------------------------------------------------------------------------------------------- install
+@dataclass
+class _Registry:
+    """torch's attention-implementation registry, where the running torch has one."""
+    register: Callable
+    activate: Callable
+    restore: Callable | None
+    current: Callable | None
+
+
+def detect_registry(torch) -> _Registry | None:
+    """torch.nn.attention's implementation registry (register_flash_attention_impl / activate_flash_attention_impl,
+    and restore_flash_attention_impl / current_flash_attention_impl where present), or None."""
+    attention: Any
+    try:
+        import importlib
+
+        attention = importlib.import_module("torch.nn.attention")
+    except Exception:  # (a torch without the package, or one that fails to import it)
+        attention = getattr(getattr(torch, "nn", None), "attention", None)
+    register = getattr(attention, "register_flash_attention_impl", None)
+    activate = getattr(attention, "activate_flash_attention_impl", None)
+    if not (callable(register) and callable(activate)):
+        return None
+    restore = getattr(attention, "restore_flash_attention_impl", None)
+    current = getattr(attention, "current_flash_attention_impl", None)
+    return _Registry(register, activate, restore if callable(restore) else None,
+                     current if callable(current) else None)
+
+
+class _Handle:
+    """What the registry's register function returns: ``remove()`` puts torch's function back (idempotent)."""
+
+    def __init__(self, functional, original: Callable, installed: Callable):
+        self._functional, self._original, self._installed = functional, original, installed
+        self.active = True
+
+    def remove(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        current = getattr(self._functional, "scaled_dot_product_attention", None)
+        if current is self._installed:
+            self._functional.scaled_dot_product_attention = self._original
+        else:
+            logger.warning("cudnn_py.torch: torch.nn.functional.scaled_dot_product_attention was replaced by "
+                           "someone else after install(); left as it is (%r)", current)
+
+
+_state: dict[str, Any] = {"provider": None, "handle": None, "mechanism": None, "registry": None}
+_install_lock = threading.Lock()
+_pending: dict[str, Callable] = {}  # the register function of the install() in progress
+_registered_with: list = []  # the registries' register functions "CUDNN_PY" was registered with (once each)
+
+
+def _register_trampoline(*_args: Any, **_kwargs: Any) -> Any:
+    """What the registry holds: registered once per process (a registry may refuse a second registration of a
+    name); it installs the provider of the install() that activates it."""
+    fn = _pending.get("register_fn")
+    if fn is None:
+        raise RuntimeError("the CUDNN_PY attention implementation is activated by cudnn_py.torch.install()")
+    return fn()
+
+
+def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) -> str:
+    """Serve torch.nn.functional.scaled_dot_product_attention from cudnn_py. ``mechanism``: "auto" (torch's
+    attention registry where it exists, else the direct override), "registry" (refused without one) or
+    "override". Returns the mechanism used. Installing twice is a no-op (returns the mechanism in use)."""
+    if mechanism not in ("auto", "registry", "override"):
+        raise ValueError(f"mechanism must be 'auto', 'registry' or 'override', got {mechanism!r}")
+    import torch
+    import torch.nn.functional as functional
+
+    with _install_lock:
+        if _state["provider"] is not None:
+            return str(_state["mechanism"])
+        original = functional.scaled_dot_product_attention
+        provider = Provider(torch, original, cache_size)
+        holder: dict[str, _Handle] = {}
+
+        def register_fn(*_args: Any, **_kwargs: Any) -> _Handle:
+            functional.scaled_dot_product_attention = provider.function
+            holder["handle"] = _Handle(functional, original, provider.function)
+            return holder["handle"]
+
+        registry = detect_registry(torch) if mechanism != "override" else None
+        version = getattr(torch, "__version__", "?")
+        if mechanism == "registry" and registry is None:
+            raise RuntimeError(f"torch {version} has no attention-implementation registry "
+                               "(torch.nn.attention.register_flash_attention_impl); use mechanism='override'")
+        used = "override"
+        if registry is not None:
+            logger.info("cudnn_py.torch: torch %s has the attention-implementation registry "
+                        "(torch.nn.attention.register_flash_attention_impl): registering and activating %r",
+                        version, PROVIDER_NAME)
+            try:
+                if not any(f is registry.register for f in _registered_with):
+                    registry.register(PROVIDER_NAME, register_fn=_register_trampoline)
+                    _registered_with.append(registry.register)
+                _pending["register_fn"] = register_fn
+                try:
+                    registry.activate(PROVIDER_NAME)
+                finally:
+                    _pending.clear()
+                if "handle" not in holder or functional.scaled_dot_product_attention is not provider.function:
+                    raise RuntimeError("the registry did not install the provider's function")
+                used = "registry"
+            except Exception as exc:
+                if mechanism == "registry":
+                    raise
+                logger.warning("cudnn_py.torch: activation through torch's attention registry failed (%s: %s); "
+                               "overriding torch.nn.functional.scaled_dot_product_attention directly",
+                               type(exc).__name__, _short(exc))
+                if "handle" in holder:
+                    holder.pop("handle").remove()
+        else:
+            logger.info("cudnn_py.torch: torch %s: %s; overriding torch.nn.functional.scaled_dot_product_attention "
+                        "directly", version, "mechanism='override' asked for" if mechanism == "override"
+                        else "no attention-implementation registry (torch.nn.attention.register_flash_attention_impl)")
+        if used == "override":
+            register_fn()
+            registry = None
+        _state.update(provider=provider, handle=holder["handle"], mechanism=used, registry=registry)
+        return used
+
+
+def uninstall() -> None:
+    """Put torch back: torch.nn.functional.scaled_dot_product_attention is the original function object again (and,
+    through the registry, no implementation is active). A no-op when not installed."""
+    with _install_lock:
+        handle, registry = _state["handle"], _state["registry"]
+        if handle is None:
+            return
+        if registry is not None:
+            current = registry.current() if registry.current is not None else PROVIDER_NAME
+            if registry.restore is not None and current == PROVIDER_NAME:
+                try:
+                    registry.restore()
+                except Exception as exc:
+                    logger.warning("cudnn_py.torch: torch's restore_flash_attention_impl failed (%s: %s)",
+                                   type(exc).__name__, _short(exc))
+        handle.remove()  # (idempotent: a no-op where the registry's restore already called it)
+        provider = _state["provider"]
+        if provider is not None:
+            provider.cache.clear()
+        _state.update(provider=None, handle=None, mechanism=None, registry=None)
+        logger.info("cudnn_py.torch: uninstalled; torch.nn.functional.scaled_dot_product_attention is torch's again")
+
+
+def installed() -> str | None:
+    """The mechanism in use ("registry" / "override"), or None."""
+    return _state["mechanism"]
+
+
+def provider() -> Provider | None:
+    """The installed Provider (its ``cache``, ``served`` / ``fallbacks`` counts), or None."""
+    return _state["provider"]
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Inside the block, torch's own scaled_dot_product_attention; the provider (and its graph cache) stays
+    installed and is back after it. A no-op when not installed."""
+    handle = _state["handle"]
+    if handle is None or not handle.active:
+        yield
+        return
+    functional = handle._functional
+    functional.scaled_dot_product_attention = handle._original
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = handle._installed
