@@ -20,8 +20,8 @@ from cudnn_py.backend import live
 
 ROOT = Path(__file__).resolve().parents[1]
 SURFACE = json.loads((ROOT / "tests" / "data" / "module_surface_1_32.json").read_text())
-# 1.32 names cudnn_py does not have (docs/differences.md says why)
-NOT_PROVIDED = {"Graph", "wrapper"}
+# 1.32 names cudnn_py does not have (docs/differences.md says why): none since Graph / wrapper came
+NOT_PROVIDED: set[str] = set()
 
 
 def _signature(fn) -> list:
@@ -65,6 +65,9 @@ def test_module_functions_have_the_official_signature(name):
 def test_classes_have_the_official_signatures_and_attributes():
     assert _leading_match(SURFACE["Handle"]["__init__"], _signature(cudnn.Handle.__init__))
     assert _leading_match(SURFACE["DeviceInfo"]["__init__"], _signature(cudnn.DeviceInfo.__init__))
+    for method, params in SURFACE["Graph"].items():  # the wrapper (tests/test_graph_wrapper.py: the rest of it)
+        assert _signature(getattr(cudnn.Graph, method)) == params, method
+    assert isinstance(cudnn.wrapper, type(sys)) and cudnn.wrapper.Graph is cudnn.Graph
     info = cudnn.DeviceInfo(0)
     assert all(hasattr(type(info), a) or a in vars(info) for a in SURFACE["DeviceInfo"]["attributes"])
     assert [m.name for m in cudnn.NodeType] == SURFACE["NodeType"]
