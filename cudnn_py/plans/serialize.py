@@ -124,11 +124,12 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
         raise ValueError("not a serialized cudnn_py plan (no 'cudnn_py.plan' format tag)")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         raise ValueError(f"serialized plan format version {doc.get('version')!r}; this cudnn_py reads {VERSION}")
-    c.obj(doc, "", ("cudnn_version", "plan", "tensors"))
+    c.obj(doc, "", ("cudnn_version",))
     built_with, running = c.int_(doc["cudnn_version"], "cudnn_version", 0, 10**7), versions.runtime_version()
     if built_with != running:
         raise ValueError(f"the plan was serialized with cuDNN {version_string(built_with)}; the loaded cuDNN is "
                          f"{version_string(running)} (a serialized plan loads only into the cuDNN that built it)")
+    c.obj(doc, "", ("plan", "tensors"))
     records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
                for i, d in enumerate(c.list_(doc["tensors"], "tensors", 0, MAX_RECORDS))]
     by_uid: dict[int, TensorRecord] = {}
