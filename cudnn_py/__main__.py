@@ -215,9 +215,12 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
 
         return replay.replay(path)
     try:
-        calls = trace.calls(path)
+        calls = trace.read_checked(path)
     except OSError as e:
         print(f"cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    except trace.TraceFormatError as e:
+        print(f"not a trace: {e}", file=sys.stderr)
         return 2
     summary = trace_summary.summarize(calls)
     if as_json:

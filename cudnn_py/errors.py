@@ -112,6 +112,12 @@ class DescriptorError(ValueError):
     """Misuse of a descriptor caught before reaching the backend (which may crash on some of it)."""
 
 
+class SerializedJSONError(DescriptorError):
+    """A serialized document (kernel cache, execution plan or device properties JSON, a serialized plan, a trace)
+    that does not match what cuDNN / cudnn_py write; the message names the document and the field path. Refused
+    before the backend reads it (cuDNN crashes on some malformed JSON)."""
+
+
 class UnsupportedAttributeError(DescriptorError, FeatureVersionError):
     """An attribute, descriptor kind or enum member newer than the running cuDNN: both a ValueError (the descriptor
     was misused) and a cudnnGraphNotSupportedError (the feature needs another cuDNN)."""

@@ -29,7 +29,7 @@ from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
 from .._generated.enums import ENUMS
 from ..dtypes import BY_BACKEND
 from ..errors import DescriptorError, UnsupportedAttributeError
-from . import live, trace, values
+from . import json_check, live, trace, values
 from .api import error_for, lib
 from .enums import CEnum, coerce, enum_class
 from .requirements import (
@@ -287,6 +287,8 @@ class Descriptor:
             array, keep = plan.convert(spec.name, type_name, vals), None
         else:
             array, keep = self._to_c_array(spec, type_name, vals)
+        if plan.fills:  # a JSON document cuDNN parses: checked against its schema first (cuDNN crashes on some)
+            json_check.check_attribute(plan.name, bytes(array))
         self._raw_set(spec, type_name, n, array)  # the one call point of cudnnBackendSetAttribute (tests hook it)
         # described when first shown (repr, explain): a set on the lowering path pays for no string building
         self._attrs[plan.name] = _describe(vals, type_name, plan.scalar) if plan.described_at_once else \

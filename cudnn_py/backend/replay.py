@@ -39,6 +39,7 @@ from typing import IO, Any
 from .._generated.attributes import ATTRIBUTES, AttributeSpec
 from ..errors import CudnnError, DescriptorError, status_name
 from . import loader
+from . import trace as trace_module
 from .descriptor import Descriptor
 from .enums import enum_class
 from .handle import create_handle, destroy_handle
@@ -236,8 +237,7 @@ def load(path: str) -> Trace:
     """Read and check a trace file (no backend call). Raises :class:`TraceError` listing every problem."""
     trace = Trace(path)
     errors: list[str] = []
-    with open(path, "rb") as fh:
-        raw = fh.read()
+    raw = trace_module.read_file(path)  # a regular file of at most MAX_TRACE_BYTES (OSError otherwise)
     lines = raw.split(b"\n")
     last = max((i for i, b in enumerate(lines, 1) if b.strip()), default=0)
     runs = 0
@@ -506,6 +506,11 @@ def replay(path: str, out: IO[str] = sys.stdout, *, isolate: bool = True) -> int
     """Replay ``path``; with ``isolate`` (the default) in a child process, reporting a crash instead of dying."""
     if not isolate:
         return replay_in_process(path, out)
+    try:  # here first: the child must not block on a FIFO or read a device
+        trace_module.check_file(path)
+    except OSError as e:
+        print(f"{path}: cannot read the trace: {e}", file=out)
+        return 2
     with tempfile.TemporaryDirectory(prefix="cudnn_py_replay_") as tmp:
         progress = os.path.join(tmp, "progress")
         cmd = [sys.executable, "-u", "-m", "cudnn_py", "replay", "--in-process", "--progress", progress, path]

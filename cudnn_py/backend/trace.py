@@ -137,16 +137,25 @@ def _file_kind(mode: int) -> str:
 
 
 def open_trace_file(path: str | os.PathLike) -> _FdStream:
-    """Open ``path`` for appending without ever blocking; refuse anything but a regular file (OSError, naming it)."""
+    """Open ``path`` for appending without ever blocking; refuse anything but a regular file (OSError, naming it),
+    a symbolic link included (``O_NOFOLLOW``: the tracer never appends to a link's target)."""
     p = os.fspath(path)
     try:
-        st = os.stat(p)
+        st = os.lstat(p)
     except FileNotFoundError:
         st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "a symbolic link; traces are written to regular files only", p)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise OSError(errno.EINVAL, f"{_file_kind(st.st_mode)}, not a regular file", p)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(p, flags, 0o666)  # O_NONBLOCK: a FIFO swapped in since the stat cannot block the open
+    flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fd = os.open(p, flags, 0o666)  # O_NONBLOCK: a FIFO swapped in since the stat cannot block the open
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link swapped in since the lstat
+            raise OSError(errno.ELOOP, "a symbolic link; traces are written to regular files only", p) from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -154,9 +163,8 @@ def open_trace_file(path: str | os.PathLike) -> _FdStream:
         os.set_blocking(fd, True)
         partial = False
         if st.st_size:
-            with contextlib.suppress(OSError), open(p, "rb") as f:
-                f.seek(-1, os.SEEK_END)
-                partial = f.read(1) != b"\n"
+            with contextlib.suppress(OSError):
+                partial = os.pread(fd, 1, st.st_size - 1) != b"\n"
     except BaseException:
         os.close(fd)
         raise
@@ -384,8 +392,99 @@ def calls(source: str | os.PathLike) -> list[dict[str, Any]]:
     """:func:`read` of a trace file, or of the trace text itself when ``source`` contains a newline."""
     if isinstance(source, str) and "\n" in source:
         return read(source.splitlines())
-    with open(source, encoding="utf-8", errors="replace") as f:
-        return read(f)
+    return read(read_file(source).decode("utf-8", "replace").splitlines())
+
+
+MAX_TRACE_BYTES = 1 << 30  # the largest trace file the readers (trace summary, replay) read
+
+
+def _open_for_reading(p: str) -> int:
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{_file_kind(st.st_mode)}, not a regular file", p)
+        if st.st_size > MAX_TRACE_BYTES:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes; traces of at most {MAX_TRACE_BYTES} bytes are read", p)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_file(path: str | os.PathLike) -> None:
+    """What :func:`read_file` checks before reading (OSError naming the file), without reading."""
+    os.close(_open_for_reading(os.fspath(path)))
+
+
+def read_file(path: str | os.PathLike) -> bytes:
+    """The bytes of a trace file: a regular file only (a FIFO, a device or a directory is refused without blocking
+    on it), of at most MAX_TRACE_BYTES. OSError naming the file otherwise."""
+    p = os.fspath(path)
+    fd = _open_for_reading(p)
+    try:
+        chunks, total = [], 0
+        while total <= MAX_TRACE_BYTES:
+            chunk = os.read(fd, min(1 << 24, MAX_TRACE_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_TRACE_BYTES:  # it grew while read
+            raise OSError(errno.EFBIG, f"over {MAX_TRACE_BYTES} bytes; traces of at most that are read", p)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class TraceFormatError(ValueError):
+    """A file that is not a well-formed trace; the message names the file and line."""
+
+
+_PHASES = (None, "start", "begin", "end", "stop")
+_STR_FIELDS = ("fn", "kind", "attr", "status_name", "message", "cudnn_py")
+_INT_FIELDS = ("seq", "pid", "status", "desc")
+
+
+def read_checked(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """:func:`read` of a trace file, every line checked first: JSON objects with the fields a tracer writes, of
+    their types. TraceFormatError naming ``file:line`` otherwise (and for a file with no trace record at all);
+    OSError for a file that cannot be read (:func:`read_file`)."""
+    name = os.fspath(path)
+    lines = read_file(path).split(b"\n")
+    records = 0
+    for no, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{name}:{no}"
+        try:
+            r = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise TraceFormatError(f"{where}: not a JSON trace record ({str(e)[:120]})") from None
+        if not isinstance(r, dict):
+            raise TraceFormatError(f"{where}: a JSON {type(r).__name__}, not a trace record (an object)")
+        phase = r.get("phase")
+        if phase not in _PHASES:
+            raise TraceFormatError(f"{where}: phase {str(phase)[:40]!r} is not one of start, begin, end, stop")
+        if phase in (None, "begin", "end") and not isinstance(r.get("fn"), str):
+            raise TraceFormatError(f"{where}: a call record without a function name (\"fn\")")
+        for key in _STR_FIELDS:
+            if r.get(key) is not None and not isinstance(r[key], str):
+                raise TraceFormatError(f"{where}: {key} must be a string, not {type(r[key]).__name__}")
+        for key in _INT_FIELDS:
+            v = r.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 63):
+                raise TraceFormatError(f"{where}: {key} must be an integer, not {str(v)[:40]}")
+        us = r.get("us")
+        if us is not None and (isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < 1e18):
+            raise TraceFormatError(f"{where}: us must be a non-negative number of microseconds, not {str(us)[:40]}")
+        if "open" in r and not (isinstance(r["open"], bool) if phase is None else isinstance(r["open"], list)):
+            raise TraceFormatError(f"{where}: open has the wrong type ({type(r['open']).__name__})")
+        records += 1
+    if not records:
+        raise TraceFormatError(f"{name}:1: no trace record (an empty file, or not a trace)")
+    return read(b.decode("utf-8") for b in lines if b.strip())
 
 
 # --------------------------------------------------------------------------------------------------- process

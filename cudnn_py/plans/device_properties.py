@@ -11,10 +11,12 @@ finalize (``NOT_INITIALIZED``: cuDNN's ``cudaDeviceGetAttribute`` fails); a JSON
 hand-written one is refused at finalize (``BAD_PARAM``): cuDNN names the first fields it misses (``maxGridSize`` and
 ``maxBlockSize``, arrays; ``smCountOrigin`` must be 1 of 0..3), then stops naming them (``HasMember(key)``) even
 with every field name found in libcudnn_graph given - so the JSON has to come from a machine with the GPU.
+cuDNN 9.28 also accepts some JSON it should not (``warpSize`` 0, ``multiProcessorCount`` -1, ``maxGridSize`` of
+strings): ``backend/json_check.py`` checks every field's type and range first (``SerializedJSONError``).
 """
 from __future__ import annotations
 
-from ..backend import Descriptor, versions
+from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError
 from .backend_json import read_json_attribute
 
@@ -46,6 +48,7 @@ class DeviceProperties:
     def from_json(cls, text: str) -> DeviceProperties:
         if not text:
             raise ValueError("create_device_properties(json): the JSON is empty")
+        json_check.check_device_properties(text, "create_device_properties(json): device properties JSON")
         desc = Descriptor(KIND)
         desc.set(_JSON, text)
         try:

@@ -12,14 +12,16 @@ The descriptor is made when the first graph builds its operation graph: it is bo
 (``KERNEL_CACHE_OPERATION_GRAPH``, cuDNN >= 9.5) and finalized once; later graphs attach the finalized cache to
 their plans. A cache loaded from JSON is finalized at ``deserialize()`` (the header: the operation graph is
 required "unless the descriptor is populated from CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION instead"), so a
-JSON cuDNN refuses fails there, naming the cache, not at some later build.
+JSON cuDNN refuses fails there, naming the cache, not at some later build. Before cuDNN sees it, the JSON is
+checked against the schema of cuDNN's own output (``backend/json_check.py``: cuDNN crashes on some malformed
+JSON); a refusal is a ``SerializedJSONError`` (a ``ValueError``) naming the field path.
 """
 from __future__ import annotations
 
 import logging
 import threading
 
-from ..backend import Descriptor, versions
+from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError, PhaseError
 from .backend_json import read_json_attribute
 
@@ -80,6 +82,8 @@ class KernelCache:
                             f"{type(text).__name__}")
         if not text:
             raise ValueError("kernel_cache.deserialize(): the JSON is empty")
+        # checked against the schema of cuDNN's own kernel cache JSON first: cuDNN crashes on some malformed ones
+        json_check.check_kernel_cache(text, "kernel_cache.deserialize(): kernel cache JSON")
         with self._lock:
             if self._descriptor is not None:
                 raise RuntimeError("kernel_cache.deserialize(): this kernel cache is not empty (a graph bound it, or "
