@@ -45,8 +45,10 @@ def test_serialize_round_trip_in_process():
     fresh.execute({A.uid: a, "B": b, C.uid: c}, ws)
     torch.cuda.synchronize()
     assert rel_err(c, torch.relu(a.double() @ b.double())) < 5e-3
-    with pytest.raises(ValueError, match=r"expected shape \[2, 32, 16\]"):  # the records check operands
-        fresh.execute({A.uid: a, "B": b.transpose(1, 2).contiguous(), C.uid: c}, ws)
+    with pytest.raises(ValueError, match=r"expected shape \[2, 32, 16\].*holds 1024 bytes.*spans 2048"):
+        fresh.execute({A.uid: a, "B": b[:1], C.uid: c}, ws)  # the records check operands: too small a buffer
+    with pytest.raises(ValueError, match=r"expected strides \[512, 16, 1\]"):
+        fresh.execute({A.uid: a, "B": b.transpose(1, 2).contiguous().transpose(1, 2), C.uid: c}, ws)
 
 
 def test_deserialize_in_a_fresh_process(tmp_path):

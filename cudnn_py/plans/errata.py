@@ -124,13 +124,17 @@ def _widening_cast_into_matmul(program: Any) -> str | None:
     return None
 
 
-def _packed(t: Any) -> bool:
-    acc = 1
-    for d, st in sorted(zip(t.dim, t.stride), key=lambda p: p[1]):
-        if d > 1 and st != acc:
-            return False
-        acc *= max(int(d), 1)
-    return True
+def _padded(t: Any) -> bool:
+    """Whether the rows of the operand's matrices (its last two axes) leave gaps: sorted by stride, one axis steps
+    further than the other spans. A column-major or overlapping matrix has none, and how the batches lie does not
+    matter (seen on the H200: fuzz/errata_probe cases mmcast-fz* against mmcast-conf-*)."""
+    reach = 1
+    matrix = list(zip(t.dim, t.stride))[-2:]
+    for st, d in sorted((int(st), int(d)) for d, st in matrix if int(d) > 1):
+        if st > reach:
+            return True
+        reach = max(reach, st * d)
+    return False
 
 
 def _cast_of_strided_input_into_matmul(program: Any) -> str | None:
@@ -143,9 +147,9 @@ def _cast_of_strided_input_into_matmul(program: Any) -> str | None:
             if cast is None or cast.params.get("mode") != "CUDNN_POINTWISE_IDENTITY":
                 continue
             src = cast.inputs["IN_0"]
-            if src.data_type is not cast.outputs["OUT_0"].data_type and not _packed(src):
+            if src.data_type is not cast.outputs["OUT_0"].data_type and _padded(src):
                 return (f"matmul {n.name!r} reads {port} through the cast {cast.name!r} of {src.name!r}, whose "
-                        f"strides {list(src.stride)} are not packed for dims {list(src.dim)}")
+                        f"strides {list(src.stride)} leave gaps for dims {list(src.dim)}")
     return None
 
 
@@ -170,32 +174,10 @@ def _unverified_pointwise_broadcast(program: Any) -> str | None:
     return None
 
 
-_NOT_A_COPY = {"AMAX", "NORM1", "NORM2", "MUL_NO_ZEROS"}  # modes whose result differs from X when nothing is reduced
-
-
-def _reduction_reducing_nothing(program: Any) -> str | None:
-    for n in program.nodes:
-        if n.op == "reduction" and getattr(n.params.get("mode"), "name", "") in _NOT_A_COPY:
-            x, y = n.inputs["X"], n.outputs["Y"]
-            if [int(d) for d in x.dim] == [int(d) for d in y.dim]:
-                return f"reduction {n.name!r} ({n.params['mode'].name}) reduces no axis of {list(x.dim)}"
-    return None
-
-
-def _pointwise_unit_axis_strides(program: Any) -> str | None:
-    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
-        return None
-    from ..ir import layout
-
-    for n in program.nodes:
-        for t in list(n.inputs.values()) + list(n.outputs.values()):
-            if t.is_pass_by_value:
-                continue
-            packed = layout.row_major_strides(t.dim)
-            if any(int(d) == 1 and int(s) != p for d, s, p in zip(t.dim, t.stride, packed)):
-                if any(int(d) > 1 for d in t.dim):
-                    return (f"pointwise node {n.name!r}: tensor {t.name!r} {list(t.dim)} has strides {list(t.stride)} "
-                            "on its unit axes")
+def _backward_with_dropout_mask(program: Any) -> str | None:
+    for n in _attention_nodes(program, ("sdpa_backward",)):
+        if n.params.get("dropout") == "mask":
+            return f"sdpa_backward node {n.name!r} has a dropout mask ({n.inputs['DROPOUT_MASK'].name!r})"
     return None
 
 
@@ -259,9 +241,9 @@ def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
     return None
 
 
+# the reproducer run of 2026-12-03: each case built in cudnn_py and the official frontend 1.32, same inputs, same GPU
+_PROBE = "fuzz/errata_probe (results: fuzz/results/errata_probe-2026-12-03-h200-cudnn9.19.txt)"
 _GPU_SDPA = "found by cudnn_py's GPU tests on H200 / cuDNN 9.19.0, 2026-12-01 (tests/test_gpu_sdpa.py)"
-_CAUSE = ("cause not isolated: the decomposition agrees with the float64 definition on the CPU "
-          "(tests/test_sdpa.py, ReferenceEngine(program=True))")
 ERRATA: tuple[Erratum, ...] = (
     Erratum(
         id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_with_sink("sdpa"),
@@ -318,8 +300,9 @@ ERRATA: tuple[Erratum, ...] = (
         workaround="run the mask as a graph of its own, use batch 1, or the unified band mask "
                    "(implementation=UNIFIED, cuDNN >= 9.21)",
         seen_on="H200 (sm90)",
-        source="found by cudnn_py on H200 / cuDNN 9.19.0 (plan eng7_k24=41), 2026-12-01: "
-               "tests/test_gpu_passes.py::test_band_mask_after_a_batched_matmul_is_refused"),
+        source="found by cudnn_py on H200 / cuDNN 9.19.0 (plan eng7_k24=41), 2026-12-01; reproduced with the official "
+               "frontend 1.32 on the same GPU and cuDNN, 2026-12-03 (case genindex-batched: relative error 0.126 in "
+               "both, batch 0 right, batch 1 0.18; plan eng7_k24=41 in both): " + _PROBE),
     Erratum(
         id="matmul-widening-cast-unaligned", first=90000, last=NO_UPPER,
         match=_widening_cast_into_matmul,
@@ -327,16 +310,21 @@ ERRATA: tuple[Erratum, ...] = (
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
         seen_on="H200 (sm90)",
-        source="shared/reference/errata.md #1 (cudnn-frontend PR #330); reproduced on H200 / cuDNN 9.19"),
+        source="shared/reference/errata.md #1 (cudnn-frontend PR #330); the official frontend 1.32 kills its process "
+               "on H200 / cuDNN 9.19 on two such matmuls of its own test suite (test_matmul_fuzzer cases "
+               "u126_b32_M9xN169xK100_bf16_none and u217_b7_M361xN289xK2116_f16_none, 2026-12-03)"),
     Erratum(
         id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
         match=_cast_of_strided_input_into_matmul,
-        effect="a matmul input made by a fused cast of an operand with padded (non-packed) strides gives wrong "
-               "results (relative error 0.6-1.0)",
+        effect="a matmul input made by a fused cast of an operand with padded strides (gaps between rows) gives "
+               "wrong results (relative error 0.6-1.0); a cast of a column-major or overlapping operand is right",
         workaround="make the operand contiguous before the graph, or cast in a graph of its own",
         seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (plans eng7_k24=32..41), 2026-12-01: "
-               "fuzz/graph_fuzz.py seed 20261201, cases 20, 82, 211, 229, 263, 463, 716, 904, 1009, ..."),
+               "fuzz/graph_fuzz.py seed 20261201, cases 20, 82, 211, 229, 263, 463, 716, 904, 1009, ...; reproduced "
+               "with the official frontend 1.32 on the same GPU and cuDNN, 2026-12-03 (cases mmcast-fz20/82/211/229/"
+               "263: the same plans and errors in both, 0.62-1.0; the official test_mixed_precision_matmul's "
+               "overlapping B: right in both, eng4_k24=12): " + _PROBE),
     Erratum(
         id="pointwise-broadcast", first=91900, last=NO_UPPER,
         match=_unverified_pointwise_broadcast,
@@ -346,25 +334,19 @@ ERRATA: tuple[Erratum, ...] = (
         seen_on="H200 (sm90)",
         source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0 (eng1_k24=34..37), 2026-12-01: e.g. "
                "[8,33,64] + [1,1,64] relative error nan, [8,33,64] + [8,1,1] 1.19, [99,1,16] + [99,1,1] 0.70; "
-               "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]"),
+               "right: [8,33,64] + [8,33,1], [1,33,64], [8,1,64], [1,1,1]; reproduced with the official frontend "
+               "1.32 on the same GPU and cuDNN, 2026-12-03 (cases pwb-1x1x64 / 8x1x1 / 99x1x16: the same errors and "
+               "unwritten elements in both, eng1; the control [8,33,64] + [8,33,1] right in both): " + _PROBE),
     Erratum(
-        id="reduction-reducing-nothing", first=91900, last=NO_UPPER,
-        match=_reduction_reducing_nothing,
-        effect="an AMAX / NORM1 / NORM2 / MUL_NO_ZEROS reduction whose output dims equal its input's returns the "
-               "input unchanged (AMAX gave X instead of |X|)",
-        workaround="use the elementwise op itself (abs for AMAX and the norms)",
+        id="sdpa-backward-dropout-mask", first=91900, last=NO_UPPER, match=_backward_with_dropout_mask,
+        effect="sdpa_backward with a dropout mask (the (mask, scale, scale_inv) form) gives wrong dQ and dK (relative "
+               "error 0.05-0.19 against float64 in fp16); an all-ones mask and the (probability, seed, offset) form "
+               "are right",
+        workaround="use the (probability, seed, offset) dropout, or compute the backward outside cuDNN",
         seen_on="H200 (sm90)",
-        source="found by cudnn_py's graph fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: seed 7, case 1827 (AMAX of "
-               "[1, 64, 1, 1] per channel, relative error 1.46)"),
-    Erratum(
-        id="pointwise-unit-axis-strides", first=91900, last=NO_UPPER,
-        match=_pointwise_unit_axis_strides,
-        effect="a pointwise-only graph over a tensor whose unit axes carry strides other than the packed row-major "
-               "ones gives wrong results (engine eng1)",
-        workaround="make the operand contiguous, or drop its unit axes",
-        seen_on="H200 (sm90)",
-        source="seen by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-01: abs over [64, 1, 1] with strides [1, 64, 64] "
-               "(seed 7, case 1827 rewritten as an elementwise op), relative error 1.46"),
+        source=_GPU_SDPA + ": test_backward_options[dropout-mask]; reproduced with the official frontend 1.32 on the "
+               "same GPU and cuDNN, 2026-12-03 (cases sdpa-bwd-dropout-testcfg: dQ 0.0499, dK 0.0379; "
+               "sdpa-bwd-dropout-causal128: dQ 0.192, dK 0.188; the same in both, plan eng6_k24=26): " + _PROBE),
     Erratum(
         id="wgrad-post-padding-engines-1-20", first=91900, last=NO_UPPER, engines=(1, 20),
         match=_wgrad_with_more_post_than_pre_padding,
@@ -375,12 +357,9 @@ ERRATA: tuple[Erratum, ...] = (
         source="found by cudnn_py's conv fuzzer on H200 / cuDNN 9.19.0, 2026-12-01: fuzz/conv_fuzz.py seed 20261201 "
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
-               "symmetric padding"),
-    Erratum(
-        id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_with_sink("sdpa_backward", "sdpa_fp8_backward"),
-        effect="sdpa_backward with a sink token leaves dSink unwritten (NaN poison) with a causal mask",
-        workaround="no sink token in the backward",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[sink-causal]"),
+               "symmetric padding; reproduced with the official frontend 1.32 on the same GPU and cuDNN, 2026-12-03: "
+               "its heuristics choose eng20 and its dW is wrong (0.709, as ours on eng20; eng0 right in both): "
+               + _PROBE),
 )
 
 
