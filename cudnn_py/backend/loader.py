@@ -16,8 +16,8 @@ none of them may be shorter than its ELF headers say (a truncated copy, named), 
 (``python -I -S -c``, with the driver library and cuBLASLt this process has loaded: dlopen, the cuDNN symbols, every
 function :func:`load_library` calls, then what validation and planning do first - an operation graph finalized
 without a handle, which loads the sub-libraries, and a heuristics query; without a driver library the sub-libraries
-that need it fail to load cleanly, here as there; about 90-150 ms on a CPU machine, partly hidden). The verdict is cached per (path, mtime, size) for the process. A
-rejected candidate is recorded (why, e.g. "a trial load in a child process died of SIGBUS in dlopen") and the search
+that need it fail to load cleanly, here as there; about 90-150 ms on a CPU machine, partly hidden). The verdict is
+cached per (path, mtime, size) for the process. A rejected candidate is recorded (why, e.g. "a trial load in a child process died of SIGBUS in dlopen") and the search
 goes on, ending in :class:`~cudnn_py.errors.CudnnLibraryNotFoundError` with the whole list. Not vetted: a copy
 already mapped in the process, and everything when ``CUDNN_PY_LIBRARY_VETTED=1`` (the caller vouches for it).
 A library that loads but is not cuDNN (no ``cudnnGetVersion``) is rejected the same way, and unloaded again if this
