@@ -11,17 +11,18 @@ Search order (the first hit wins; every attempt is recorded for the error messag
 
 **Vetting.** A broken install must not kill the process that loads it: a truncated ``libcudnn.so.9`` dies of SIGBUS
 inside ``dlopen``, and a lone ``libcudnn.so.9`` without its sub-libraries aborts in its first call. So before a
-candidate is loaded into this process it is checked: its sub-libraries (:data:`SUBLIBRARIES`) must lie beside it,
-none of them may be shorter than its ELF headers say (a truncated copy, named), and it is tried once in a child process
+candidate is loaded into this process it is checked: its sub-libraries (:data:`SUBLIBRARIES`) must lie beside it, none
+of them may be shorter than its ELF headers say (a truncated copy, named), and it is tried once in a child process
 (``python -I -S -c``, with the driver library and cuBLASLt this process has loaded: dlopen, the cuDNN symbols, every
-function :func:`load_library` calls, then what validation and planning do first - an operation graph finalized
-without a handle, which loads the sub-libraries, and a heuristics query; without a driver library the sub-libraries
-that need it fail to load cleanly, here as there; about 90-150 ms on a CPU machine, partly hidden). The verdict is
-cached per (path, mtime, size) for the process. A rejected candidate is recorded (why, e.g. "a trial load in a child process died of SIGBUS in dlopen") and the search
-goes on, ending in :class:`~cudnn_py.errors.CudnnLibraryNotFoundError` with the whole list. Not vetted: a copy
-already mapped in the process, and everything when ``CUDNN_PY_LIBRARY_VETTED=1`` (the caller vouches for it).
-A library that loads but is not cuDNN (no ``cudnnGetVersion``) is rejected the same way, and unloaded again if this
-loader mapped it; nothing stays bound to a rejected library.
+function :func:`load_library` calls, then what validation and planning do first - an operation graph finalized without a
+handle, which loads the sub-libraries, and a heuristics query; without a driver library the sub-libraries that need it
+fail to load cleanly, here as there; about 90-150 ms on a CPU machine, partly hidden). The verdict is cached per (path,
+mtime, size) for the process. A rejected candidate is recorded (why, e.g. "a trial load in a child process died of
+SIGABRT in finalize (it said: ...)") and the search goes on, ending in
+:class:`~cudnn_py.errors.CudnnLibraryNotFoundError` with the whole list. Not vetted: a copy already mapped in the
+process, and everything when ``CUDNN_PY_LIBRARY_VETTED=1`` (the caller vouches for it). A library that loads but is not
+cuDNN (no ``cudnnGetVersion``) is rejected the same way, and unloaded again if this loader mapped it; nothing stays
+bound to a rejected library.
 
 Nothing here runs at ``import cudnn_py``; the first call that needs the library triggers :func:`load_library`.
 """
