@@ -22,9 +22,17 @@ class cudnnGraphNotSupportedError(Exception):
     """No engine or execution plan supports the graph (a subclass of Exception only, like the pybind original)."""
 
 
+def version_parts(version: int) -> tuple[int, int, int]:
+    """cuDNN's integer version as (major, minor, patch): MAJOR*10000 + MINOR*100 + PATCH since cuDNN 9, and
+    MAJOR*1000 + MINOR*100 + PATCH before (8907 is 8.9.7: every cuDNN 9 version is at least 90000)."""
+    if 0 < version < 10000:
+        return version // 1000, version % 1000 // 100, version % 100
+    return version // 10000, version % 10000 // 100, version % 100
+
+
 def version_string(version: int) -> str:
-    """cuDNN's integer version (MAJOR*10000 + MINOR*100 + PATCH) as "M.m.p"."""
-    return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    """cuDNN's integer version as "M.m.p" (8907 -> "8.9.7", 92800 -> "9.28.0")."""
+    return "{}.{}.{}".format(*version_parts(version))
 
 
 class FeatureVersionError(cudnnGraphNotSupportedError):

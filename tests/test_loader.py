@@ -159,3 +159,101 @@ def test_one_load_checks_the_version_once():
     """, CUDNN_PY_LIBRARY_VETTED="1")  # vetting checks the child's verdict too, before the library is mapped
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0"]
+
+
+# ---- broken installs: the parent survives with a clean exception (issue #27) ----------------------------------------
+import pytest  # noqa: E402
+
+from tests.support.fake_libcudnn import fake_libcudnn, truncated_install  # noqa: E402
+
+LOAD = """
+    import sys
+    sys.path.insert(0, ROOT_PATH)
+    from tests.support.libcuda_stub import ensure_driver
+    ensure_driver()  # as in the other CPU tests: the runtime-compiled engines (and engines_tensor_ir) load
+    from cudnn_py.backend import loader
+    PATCH
+    try:
+        loader.load_library()
+        print("LOADED")
+    except Exception as e:
+        print(type(e).__name__); print(e)
+""".replace("ROOT_PATH", repr(ROOT))
+
+
+def load_with(path: str, patch: str = "") -> tuple[str, str]:
+    r = run(LOAD.replace("PATCH", patch), CUDNN_PY_LIBRARY=path)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])  # the parent survived
+    first, _, rest = r.stdout.partition("\n")
+    return first, rest
+
+
+SUBS = ["libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9", "libcudnn_heuristic.so.9",
+        "libcudnn_engines_tensor_ir.so.9"]
+
+
+@pytest.mark.parametrize("sub", SUBS)
+def test_truncated_sublibrary_is_named(tmp_path, sub):
+    lib = truncated_install(tmp_path, sub)
+    kind, msg = load_with(str(lib))
+    assert kind == "CudnnLibraryNotFoundError", msg
+    assert f"{tmp_path / sub} is truncated" in msg
+
+
+@pytest.mark.parametrize("sub", SUBS)
+def test_truncated_sublibrary_dies_in_the_child_not_here(tmp_path, sub):
+    """Without the ELF size check, the trial's first finalize dies of SIGBUS - in the child."""
+    lib = truncated_install(tmp_path, sub)
+    kind, msg = load_with(str(lib), "loader.truncated_libraries = lambda path: []")
+    assert kind == "CudnnLibraryNotFoundError", msg
+    assert "died of SIGBUS in finalize" in msg and sub in msg
+
+
+def test_a_crash_in_cudart_version_is_caught(tmp_path):
+    lib = fake_libcudnn(tmp_path, "CRASH_IN_CUDART")
+    kind, msg = load_with(str(lib))
+    assert kind == "CudnnLibraryNotFoundError", msg
+    assert "died of SIGSEGV in cudnnGetCudartVersion" in msg
+
+
+def test_cudnn_8_is_reported_as_8_9_7(tmp_path):
+    lib = fake_libcudnn(tmp_path, "VERSION=8907")
+    kind, msg = load_with(str(lib))
+    assert kind == "CudnnVersionError", msg
+    assert "cuDNN 8.9.7;" in msg and "0.89" not in msg
+
+
+@pytest.mark.parametrize("what", ["directory", "fifo", "/dev/zero"])
+def test_override_that_is_not_a_file_is_named(tmp_path, what):
+    if what == "directory":
+        path, expect = str(tmp_path), "is a directory"
+    elif what == "fifo":
+        path, expect = str(tmp_path / "pipe"), "is a FIFO (named pipe)"
+        os.mkfifo(path)
+    else:
+        path, expect = "/dev/zero", "is a character device"
+    kind, msg = load_with(path)
+    assert kind == "CudnnLibraryNotFoundError", msg
+    assert f"{path}: {expect}, not a library file" in msg and "no such file" not in msg
+
+
+def test_version_strings():
+    from cudnn_py.errors import version_string
+
+    assert version_string(8907) == "8.9.7" and version_string(8100) == "8.1.0"
+    assert version_string(92800) == "9.28.0" and version_string(90000) == "9.0.0"
+
+
+def test_the_verdict_is_cached_per_file(tmp_path):
+    r = run("""
+        from cudnn_py.backend import loader
+        from cuda import pathfinder
+        import time
+        p = loader._pathfinder_candidate()
+        t0 = time.perf_counter(); v1 = loader.vet(p); t1 = time.perf_counter(); v2 = loader.vet(p); t2 = time.perf_counter()
+        assert v1.ok and v1 is v2, (v1, v2)
+        print(round((t1 - t0) * 1e3), round((t2 - t1) * 1e3, 3))
+    """)
+    assert r.returncode == 0, r.stderr
+    first, again = map(float, r.stdout.split())
+    assert again < 5 < first

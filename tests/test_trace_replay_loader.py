@@ -547,7 +547,7 @@ FIRST_CALL = """
 """
 
 
-@pytest.mark.parametrize("broken, why", [(_truncated, "died of SIGBUS in dlopen"),
+@pytest.mark.parametrize("broken, why", [(_truncated, "libcudnn.so.9 is truncated"),
                                          (_lone, "died of SIGABRT in cudnnGetVersion")])
 def test_broken_install_first_call_and_info(tmp_path, broken, why):
     path = broken(tmp_path)
@@ -560,7 +560,7 @@ def test_broken_install_first_call_and_info(tmp_path, broken, why):
         assert "vetted='in a child process" in out, out
         pytest.skip("this machine resolves cuDNN's sub-libraries system-wide: a lone copy loads")
     assert out.splitlines()[0] == "CudnnLibraryNotFoundError" and out.count("CudnnLibraryNotFoundError") == 2
-    assert "Places searched" in out and f"CUDNN_PY_LIBRARY: {path}: a trial load in a child process {why}" in out
+    assert "Places searched" in out and f"CUDNN_PY_LIBRARY: {path}: " in out and why in out  # truncated: no trial
     assert "bound: None None" in out
     if broken is _lone:
         assert "libcudnn_graph.so.9" in out and "not beside it" in out

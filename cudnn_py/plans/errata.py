@@ -243,8 +243,48 @@ def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
 
 # the reproducer run of 2026-12-03: each case built in cudnn_py and the official frontend 1.32, same inputs, same GPU
 _PROBE = "fuzz/errata_probe (results: fuzz/results/errata_probe-2026-12-03-h200-cudnn9.19.txt)"
+
+# An OPERATIONGRAPH finalize takes time exponential in the number of operations whose inputs are all non-virtual
+# (graph inputs): measured with the raw backend calls (benchmarks/fanout.py --impl raw: n RELU_FWD pointwise ops of
+# one [1, 8, 16] float input, each with a non-virtual output, finalized without a handle) on cuDNN 9.28.0, CPU
+# (libcuda stand-in), 2026-12-03. Any such operations count, not only the readers of one tensor: n relus of n distinct
+# inputs take as long, and n relus of a virtual tensor take 7 ms.
+SOURCE_OPS_LIMIT = 12  # refused from this many: 11 took 0.45-0.63 s, 12 took 1.4-2.7 s (measured below); the CPU
+# suite's largest count is 11 (the MXFP8 attention backward decomposition), the rest at most 7
+_SOURCE_OPS_SECONDS = ("n = 8: 0.017 s, 9: 0.051, 10: 0.15, 11: 0.45, 12: 1.4, 13: 4.0, 14: 13 (raw calls); through "
+                       "validate(), first graph of a process: 11: 0.63, 12: 2.0-2.7, 14: 16; 20: not done in 60 s")
+
+
+def _source_operations(program: Any) -> str | None:
+    sources = [n for n in program.nodes
+               if n.inputs and all(t is not None and not t.is_virtual for t in n.inputs.values())]
+    if len(sources) < SOURCE_OPS_LIMIT:
+        return None
+    readers: dict[int, set[int]] = {}
+    names: dict[int, str] = {}
+    for n in program.nodes:
+        for t in n.inputs.values():
+            if t is not None and not t.is_virtual:
+                readers.setdefault(t.uid, set()).add(id(n))
+                names[t.uid] = t.name
+    uid = max(readers, key=lambda u: len(readers[u]))
+    return (f"{len(sources)} operations read only non-virtual tensors (tensor {names[uid]!r} has a fan-out of "
+            f"{len(readers[uid])}); cuDNN's operation-graph finalize takes time exponential in that count, so "
+            f"graphs with {SOURCE_OPS_LIMIT} or more are refused before finalize")
+
+
 _GPU_SDPA = "found by cudnn_py's GPU tests on H200 / cuDNN 9.19.0, 2026-12-01 (tests/test_gpu_sdpa.py)"
 ERRATA: tuple[Erratum, ...] = (
+    Erratum(
+        id="opgraph-finalize-source-op-fanout", first=92800, last=NO_UPPER, match=_source_operations,
+        effect="the operation-graph finalize does not return in practice: its time grows about 3x with each "
+               f"operation reading only non-virtual tensors ({_SOURCE_OPS_SECONDS})",
+        workaround=f"split the graph so that each has at most {SOURCE_OPS_LIMIT - 1} such operations, or feed them "
+                   "from one shared virtual tensor (e.g. an identity op on the input)",
+        seen_on="every GPU and deviceless (a host-side cost of the finalize)",
+        source="measured by cudnn_py on cuDNN 9.28.0, CPU, 2026-12-03 with the raw backend calls of "
+               "benchmarks/fanout.py --impl raw (n RELU_FWD ops of one non-virtual [1,8,16] float tensor, non-virtual "
+               "outputs, OPERATIONGRAPH finalized without a handle); run it on a GPU to see other versions"),
     Erratum(
         id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_with_sink("sdpa"),
         effect="cuDNN's attention engines take no sink token before 9.13.0",

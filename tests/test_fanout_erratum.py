@@ -1,0 +1,61 @@
+"""The erratum opgraph-finalize-source-op-fanout (issue #27): a graph with many operations reading only non-virtual
+tensors is refused before cuDNN's operation-graph finalize, which would not return in practice."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CASE = """
+    import sys, time
+    sys.path.insert(0, ROOT_PATH)
+    from tests.support.libcuda_stub import ensure_driver
+    ensure_driver()
+    import cudnn_py as cudnn
+    from cudnn_py.plans import errata
+    F = cudnn.data_type.FLOAT
+    g = cudnn.pygraph(io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+    x = g.tensor([1, 8, 16], name="x")
+    for i in range(NUM_OPS):
+        g.relu(x).set_output(True)
+    t0 = time.perf_counter()
+    try:
+        g.validate()
+        print("ACCEPTED")
+    except cudnn.cudnnGraphNotSupportedError as e:
+        print("REFUSED"); print(e)
+    print(time.perf_counter() - t0, errata.SOURCE_OPS_LIMIT)
+"""
+
+
+def run_case(n: int) -> list[str]:
+    code = textwrap.dedent(CASE).replace("ROOT_PATH", repr(ROOT)).replace("NUM_OPS", str(n))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip().splitlines()
+
+
+def test_twenty_relus_of_one_input_are_refused_fast():
+    out = run_case(20)
+    assert out[0] == "REFUSED", out
+    msg = out[1]
+    assert "opgraph-finalize-source-op-fanout" in msg and "20 operations" in msg
+    assert "tensor 'x' has a fan-out of 20" in msg and "12 or more are refused" in msg
+    seconds, limit = out[-1].split()
+    assert float(seconds) < 1.0 and int(limit) == 12
+
+
+def test_four_relus_of_one_input_are_accepted():
+    assert run_case(4)[0] == "ACCEPTED"
+
+
+def test_the_limit_is_in_the_source():
+    from cudnn_py.plans import errata
+
+    e = next(e for e in errata.ERRATA if e.id == "opgraph-finalize-source-op-fanout")
+    assert "benchmarks/fanout.py --impl raw" in e.source
+    assert errata.SOURCE_OPS_LIMIT - 1 == 11  # the largest count the CPU suite builds (MXFP8 attention backward)
