@@ -12,6 +12,8 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import InvalidValueError
+
 # DLPack type codes
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_COMPLEX, KDL_BOOL = 0, 1, 2, 4, 5, 6
 KDL_FLOAT8_E4M3FN, KDL_FLOAT8_E5M2, KDL_FLOAT8_E8M0FNU, KDL_FLOAT4_E2M1FN = 10, 12, 14, 17
@@ -74,7 +76,7 @@ def dtype(name: str) -> DType:
     try:
         return BY_NAME[name]
     except KeyError:
-        raise ValueError(f"no data type named {name!r}") from None
+        raise InvalidValueError(f"no data type named {name!r}") from None
 
 
 def framework_dtype_name(x: Any) -> str | None:

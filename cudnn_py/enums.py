@@ -16,6 +16,7 @@ import operator
 from typing import Any, TypeVar
 
 from . import dtypes
+from .errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type", "norm_forward_phase",
@@ -145,15 +146,15 @@ def from_backend_name(enum_cls: type[E], cname: str) -> E:
         member = enum_cls.__members__.get(cname[len(prefix):])
         if member is not None and member not in _NO_BACKEND:
             return member
-    raise ValueError(f"{cname!r} is not a backend name of {enum_cls.__name__}")
+    raise InvalidValueError(f"{cname!r} is not a backend name of {enum_cls.__name__}")
 
 
 def _require(member: Any, enum_cls: Any, what: str) -> str:
     if not isinstance(member, enum_cls):
-        raise TypeError(f"{what} must be a {enum_cls.__name__} member, got {member!r}")
+        raise InvalidTypeError(f"{what} must be a {enum_cls.__name__} member, got {member!r}")
     name = backend_name(member)
     if name is None:
-        raise ValueError(f"{member} has no cuDNN backend counterpart")
+        raise InvalidValueError(f"{member} has no cuDNN backend counterpart")
     return name
 
 
@@ -209,11 +210,11 @@ def from_any_dtype(x: Any) -> Any:
     if isinstance(x, tuple) and len(x) in (2, 3) and all(isinstance(v, int) for v in x):
         row = dtypes.BY_DLPACK.get((x[0], x[1]))
         if row is None:
-            raise TypeError(f"unsupported DLPack dtype (code, bits) = {x[:2]}")
+            raise InvalidTypeError(f"unsupported DLPack dtype (code, bits) = {x[:2]}")
         return data_type[row.name]
     row = dtypes.of_framework_dtype(x)
     if row is None:
-        raise TypeError(f"cannot convert {x!r} to a cudnn data_type")
+        raise InvalidTypeError(f"cannot convert {x!r} to a cudnn data_type")
     return data_type[row.name]
 
 

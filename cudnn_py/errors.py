@@ -18,8 +18,28 @@ from ._generated.enums import ENUMS
 from ._generated.status import STATUS_TEXT
 
 
-class cudnnGraphNotSupportedError(Exception):
-    """No engine or execution plan supports the graph (a subclass of Exception only, like the pybind original)."""
+class CudnnPyError(Exception):
+    """The root of every exception cudnn_py raises on purpose (``except CudnnPyError`` catches them all). Each one
+    is also of the classic type a caller of the official module catches for its kind of problem (ValueError,
+    TypeError, RuntimeError, NotImplementedError), except :class:`cudnnGraphNotSupportedError`, which is an
+    Exception only, as the pybind original is."""
+
+
+class InvalidValueError(CudnnPyError, ValueError):
+    """A value, shape, layout or combination refused (the classic module's ValueError)."""
+
+
+class InvalidTypeError(CudnnPyError, TypeError):
+    """An argument of a type cudnn_py does not take (strings and floats are refused, never converted)."""
+
+
+class UsageError(CudnnPyError, RuntimeError):
+    """A call the object's state forbids: mutating a frozen graph, a destroyed handle, and the like."""
+
+
+class cudnnGraphNotSupportedError(CudnnPyError):
+    """No engine or execution plan supports the graph, or the official module does not support the configuration
+    (a subclass of Exception and of cudnn_py's root only, like the pybind original)."""
 
 
 def version_parts(version: int) -> tuple[int, int, int]:
@@ -61,7 +81,7 @@ def status_name(status: int) -> str:
     return _status_names().get(status, f"CUDNN_STATUS_UNKNOWN_{status}")
 
 
-class CudnnError(RuntimeError):
+class CudnnError(CudnnPyError, RuntimeError):
     """A cuDNN call returned a non-success status. Carries the status, the C function, the descriptor kind and
     attribute involved (C names) and ``cudnnGetLastErrorString()`` captured right after the call."""
 
@@ -116,7 +136,7 @@ ERROR_BY_CATEGORY: dict[int, type[CudnnError]] = {
 }
 
 
-class DescriptorError(ValueError):
+class DescriptorError(InvalidValueError):
     """Misuse of a descriptor caught before reaching the backend (which may crash on some of it)."""
 
 
@@ -134,32 +154,32 @@ class UnsupportedAttributeError(DescriptorError, FeatureVersionError):
         FeatureVersionError.__init__(self, feature, needed, loaded, detail)
 
 
-class CudaUnavailableError(RuntimeError):
+class CudaUnavailableError(CudnnPyError, RuntimeError):
     """No usable CUDA driver or device: handles, plans and execution need a GPU."""
 
 
-class CudnnLibraryNotFoundError(RuntimeError):
+class CudnnLibraryNotFoundError(CudnnPyError, RuntimeError):
     """libcudnn could not be loaded; the message lists every place searched and why each failed."""
 
 
-class CudnnVersionError(RuntimeError):
+class CudnnVersionError(CudnnPyError, RuntimeError):
     """The loaded libcudnn is too old for cudnn_py at all, or its sub-libraries disagree on their version."""
 
 
-class PhaseError(RuntimeError):
+class PhaseError(UsageError):
     """A planning call made before the phase it needs (e.g. ``build_plans()`` before ``create_execution_plans()``)."""
 
 
-class NotImplementedOptionError(NotImplementedError):
+class NotImplementedOptionError(CudnnPyError, NotImplementedError):
     """An option the classic API accepts that cudnn_py does not implement yet: refused instead of ignored."""
 
 
-def shape_error(op: str, node: str, tensor: object, message: str) -> ValueError:
+def shape_error(op: str, node: str, tensor: object, message: str) -> InvalidValueError:
     """A ValueError that names the op, the node and the tensor (name and uid), so a failing build says where to look."""
     name = getattr(tensor, "name", None)
     uid = getattr(tensor, "uid", "?")
     label = f"{name!r} (uid {uid})" if name else f"uid {uid}"
-    return ValueError(f"{op} node {node!r}: tensor {label}: {message}")
+    return InvalidValueError(f"{op} node {node!r}: tensor {label}: {message}")
 
 
 def not_supported(op: str, node: str, message: str, tensor: object = None) -> cudnnGraphNotSupportedError:
@@ -173,7 +193,7 @@ def not_supported(op: str, node: str, message: str, tensor: object = None) -> cu
     return cudnnGraphNotSupportedError(f"{where}: {message}")
 
 
-def frozen_error(what: str) -> RuntimeError:
-    return RuntimeError(
+def frozen_error(what: str) -> UsageError:
+    return UsageError(
         f"cannot {what}: the graph is frozen after planning (create_execution_plans) - build a new graph to change it"
     )

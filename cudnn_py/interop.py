@@ -16,6 +16,7 @@ from typing import Any
 
 from . import dtypes
 from .dtypes import KDL_BFLOAT, KDL_BOOL, KDL_COMPLEX, KDL_FLOAT, KDL_INT, KDL_UINT
+from .errors import InvalidTypeError
 
 # DLPack device types
 KDL_CPU, KDL_CUDA = 1, 2
@@ -38,7 +39,8 @@ def stream_ptr(stream: Any) -> int:
             return v
         if v is not None and hasattr(v, "__int__"):
             return int(v)
-    raise TypeError(f"cannot use {type(stream).__name__} as a CUDA stream (pass an int, a torch/cupy stream or an "
+    raise InvalidTypeError(f"cannot use {type(stream).__name__} as a CUDA stream (pass an int, a torch/cupy stream "
+                           f"or an "
                     "object with __cuda_stream__)")
 
 
@@ -88,7 +90,7 @@ def _from_dlpack(obj: Any) -> OperandInfo:
     except TypeError:
         capsule = obj.__dlpack__()
     if not _capsule_is_valid(capsule, b"dltensor"):
-        raise TypeError(f"{type(obj).__name__}.__dlpack__() did not return a 'dltensor' capsule")
+        raise InvalidTypeError(f"{type(obj).__name__}.__dlpack__() did not return a 'dltensor' capsule")
     # DLManagedTensor starts with its DLTensor; the capsule keeps ownership (we only read).
     t = _DLTensor.from_address(_capsule_get_pointer(capsule, b"dltensor"))
     n = t.ndim
@@ -173,7 +175,8 @@ def operand_info(obj: Any) -> OperandInfo:
         return _from_dlpack(obj)
     if isinstance(obj, ctypes.c_void_p):
         return OperandInfo(obj.value or 0, None, None, None, None, None)
-    raise TypeError(f"cannot use {type(obj).__name__} as a tensor operand (pass a torch/cupy/numpy array, an object "
+    raise InvalidTypeError(f"cannot use {type(obj).__name__} as a tensor operand (pass a torch/cupy/numpy array, an "
+                           f"object "
                     "with __dlpack__ or __cuda_array_interface__, or an int device pointer)")
 
 

@@ -43,6 +43,8 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import InvalidTypeError, InvalidValueError, UsageError
+
 logger = logging.getLogger(__name__)
 
 PROVIDER_NAME = "CUDNN_PY"
@@ -286,7 +288,7 @@ class LRU:
 
     def __init__(self, maxsize: int):
         if maxsize < 1:
-            raise ValueError(f"cache size must be at least 1, got {maxsize}")
+            raise InvalidValueError(f"cache size must be at least 1, got {maxsize}")
         self.maxsize = maxsize
         self._d: OrderedDict = OrderedDict()
         self.hits = self.misses = self.evictions = 0
@@ -502,14 +504,14 @@ def _bind(args: tuple, kwargs: dict) -> dict:
     """torch's signature: (query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
     enable_gqa=False). TypeError for anything else (torch then raises its own error)."""
     if len(args) > len(_PARAMS):
-        raise TypeError("too many positional arguments")
+        raise InvalidTypeError("too many positional arguments")
     given = dict(zip(_PARAMS, args))
     for name, value in kwargs.items():
         if name in given or (name not in _KW and name not in _PARAMS):
-            raise TypeError(name)
+            raise InvalidTypeError(name)
         given[name] = value
     if not all(n in given for n in _PARAMS[:3]):
-        raise TypeError("query, key and value are required")
+        raise InvalidTypeError("query, key and value are required")
     return {"q": given["query"], "k": given["key"], "v": given["value"], "attn_mask": given.get("attn_mask"),
             "dropout_p": given.get("dropout_p", 0.0), "is_causal": given.get("is_causal", False),
             "scale": given.get("scale"), "enable_gqa": given.get("enable_gqa", False)}
@@ -580,7 +582,7 @@ def _register_trampoline(*_args: Any, **_kwargs: Any) -> Any:
     name); it installs the provider of the install() that activates it."""
     fn = _pending.get("register_fn")
     if fn is None:
-        raise RuntimeError("the CUDNN_PY attention implementation is activated by cudnn_py.torch.install()")
+        raise UsageError("the CUDNN_PY attention implementation is activated by cudnn_py.torch.install()")
     return fn()
 
 
@@ -589,7 +591,7 @@ def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) ->
     attention registry where it exists, else the direct override), "registry" (refused without one) or
     "override". Returns the mechanism used. Installing twice is a no-op (returns the mechanism in use)."""
     if mechanism not in ("auto", "registry", "override"):
-        raise ValueError(f"mechanism must be 'auto', 'registry' or 'override', got {mechanism!r}")
+        raise InvalidValueError(f"mechanism must be 'auto', 'registry' or 'override', got {mechanism!r}")
     import torch
     import torch.nn.functional as functional
 
@@ -608,7 +610,7 @@ def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) ->
         registry = detect_registry(torch) if mechanism != "override" else None
         version = getattr(torch, "__version__", "?")
         if mechanism == "registry" and registry is None:
-            raise RuntimeError(f"torch {version} has no attention-implementation registry "
+            raise UsageError(f"torch {version} has no attention-implementation registry "
                                "(torch.nn.attention.register_flash_attention_impl); use mechanism='override'")
         used = "override"
         if registry is not None:
@@ -625,7 +627,7 @@ def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) ->
                 finally:
                     _pending.clear()
                 if "handle" not in holder or functional.scaled_dot_product_attention is not provider.function:
-                    raise RuntimeError("the registry did not install the provider's function")
+                    raise UsageError("the registry did not install the provider's function")
                 used = "registry"
             except Exception as exc:
                 if mechanism == "registry":

@@ -13,7 +13,7 @@ from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64
 from typing import Any
 
 from .._generated.functions import FUNCTIONS
-from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError
+from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError, InvalidValueError
 from . import trace
 from .loader import load_library
 
@@ -33,7 +33,7 @@ def ctype(spelling: str) -> Any:
     try:
         return _CTYPES[spelling]
     except KeyError:
-        raise ValueError(f"unknown ctype spelling {spelling!r} in the generated function table") from None
+        raise InvalidValueError(f"unknown ctype spelling {spelling!r} in the generated function table") from None
 
 
 missing: dict[str, int] = {}  # function name -> the cuDNN version that added it (not exported by the loaded one)

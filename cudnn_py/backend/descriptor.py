@@ -28,7 +28,7 @@ from typing import Any
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
 from .._generated.enums import ENUMS
 from ..dtypes import BY_BACKEND
-from ..errors import DescriptorError, UnsupportedAttributeError
+from ..errors import DescriptorError, InvalidTypeError, UnsupportedAttributeError
 from . import json_check, live, trace, values
 from .api import error_for, lib
 from .enums import CEnum, coerce, enum_class
@@ -66,7 +66,7 @@ def attribute_spec(attr: Any) -> AttributeSpec:
             return _ATTR_BY_VALUE[int(attr)]
         except KeyError:
             raise DescriptorError(f"unknown or untyped attribute value {int(attr)}") from None
-    raise TypeError(f"attribute must be a CUDNN_ATTR_* name or enum member, not {type(attr).__name__}")
+    raise InvalidTypeError(f"attribute must be a CUDNN_ATTR_* name or enum member, not {type(attr).__name__}")
 
 
 def descriptor_kind(kind: Any) -> CEnum:

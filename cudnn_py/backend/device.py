@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ..errors import InvalidValueError, UsageError
+
 # CUdevice_attribute ordinals (cuda.h); named here so a cuda-bindings too old to name one still asks for it
 _ATTR = {
     "compute_capability_major": 75, "compute_capability_minor": 76, "sm_count": 16,
@@ -33,7 +35,7 @@ def _driver() -> Any:
 def _checked(result: Any) -> Any:
     err, *values = result
     if int(err) != 0:
-        raise RuntimeError(f"cudnn_py: CUDA driver error {err!r}")
+        raise UsageError(f"cudnn_py: CUDA driver error {err!r}")
     return values[0] if len(values) == 1 else values
 
 
@@ -52,7 +54,7 @@ class DeviceInfo:
             raise NotImplementedError("cudnn_py: no CUDA device visible")
         count = int(_checked(drv.cuDeviceGetCount()))
         if not 0 <= self.ordinal < count:
-            raise ValueError(f"cudnn_py: cuda:{self.ordinal} does not exist ({count} device(s) visible)")
+            raise InvalidValueError(f"cudnn_py: cuda:{self.ordinal} does not exist ({count} device(s) visible)")
         return drv, _checked(drv.cuDeviceGet(self.ordinal))
 
     def _attribute(self, name: str) -> int:

@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from .._generated.enums import ENUMS
+from ..errors import InvalidValueError
 
 
 class CEnum(enum.IntEnum):
@@ -78,9 +79,9 @@ def coerce(enum_name: str, value) -> CEnum:
         try:
             return cls[value]
         except KeyError:
-            raise ValueError(f"{value!r} is not a member of {enum_name}") from None
+            raise InvalidValueError(f"{value!r} is not a member of {enum_name}") from None
     if isinstance(value, enum.Enum) and not isinstance(value, int):
-        raise ValueError(f"{value!r} is not a member of {enum_name}")
+        raise InvalidValueError(f"{value!r} is not a member of {enum_name}")
     return cls(int(value))
 
 

@@ -20,7 +20,7 @@ import ctypes
 import threading
 from typing import Any
 
-from ..errors import CudaUnavailableError
+from ..errors import CudaUnavailableError, InvalidValueError
 from . import context, live, trace
 from .api import error_for, lib
 
@@ -157,7 +157,7 @@ def live_handle(handle: Any, what: str = "handle") -> int:
     """The pointer value of ``handle`` if it is live (created by :func:`create_handle` or adopted), else
     ``ValueError`` naming why not. ``what`` names the caller's argument in the message."""
     if live.lookup(handle) is None:
-        raise ValueError(f"{what}: {live.why_not_live(handle)}; cuDNN would dereference it")
+        raise InvalidValueError(f"{what}: {live.why_not_live(handle)}; cuDNN would dereference it")
     return handle.__index__()
 
 
@@ -168,10 +168,10 @@ def adopt_handle(ptr: Any, device: int | None = None, *, owned: bool = False) ->
     destroys it, after :func:`forget_handle`; with ``owned=True`` cudnn_py may destroy it. Adopting a handle that is
     already live returns it unchanged."""
     if isinstance(ptr, bool) or not hasattr(ptr, "__index__"):
-        raise ValueError(f"adopt_handle: a handle is an int (a cudnnHandle_t), not {type(ptr).__name__}")
+        raise InvalidValueError(f"adopt_handle: a handle is an int (a cudnnHandle_t), not {type(ptr).__name__}")
     p = ptr.__index__()
     if not 0 < p < 1 << 64:
-        raise ValueError(f"adopt_handle: {p:#x} is not a pointer value")
+        raise InvalidValueError(f"adopt_handle: {p:#x} is not a pointer value")
     rec = live.lookup(p)
     if rec is not None:
         return Handle(p, rec.device if rec.device is not None else device, context=rec.context)
@@ -196,12 +196,13 @@ def destroy_handle(handle: int) -> None:
         return
     rec = live.lookup(handle)
     if rec is None:
-        raise ValueError(f"destroy_handle: {live.why_not_live(handle)}")
+        raise InvalidValueError(f"destroy_handle: {live.why_not_live(handle)}")
     if not rec.owned:
-        raise ValueError(f"destroy_handle: handle 0x{rec.ptr:x} was adopted (adopt_handle(owned=False)); its creator "
+        raise InvalidValueError(f"destroy_handle: handle 0x{rec.ptr:x} was adopted (adopt_handle(owned=False)); its "
+                                f"creator "
                          "destroys it — call forget_handle() first")
     if live.unregister(rec.ptr, destroyed=True) is None:  # another thread destroyed it meanwhile
-        raise ValueError(f"destroy_handle: {live.why_not_live(rec.ptr)}")
+        raise InvalidValueError(f"destroy_handle: {live.why_not_live(rec.ptr)}")
     call = None if trace.active is None else trace.begin("cudnnDestroy", handle=trace.hexptr(rec.ptr))
     with context.bound(rec.context):  # it frees device memory of the handle's own context
         status = lib().cudnnDestroy(rec.ptr)

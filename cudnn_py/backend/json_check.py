@@ -36,7 +36,7 @@ from typing import Any
 
 from .._generated.enums import ENUMS
 from ..dtypes import BY_BACKEND
-from ..errors import SerializedJSONError
+from ..errors import InvalidValueError, SerializedJSONError
 
 MAX_JSON_BYTES = 256 << 20  # a kernel cache of a few hundred kernels is tens of MB
 MAX_DEPTH = 64  # cuDNN's own documents nest at most ~8 levels
@@ -208,7 +208,7 @@ _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise InvalidValueError(f"{name} is not JSON")
 
 
 def parse(text: Any, what: str, allow_constants: bool = False) -> Any:

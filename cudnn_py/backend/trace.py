@@ -57,6 +57,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from ..errors import InvalidTypeError
 from . import loader
 
 active: Tracer | None = None
@@ -306,7 +307,7 @@ def _make(target: str | os.PathLike | IO[str]) -> Tracer:
         return Tracer(open_trace_file(target), owns=True, name=os.fspath(target))
     if hasattr(target, "write"):
         return Tracer(target, owns=False, name=_target_name(target))
-    raise TypeError(f"trace target must be a path or a text stream, not {type(target).__name__}")
+    raise InvalidTypeError(f"trace target must be a path or a text stream, not {type(target).__name__}")
 
 
 def start(target: str | os.PathLike | IO[str]) -> Tracer:

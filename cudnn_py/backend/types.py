@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ..errors import InvalidValueError
+
 
 class cudnnFraction_t(ctypes.Structure):
     _fields_ = [("numerator", ctypes.c_int64), ("denominator", ctypes.c_int64)]
@@ -63,7 +65,7 @@ def element_ctype(type_name: str):
     try:
         return _SCALAR_CTYPE[type_name]
     except KeyError:
-        raise ValueError(f"unknown attribute type {type_name!r}") from None
+        raise InvalidValueError(f"unknown attribute type {type_name!r}") from None
 
 
 # CUDNN_TYPE_* -> the inclusive range of its C integer type (ctypes wraps anything outside silently)

@@ -27,7 +27,7 @@ from functools import cache
 from typing import Any
 
 from .._generated.enums import ENUMS
-from ..errors import DescriptorError
+from ..errors import DescriptorError, InvalidTypeError
 from .enums import CEnum, enum_class
 from .requirements import NONFINITE_ALLOWED
 from .types import ENUM_OF_TYPE, INT_RANGE, cudnnFraction_t, element_ctype
@@ -224,7 +224,7 @@ def fractions(attr: str, value: Any) -> list[Fraction]:
             elif isinstance(v, float) and math.isfinite(v):
                 f = Fraction(v)
             else:
-                raise TypeError(f"not {type(v).__name__} {_show(v)}")
+                raise InvalidTypeError(f"not {type(v).__name__} {_show(v)}")
         except (TypeError, ValueError, ZeroDivisionError) as e:
             raise _bad(attr, i, n, f"CUDNN_TYPE_FRACTION takes a Fraction, an int, (numerator, denominator) or a "
                                    f"finite float: {e}") from None

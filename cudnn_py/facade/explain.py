@@ -25,6 +25,8 @@ import shutil
 import subprocess
 from typing import Any
 
+from ..errors import InvalidValueError, UsageError
+
 
 def report(g: Any) -> dict:
     """The explain document of a pygraph (a dict of plain values)."""
@@ -142,7 +144,7 @@ def formatted(doc: dict, format: str) -> str:
     if format == "dot":
         return dot(doc)
     if format != "text":
-        raise ValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
+        raise InvalidValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
     return text(doc)
 
 
@@ -314,14 +316,14 @@ def render_dot(doc: dict, path: str) -> str:
     """Write the Graphviz rendering to ``path`` (the format from its extension); needs Graphviz's ``dot``."""
     exe = shutil.which("dot")
     if exe is None:
-        raise RuntimeError("Graphviz's `dot` is not installed: use explain('dot') for the text")
+        raise UsageError("Graphviz's `dot` is not installed: use explain('dot') for the text")
     fmt = path.rsplit(".", 1)[-1] if "." in path else "svg"
     cmd = [exe, f"-T{fmt}", "-o", path]
     try:
         done = subprocess.run(cmd, input=dot(doc), text=True, capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"render_dot: `{' '.join(cmd)}` did not run: {e}") from None
+        raise UsageError(f"render_dot: `{' '.join(cmd)}` did not run: {e}") from None
     if done.returncode != 0:
-        raise RuntimeError(f"render_dot: `{' '.join(cmd)}` failed with exit status {done.returncode}: "
+        raise UsageError(f"render_dot: `{' '.join(cmd)}` failed with exit status {done.returncode}: "
                            f"{done.stderr.strip() or '(no message on stderr)'}")
     return path

@@ -24,7 +24,14 @@ from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionCont
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
 from ..engines.router import default_router, route
 from ..enums import build_plan_policy, heur_mode
-from ..errors import NotImplementedOptionError, PhaseError, cudnnGraphNotSupportedError
+from ..errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    NotImplementedOptionError,
+    PhaseError,
+    UsageError,
+    cudnnGraphNotSupportedError,
+)
 from ..ir import Graph, Tensor
 from ..plans.device_properties import DeviceProperties
 from ..plans.kernel_cache import KernelCache
@@ -77,7 +84,7 @@ def _classic_execute(graph: Any) -> Callable[..., None]:
     def classic(*args: Any) -> None:
         g = ref()
         if g is None:
-            raise RuntimeError("execute(): the graph this execute belonged to was destroyed")
+            raise UsageError("execute(): the graph this execute belonged to was destroyed")
         return pygraph.execute(g, *args)
 
     return classic
@@ -105,11 +112,11 @@ class pygraph(Graph):
         **kwargs: Any,
     ) -> None:
         if kwargs:
-            raise TypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
+            raise InvalidTypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
         _refuse_unimplemented(cuda_graph_retention=cuda_graph_retention,
                               is_cuda_graph_replay_expected=is_cuda_graph_replay_expected)
         if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0):
-            raise ValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
+            raise InvalidValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
         _check_planning_targets(handle, sm_version, kernel_cache, device_property)
         super().__init__(name, io_data_type, intermediate_data_type, compute_data_type)
         self._handle = handle
@@ -208,18 +215,19 @@ class pygraph(Graph):
         accepts the graph."""
         eid = getattr(engine, "engine_id", None)
         if not is_python_engine(eid):
-            raise ValueError(f"engine {engine!r} must declare an int engine_id >= PYTHON_ENGINE_ID_BASE, got {eid!r}")
+            raise InvalidValueError(f"engine {engine!r} must declare an int engine_id >= PYTHON_ENGINE_ID_BASE, got "
+                                    f"{eid!r}")
         if any(e.engine_id == eid for e in self._engines):
-            raise ValueError(f"engine_id {eid} is already registered on this graph")
+            raise InvalidValueError(f"engine_id {eid} is already registered on this graph")
         if self._planning_done:
-            raise RuntimeError("cannot register an engine after create_execution_plans(); build a new graph")
+            raise UsageError("cannot register an engine after create_execution_plans(); build a new graph")
         self._engines.append(engine)
         self._drop_session()  # a python-engine graph is lowered only if the cuDNN plan is used
         return self
 
     def set_router(self, router: Any) -> pygraph:
         if self._planning_done:
-            raise RuntimeError("cannot set a router after create_execution_plans(); build a new graph")
+            raise UsageError("cannot set a router after create_execution_plans(); build a new graph")
         self._router = router
         return self
 
@@ -257,13 +265,13 @@ class pygraph(Graph):
         backend_entries = 0
         for p in plans:
             if not isinstance(p, PlanConfig):
-                raise TypeError(f"router returned {p!r}; expected PlanConfig entries")
+                raise InvalidTypeError(f"router returned {p!r}; expected PlanConfig entries")
             if is_backend_sentinel(p.engine_id):
                 backend_entries += 1
             elif not is_python_engine(p.engine_id) or p.engine_id not in registered:
-                raise ValueError(f"router returned a plan for unknown engine_id {p.engine_id}")
+                raise InvalidValueError(f"router returned a plan for unknown engine_id {p.engine_id}")
         if backend_entries > 1:
-            raise ValueError("router returned more than one cuDNN entry")
+            raise InvalidValueError("router returned more than one cuDNN entry")
 
     def _require_planned(self, what: str) -> None:
         if not self._planning_done:
@@ -292,7 +300,7 @@ class pygraph(Graph):
         """Route once: python engines that accept the graph and the cuDNN entry (heuristic modes `heuristics`,
         default [A, FALLBACK]) form the ranked plan list; the graph freezes."""
         if self._planning_done:
-            raise RuntimeError("create_execution_plans() already ran on this graph (planning is one-shot); "
+            raise UsageError("create_execution_plans() already ran on this graph (planning is one-shot); "
                                "use select_plan() to switch plans or build a new graph")
         if not self._is_validated:
             self.validate()
@@ -328,9 +336,9 @@ class pygraph(Graph):
         self._require_planned("build_plans")
         policy = args[0] if args else kwargs.pop("policy", build_plan_policy.HEURISTICS_CHOICE)
         if kwargs or len(args) > 1:
-            raise TypeError(f"build_plans() takes one policy argument, got {args}, {kwargs}")
+            raise InvalidTypeError(f"build_plans() takes one policy argument, got {args}, {kwargs}")
         if not isinstance(policy, build_plan_policy):
-            raise TypeError(f"build_plans() needs a build_plan_policy member, got {policy!r}")
+            raise InvalidTypeError(f"build_plans() needs a build_plan_policy member, got {policy!r}")
         if self.selected_engine is not None:
             self._compile(ctx)
         else:
@@ -480,7 +488,7 @@ class pygraph(Graph):
         given = dict(zip(names, args))
         given.update({k: kwargs.pop(k) for k in names if k in kwargs})
         if kwargs:
-            raise TypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
+            raise InvalidTypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
         _no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
         pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
         self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
@@ -498,7 +506,7 @@ class pygraph(Graph):
     def _cuda_graph_session(self, what: str) -> PlanningSession:
         self._require_planned(what)
         if self.selected_engine is not None:
-            raise RuntimeError(f"{what}(): the selected plan runs on a python engine; only cuDNN plans record "
+            raise UsageError(f"{what}(): the selected plan runs on a python engine; only cuDNN plans record "
                                "into CUDA graphs")
         if not self._is_built:
             raise PhaseError(f"call build_plans() before {what}()")
@@ -519,7 +527,7 @@ class pygraph(Graph):
             raise NotImplementedOptionError("serialize(include_kernels=False) is not implemented yet in cudnn_py")
         self._require_planned("serialize")
         if self.selected_engine is not None:
-            raise RuntimeError(f"serialize(): the selected plan runs on the python engine {self.selected_engine!r}; "
+            raise UsageError(f"serialize(): the selected plan runs on the python engine {self.selected_engine!r}; "
                                "only cuDNN plans serialize")
         if not self._is_built:
             raise PhaseError("call build_plans() before serialize()")
@@ -530,9 +538,9 @@ class pygraph(Graph):
         """Load a serialized plan into this (empty) graph, classic ``deserialize(blob)`` or ``(handle, blob)``; the
         graph can execute at once, with operands keyed by uid or name."""
         if kwargs or not 1 <= len(args) <= 2:
-            raise TypeError("deserialize() takes (blob) or (handle, blob)")
+            raise InvalidTypeError("deserialize() takes (blob) or (handle, blob)")
         if self._nodes or self._planning_done:
-            raise RuntimeError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
+            raise UsageError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
         handle = args[0] if len(args) == 2 else self._handle
         load_with = handle
         if load_with is None:  # loaded with this thread's default handle, and like a graph built without a handle,
@@ -561,18 +569,18 @@ class pygraph(Graph):
     def _uid_of(self, key: Any) -> int:
         if isinstance(key, Tensor):
             if key.owner is not self:
-                raise ValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this graph")
+                raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this graph")
             return key.uid
         if isinstance(key, int) and not isinstance(key, bool):
             if key not in self._by_uid:
-                raise ValueError(f"variant pack key: no tensor with uid {key}")
+                raise InvalidValueError(f"variant pack key: no tensor with uid {key}")
             return key
         if isinstance(key, str):
             t = self.find_tensor(key)
             if t is None:
-                raise ValueError(f"variant pack key: no tensor named {key!r}")
+                raise InvalidValueError(f"variant pack key: no tensor named {key!r}")
             return t.uid
-        raise TypeError(f"variant pack keys must be tensors, uids or names, got {type(key).__name__}")
+        raise InvalidTypeError(f"variant pack keys must be tensors, uids or names, got {type(key).__name__}")
 
     def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
         h = handle if handle is not None else self._handle
@@ -587,7 +595,7 @@ class pygraph(Graph):
         from . import explain
 
         if format not in ("text", "json", "dot"):  # before the report: a bad format changes nothing
-            raise ValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
+            raise InvalidValueError(f"explain(format=...) takes 'text', 'json' or 'dot', not {format!r}")
         return explain.formatted(explain.report(self), format)
 
     def render_dot(self, path: str) -> str:
@@ -608,17 +616,20 @@ def _check_planning_targets(handle: Any, sm_version: Any, kernel_cache: Any, dev
     """The classic planning options, checked at construction (a wrong object would fail only at build)."""
     if sm_version is not None and (isinstance(sm_version, bool) or not isinstance(sm_version, int) or
                                    not 10 <= sm_version < 1000):
-        raise ValueError(f"pygraph(sm_version=...) is an architecture as major * 10 + minor (90 for SM 9.0, 100 for "
+        raise InvalidValueError(f"pygraph(sm_version=...) is an architecture as major * 10 + minor (90 for SM 9.0, "
+                                f"100 for "
                          f"SM 10.0), got {sm_version!r}")
     if kernel_cache is not None and not isinstance(kernel_cache, KernelCache):
-        raise TypeError(f"pygraph(kernel_cache=...) takes what cudnn.create_kernel_cache() returns, not "
+        raise InvalidTypeError(f"pygraph(kernel_cache=...) takes what cudnn.create_kernel_cache() returns, not "
                         f"{type(kernel_cache).__name__}")
     if device_property is not None:
         if not isinstance(device_property, DeviceProperties):
-            raise TypeError(f"pygraph(device_property=...) takes what cudnn.create_device_properties() returns, not "
+            raise InvalidTypeError(f"pygraph(device_property=...) takes what cudnn.create_device_properties() "
+                                   f"returns, not "
                             f"{type(device_property).__name__}")
         if handle is not None:
-            raise ValueError("pygraph(handle=..., device_property=...): a graph with device properties plans without "
+            raise InvalidValueError("pygraph(handle=..., device_property=...): a graph with device properties plans "
+                                    "without "
                              "a handle (ahead of time, for the GPU they describe); give one or the other, and the "
                              "handle to run on to execute(handle=...)")
 
@@ -629,7 +640,7 @@ def _heuristic_list(heuristics: Any) -> list[Any]:
     modes = [heuristics] if isinstance(heuristics, heur_mode) else list(heuristics)
     bad = [m for m in modes if not isinstance(m, heur_mode)]
     if bad:
-        raise TypeError(f"heuristic modes must be heur_mode members, got {bad}")
+        raise InvalidTypeError(f"heuristic modes must be heur_mode members, got {bad}")
     return modes
 
 

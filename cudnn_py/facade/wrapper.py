@@ -40,6 +40,7 @@ from typing import Any
 from .. import dtypes
 from ..backend import Handle, backend_version, create_handle, destroy_handle, set_stream
 from ..enums import data_type, heur_mode
+from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..ir import Tensor
 from .pygraph import pygraph
 
@@ -77,7 +78,7 @@ def _torch() -> Any:
     torch = sys.modules.get("torch")
     if torch is None:
         if not _torch_available():
-            raise RuntimeError("PyTorch is not available")
+            raise UsageError("PyTorch is not available")
         torch = importlib.import_module("torch")
     return torch
 
@@ -120,11 +121,11 @@ def _graph_tensor(g: Any, obj: Any) -> Tensor:
 def _tensor_like(t: Tensor) -> Any:
     """A torch tensor on the current CUDA device with the dims, strides and data type of graph tensor ``t``."""
     if not _torch_available():
-        raise RuntimeError("PyTorch is not available")
+        raise UsageError("PyTorch is not available")
     torch = _torch()
     dtype = _cudnn_to_torch(torch, t.get_data_type())
     if dtype is None:
-        raise TypeError(f"cuDNN uses an unsupported data type in PyTorch: {t.get_data_type()}")
+        raise InvalidTypeError(f"cuDNN uses an unsupported data type in PyTorch: {t.get_data_type()}")
     return torch.empty_strided(t.get_dim(), t.get_stride(), device="cuda", dtype=dtype)
 
 
@@ -138,7 +139,7 @@ def get_default_handle(stream: Any = None) -> Handle:
     """This thread's cuDNN handle for the stream's device (the current device for a raw stream int), bound to
     ``stream`` (default: torch's current stream). Kept until :func:`destroy_default_handle` or interpreter exit."""
     if not _torch_available():
-        raise RuntimeError("PyTorch is not available")
+        raise UsageError("PyTorch is not available")
     torch = _torch()
     if stream is None:
         stream = torch.cuda.current_stream()
@@ -207,7 +208,7 @@ def _find_tensor(key: Any, tensor_map: dict[str, Tensor], framework_map: dict[in
         for name, t in tensor_map.items():
             if t is target:
                 return name
-    raise ValueError("Input not found in tensor map")
+    raise InvalidValueError("Input not found in tensor map")
 
 
 def _extract_tensor(name: str, t: Tensor, given: dict) -> Any:
@@ -235,15 +236,15 @@ class Graph:
     def __init__(self, *, handle: Any = None, inputs: Any = None, outputs: Any = None, heuristics: Any = None,
                  workspace_alloc: bool = True, **kwargs: Any) -> None:
         if not _torch_available():
-            raise RuntimeError("PyTorch is not available")
+            raise UsageError("PyTorch is not available")
         if inputs and not isinstance(inputs, (list, tuple)):
-            raise ValueError("inputs must be a list or tuple")
+            raise InvalidValueError("inputs must be a list or tuple")
         if outputs and not isinstance(outputs, (list, tuple)):
-            raise ValueError("outputs must be a list or tuple")
+            raise InvalidValueError("outputs must be a list or tuple")
         if heuristics and not isinstance(heuristics, (list, tuple)):
-            raise ValueError("heuristics must be a list or tuple")
+            raise InvalidValueError("heuristics must be a list or tuple")
         if backend_version() < 91200:
-            raise RuntimeError("cuDNN version 9.12.0 or higher is required")
+            raise UsageError("cuDNN version 9.12.0 or higher is required")
         for key in _DTYPE_KEYWORDS:  # torch dtypes become cuDNN ones
             if key in kwargs:
                 kwargs[key] = _torch_to_cudnn(kwargs[key]) or kwargs[key]
@@ -268,7 +269,7 @@ class Graph:
     # ---- building ----------------------------------------------------------------------------------------------------
     def __enter__(self) -> Graph:
         if self.__graph is not None:
-            raise RuntimeError("Graph already created")
+            raise UsageError("Graph already created")
         given = {} if self.__handle in ("auto", None) else {"handle": self.__handle}
         self.__graph = pygraph(**given, **self.__kwargs)
         return self
@@ -308,7 +309,7 @@ class Graph:
         if name in _PASS_THROUGH:
             return getattr(g, name)
         if name in _BLOCKED:
-            raise RuntimeError(f"Calling {name} via wrapper is not allowed")
+            raise UsageError(f"Calling {name} via wrapper is not allowed")
         attr = getattr(g, name)
         if not inspect.ismethod(attr):
             return attr
@@ -327,7 +328,7 @@ class Graph:
             else:
                 node_name = kwargs["name"] = f"{name}.{count - 1}"
             if node_name in self.__node_names:
-                raise ValueError(f"Node name {node_name} already used")
+                raise InvalidValueError(f"Node name {node_name} already used")
             self.__node_names.add(node_name)
             call_args = [self.__argument(f"{node_name}::{i}", v) for i, v in enumerate(args)]
             call_kwargs = {k: self.__argument(f"{node_name}::{k}", v) for k, v in kwargs.items()}
@@ -374,9 +375,9 @@ class Graph:
         """The order of the positional inputs and of the outputs returned (tensors or names). Inside the ``with``
         block it is kept and applied on exit. Every non-virtual tensor of the graph must be in one of them."""
         if not isinstance(inputs, (list, tuple)):
-            raise ValueError("inputs must be a list or tuple")
+            raise InvalidValueError("inputs must be a list or tuple")
         if not isinstance(outputs, (list, tuple)):
-            raise ValueError("outputs must be a list or tuple")
+            raise InvalidValueError("outputs must be a list or tuple")
         if self.__graph is None:
             raise AttributeError("'NoneType' object has no attribute 'get_execution_plan_count'")
         if not self.__graph.get_execution_plan_count():
@@ -387,13 +388,14 @@ class Graph:
         output_tensors = self.__resolve("Output", outputs, self.__tensor_out, found)
         for i, t in enumerate(input_tensors):
             if t.get_is_virtual():
-                raise ValueError(f"Input at index {i} is a virtual tensor")
+                raise InvalidValueError(f"Input at index {i} is a virtual tensor")
         for name, t in self.__tensor_out.items():
             if not t.get_is_virtual() and not any(t is o for o in output_tensors):
-                raise ValueError(f"Node output {name} is a non-virtual tensor but not specified as output")
+                raise InvalidValueError(f"Node output {name} is a non-virtual tensor but not specified as output")
         for name, t in self.__tensor_in.items():
             if not t.get_is_virtual() and id(t) not in found:
-                raise ValueError(f"Node input {name} is a non-virtual tensor but not specified as input or output")
+                raise InvalidValueError(f"Node input {name} is a non-virtual tensor but not specified as input or "
+                                        f"output")
         self.__input_tuples = tuple(input_tensors)
         self.__output_tuples = tuple(output_tensors)
 
@@ -406,10 +408,10 @@ class Graph:
             try:
                 name = _find_tensor(key, table, self.__tensor_map)
             except ValueError:
-                raise ValueError(f"{what} at index {i} ({key}) not found in tensor map") from None
+                raise InvalidValueError(f"{what} at index {i} ({key}) not found in tensor map") from None
             t = table[name]
             if id(t) in found:  # (1.32 reports a duplicate as not found)
-                raise ValueError(f"{what} at index {i} ({name}) not found in tensor map")
+                raise InvalidValueError(f"{what} at index {i} ({name}) not found in tensor map")
             found.add(id(t))
             out.append(t)
         return out
@@ -419,18 +421,18 @@ class Graph:
         """``graph(x, w, ...)`` after set_io_tuples(): the output, or a list of outputs; ``graph({key: tensor})``:
         the dict, with the outputs it lacked added. Keywords (``handle``, ``workspace``, ...) go to execute."""
         if self.__graph is None:
-            raise RuntimeError("Graph not created")
+            raise UsageError("Graph not created")
         if not self.__graph.get_execution_plan_count():
-            raise RuntimeError("You should not invoke the graph before the context exits")
+            raise UsageError("You should not invoke the graph before the context exits")
         if len(args) == 1 and isinstance(args[0], dict):
             return self.__call_with_dict(args[0], kwargs)
         if args and not self.__input_tuples:
-            raise ValueError("You should not invoke the graph with positional arguments before running "
+            raise InvalidValueError("You should not invoke the graph with positional arguments before running "
                              "set_io_tuples()")
         if self.__input_tuples is None:
-            raise TypeError("object of type 'NoneType' has no len()")
+            raise InvalidTypeError("object of type 'NoneType' has no len()")
         if len(args) != len(self.__input_tuples):
-            raise ValueError(f"Number of arguments ({len(args)}) does not match number of inputs "
+            raise InvalidValueError(f"Number of arguments ({len(args)}) does not match number of inputs "
                              f"({len(self.__input_tuples)})")
         pack = {t.get_uid(): a for t, a in zip(self.__input_tuples, args)}
         results = [_tensor_like(t) for t in self.__output_tuples]
@@ -449,7 +451,7 @@ class Graph:
                 missing[id(t)] = (t, name)  # the last name it was recorded under
                 continue
             if not hasattr(buffer, "__dlpack__"):
-                raise RuntimeError(f"Tensor {name} is not provided as a dlpack tensor")
+                raise UsageError(f"Tensor {name} is not provided as a dlpack tensor")
             pack[t.get_uid()] = buffer
         missing_inputs, added = [], []
         for t, name in missing.values():
@@ -461,7 +463,7 @@ class Graph:
             else:
                 missing_inputs.append(name)
         if missing_inputs:
-            raise RuntimeError(f"Non-virtual input tensors not found in variant pack: {missing_inputs}")
+            raise UsageError(f"Non-virtual input tensors not found in variant pack: {missing_inputs}")
         if added:
             logger.debug("Added output tensors: %s", added)
         self.__execute(pack, kwargs)
@@ -471,10 +473,10 @@ class Graph:
         kwargs = dict(kwargs)
         if "handle" not in kwargs:
             if self.__handle is None:
-                raise RuntimeError("Need to specify cudnn handle to execute graph")
+                raise UsageError("Need to specify cudnn handle to execute graph")
             kwargs["handle"] = get_default_handle() if self.__handle == "auto" else self.__handle
         if "workspace" not in kwargs:
             if self.__workspace is False:
-                raise RuntimeError("Need to specify workspace to execute graph")
+                raise UsageError("Need to specify workspace to execute graph")
             kwargs["workspace"] = self.__workspace
         self.__graph.execute(pack, **kwargs)

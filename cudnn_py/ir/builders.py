@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..enums import data_type, from_any_dtype, scalar_type
-from ..errors import NotImplementedOptionError
+from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from . import layout
 from .node import Node
 from .spec import SPECS, OpSpec
@@ -51,7 +51,7 @@ class BuilderMixin:
         allowed = {"alignment", "vector_count", "vector_dimension", "is_compile_time_constant", "pass_by_value"}
         unknown = set(kwargs) - allowed
         if unknown:
-            raise TypeError(f"tensor() got unexpected keyword arguments {sorted(unknown)}")
+            raise InvalidTypeError(f"tensor() got unexpected keyword arguments {sorted(unknown)}")
         dt = from_any_dtype(data_type)
         user = ["dim"] + (["stride"] if stride is not None else []) + (["data_type"] if dt is not _NOT_SET else [])
         dims = list(int_list(dim, "dim"))
@@ -95,7 +95,7 @@ class BuilderMixin:
         if owner is self:
             return t
         if owner is not None:
-            raise ValueError(f"tensor {t.name!r} (uid {t.uid}) belongs to another graph")
+            raise InvalidValueError(f"tensor {t.name!r} (uid {t.uid}) belongs to another graph")
         self._check_mutable("add a tensor")
         return self._register(t, t.uid if t.uid_assigned else None)
 
@@ -125,7 +125,7 @@ class BuilderMixin:
             self._data_bindings[t.uid] = value
             self._bound_ids[id(value)] = t
             return t
-        raise TypeError(f"{label}: cannot use a {type(value).__name__} as a graph tensor")
+        raise InvalidTypeError(f"{label}: cannot use a {type(value).__name__} as a graph tensor")
 
     # ---- op builders -------------------------------------------------------------------------------------------------
     def _build_op(self, spec: OpSpec, args: tuple, kwargs: dict[str, Any]) -> Tensor | list[Tensor | None]:
@@ -134,7 +134,7 @@ class BuilderMixin:
         self._check_mutable(f"add a {spec.method} op")
         name = values["name"]
         if not isinstance(name, str):
-            raise TypeError(f"{spec.method}(): name must be a str, got {name!r}")
+            raise InvalidTypeError(f"{spec.method}(): name must be a str, got {name!r}")
         params = spec.node_params(values)
         # frontend rule: an unnamed node is named after its index
         node = Node(spec.kind, name or str(len(self._nodes)), params, from_any_dtype(values["compute_data_type"]),
@@ -162,7 +162,7 @@ class BuilderMixin:
             return self._register(Tensor(name=spec.output_label(port, node.name), is_virtual=True))
         given = values[arg]
         if not isinstance(given, Tensor):
-            raise TypeError(f"{spec.method}(): {arg} must be a graph tensor, got {type(given).__name__}")
+            raise InvalidTypeError(f"{spec.method}(): {arg} must be a graph tensor, got {type(given).__name__}")
         return self._adopt(given)
 
 
@@ -202,7 +202,7 @@ def _scalar_type_of(value: Any) -> tuple:
     try:
         return from_any_dtype(value.dtype), value.item()
     except (TypeError, AttributeError):
-        raise TypeError(f"cannot use {value!r} as a scalar") from None
+        raise InvalidTypeError(f"cannot use {value!r} as a scalar") from None
 
 
 def _describe(obj: Any) -> tuple:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..enums import data_type, from_any_dtype
-from ..errors import frozen_error
+from ..errors import InvalidValueError, frozen_error
 from . import layout
 from .builders import BuilderMixin
 from .node import Node
@@ -131,7 +131,7 @@ class Graph(BuilderMixin):
     def _assign_uid(self, t: Tensor, uid: int) -> None:
         """A user-chosen uid (tensor(uid=), set_uid, t.uid = ...): the user wins over auto uids."""
         if uid < 0:
-            raise ValueError(f"uid must be >= 0, got {uid} (tensor {t.name!r})")
+            raise InvalidValueError(f"uid must be >= 0, got {uid} (tensor {t.name!r})")
         if uid == t.uid:
             t.uid_assigned = True
             return
@@ -139,7 +139,7 @@ class Graph(BuilderMixin):
         holder = self._by_uid.get(uid)
         if holder is not None:
             if holder.uid_assigned:
-                raise ValueError(f"uid {uid} is already assigned to tensor {holder.name!r}; uids must be unique")
+                raise InvalidValueError(f"uid {uid} is already assigned to tensor {holder.name!r}; uids must be unique")
             self._move_uid(holder, self._alloc_uid())
         self._move_uid(t, uid)
         t.uid_assigned = True
@@ -198,14 +198,14 @@ class Graph(BuilderMixin):
             return self._by_uid.get(name_or_uid)
         matches = [t for t in self._tensors if t.name == name_or_uid]
         if len(matches) > 1:
-            raise ValueError(f"tensor name {name_or_uid!r} is shared by uids {[t.uid for t in matches]}; "
+            raise InvalidValueError(f"tensor name {name_or_uid!r} is shared by uids {[t.uid for t in matches]}; "
                              "look it up by uid or Tensor")
         return matches[0] if matches else None
 
     def get_node(self, name: str) -> Node | None:
         matches = [n for n in self._nodes if n.name == name]
         if len(matches) > 1:
-            raise ValueError(f"node name {name!r} is used by {len(matches)} nodes")
+            raise InvalidValueError(f"node name {name!r} is used by {len(matches)} nodes")
         return matches[0] if matches else None
 
     def _produced(self) -> dict[int, Node]:
@@ -227,7 +227,7 @@ class Graph(BuilderMixin):
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
         t = self._by_uid.get(uid)
         if t is None:
-            raise ValueError(f"no tensor with uid {uid}")
+            raise InvalidValueError(f"no tensor with uid {uid}")
         return t.copy()
 
     def inspect(self) -> dict[str, Any]:
@@ -286,7 +286,7 @@ class Graph(BuilderMixin):
             else:
                 t._reset_inferred({"stride": layout.row_major_strides(t.dim), "dim": t.dim})
         if not self._nodes:
-            raise ValueError(f"graph {self._name!r} has no operations")
+            raise InvalidValueError(f"graph {self._name!r} has no operations")
         ctx = self.inference_context()
         writers: dict[int, str] = {}
         order = {id(n): i for i, n in enumerate(self._nodes)}
@@ -294,15 +294,17 @@ class Graph(BuilderMixin):
             for t in node.inputs.values():
                 writer = produced.get(t.uid)
                 if writer is not None and order[id(writer)] >= order[id(node)]:
-                    raise ValueError(
+                    raise InvalidValueError(
                         f"{node.op} node {node.name!r} reads tensor {t.name!r} (uid {t.uid}), which node "
                         f"{writer.name!r} writes {'itself' if writer is node else 'after it'}: the graph has a cycle")
                 if t.is_virtual and t.uid not in writers:
-                    raise ValueError(f"{node.op} node {node.name!r}: virtual input tensor {t.name!r} (uid {t.uid}) "
+                    raise InvalidValueError(f"{node.op} node {node.name!r}: virtual input tensor {t.name!r} (uid "
+                                            f"{t.uid}) "
                                      "is not produced by an earlier node")
             for t in node.outputs.values():
                 if t.uid in writers:
-                    raise ValueError(f"tensor {t.name!r} is written by nodes {writers[t.uid]!r} and {node.name!r}")
+                    raise InvalidValueError(f"tensor {t.name!r} is written by nodes {writers[t.uid]!r} and "
+                                            f"{node.name!r}")
                 writers[t.uid] = node.name
             assert node.spec is not None, f"node {node.name!r} has no op spec"
             node.spec.infer(node, ctx)
@@ -311,9 +313,11 @@ class Graph(BuilderMixin):
                 check_tensor(t)
             for t in node.outputs.values():
                 if not t.is_virtual and any(d > 1 and s == 0 for d, s in zip(t.dim, t.stride)):
-                    raise ValueError(f"{node.op} node {node.name!r}: output tensor {t.name!r} (uid {t.uid}) has stride "
+                    raise InvalidValueError(f"{node.op} node {node.name!r}: output tensor {t.name!r} (uid {t.uid}) "
+                                            f"has stride "
                                      f"0 on an axis of extent > 1 (dims {list(t.dim)}, strides {list(t.stride)}): "
                                      "its elements would overwrite each other")
         if not self.get_outputs():  # after the shape checks, which say more about a half-built graph
-            raise ValueError(f"graph {self._name!r} has no outputs: nothing would be computed; mark the tensors to "
+            raise InvalidValueError(f"graph {self._name!r} has no outputs: nothing would be computed; mark the "
+                                    f"tensors to "
                              "compute with set_output(True)")

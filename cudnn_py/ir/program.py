@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..enums import data_type, from_any_dtype
+from ..errors import UsageError
 from . import layout
 from .node import Node
 from .ops.common import InferenceContext, check_tensor
@@ -78,7 +79,7 @@ class Program:
         """The user's graph this program was copied from (RuntimeError once it was garbage-collected)."""
         graph = self._source()
         if graph is None:
-            raise RuntimeError("the graph this program was copied from was garbage-collected")
+            raise UsageError("the graph this program was copied from was garbage-collected")
         return graph
 
     def user_tensor(self, uid: int) -> Tensor | None:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidTypeError, InvalidValueError
+
 
 def list_port_key(port: str, index: int) -> str:
     """The node port of a list port's index-th tensor."""
@@ -44,10 +46,10 @@ class Port:
         if not self.is_list:
             return [(self.port, value)]
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise TypeError(f"{self.arg} must be a list of tensors, got {type(value).__name__}")
+            raise InvalidTypeError(f"{self.arg} must be a list of tensors, got {type(value).__name__}")
         items = list(value)
         if not items and not self.optional:
-            raise ValueError(f"{self.arg} must hold at least one tensor")
+            raise InvalidValueError(f"{self.arg} must hold at least one tensor")
         return [(list_port_key(self.port, i), v) for i, v in enumerate(items)]
 
 
@@ -167,14 +169,14 @@ class OpSpec:
         missing = [p.arg for p in self.inputs if not p.optional and values.get(p.arg) is None]
         missing += [p.arg for p in self.params if p.default is REQUIRED and values.get(p.arg) is None]
         if missing:
-            raise TypeError(f"{self.method}() missing required arguments {missing}")
+            raise InvalidTypeError(f"{self.method}() missing required arguments {missing}")
         if self.unpack is not None:
             self.unpack(values)
         return values
 
     def _bind(self, order: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if len(args) > len(order):
-            raise TypeError(f"{self.method}() takes at most {len(order)} positional arguments "
+            raise InvalidTypeError(f"{self.method}() takes at most {len(order)} positional arguments "
                             f"({', '.join(order)}), got {len(args)}")
         known = set(order) | {p.arg for p in self.params} | {"name", "compute_data_type"}
         if self.out_dims:
@@ -183,10 +185,10 @@ class OpSpec:
         values.update(zip(order, args))
         for key, value in kwargs.items():
             if key not in known:
-                raise TypeError(f"{self.method}() got an unexpected keyword argument {key!r}; it takes "
+                raise InvalidTypeError(f"{self.method}() got an unexpected keyword argument {key!r}; it takes "
                                 f"{', '.join(sorted(known))}")
             if key in order[: len(args)]:
-                raise TypeError(f"{self.method}() got multiple values for argument {key!r}")
+                raise InvalidTypeError(f"{self.method}() got multiple values for argument {key!r}")
             values[key] = value
         return values
 
@@ -239,7 +241,7 @@ SPECS: dict[str, OpSpec] = {}  # method name -> spec, in registration order
 def register(*specs: OpSpec) -> None:
     for spec in specs:
         if spec.method in SPECS:
-            raise ValueError(f"op spec {spec.method!r} is registered twice")
+            raise InvalidValueError(f"op spec {spec.method!r} is registered twice")
         SPECS[spec.method] = spec
 
 

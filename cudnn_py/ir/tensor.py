@@ -16,7 +16,7 @@ import weakref
 from typing import Any
 
 from ..enums import data_type, from_any_dtype, tensor_reordering
-from ..errors import frozen_error
+from ..errors import InvalidTypeError, InvalidValueError, frozen_error
 
 _DEFAULT_ALIGNMENT = 16  # bytes; the frontend default (graph_properties.h)
 
@@ -49,7 +49,8 @@ class Dims(list):
     __slots__ = ()
 
     def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a tensor's dims and strides cannot be edited in place; call set_dim() / set_stride() with "
+        raise InvalidTypeError("a tensor's dims and strides cannot be edited in place; call set_dim() / "
+                               "set_stride() with "
                         "the new list")
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
@@ -60,28 +61,29 @@ def int_list(values: Any, what: str) -> Dims:
     """Each element an int (numpy ints too); strings, floats and bools are refused rather than converted
     ("234" would become [2, 3, 4] and 2.7 would become 2)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"{what} must be a sequence of ints, got {values!r}")
+        raise InvalidTypeError(f"{what} must be a sequence of ints, got {values!r}")
     out = []
     for v in values:
         if isinstance(v, bool):
-            raise TypeError(f"{what} must be a sequence of ints, got {values!r}")
+            raise InvalidTypeError(f"{what} must be a sequence of ints, got {values!r}")
         try:
             out.append(operator.index(v))
         except TypeError:
-            raise TypeError(f"{what} must be a sequence of ints, got {values!r} ({type(v).__name__} element)") from None
+            raise InvalidTypeError(f"{what} must be a sequence of ints, got {values!r} ({type(v).__name__} "
+                                   f"element)") from None
     return Dims(out)
 
 
 def _int_in(attr: str, value: Any, low: int, high: int = 2**63) -> int:
     """An int (numpy ints too; bools, floats and strings refused, not converted) in [low, high)."""
     if isinstance(value, bool):
-        raise TypeError(f"tensor {attr} must be an int, got {value!r}")
+        raise InvalidTypeError(f"tensor {attr} must be an int, got {value!r}")
     try:
         n = operator.index(value)
     except TypeError:
-        raise TypeError(f"tensor {attr} must be an int, got {value!r} ({type(value).__name__})") from None
+        raise InvalidTypeError(f"tensor {attr} must be an int, got {value!r} ({type(value).__name__})") from None
     if not low <= n < high:
-        raise ValueError(f"tensor {attr} must lie in [{low}, {high}), got {n}")
+        raise InvalidValueError(f"tensor {attr} must lie in [{low}, {high}), got {n}")
     return n
 
 
@@ -92,7 +94,7 @@ def _normalize(attr: str, value: Any) -> Any:
         return _int_in(attr, value, 0)
     if attr == "name":
         if not isinstance(value, str):
-            raise TypeError(f"tensor name must be a str, got {value!r} ({type(value).__name__})")
+            raise InvalidTypeError(f"tensor name must be a str, got {value!r} ({type(value).__name__})")
         return value
     if attr == "alignment":
         return _int_in(attr, value, 1, 2**31)
@@ -106,10 +108,10 @@ def _normalize(attr: str, value: Any) -> Any:
         return tensor_reordering.NONE if value is None else value
     if attr in ("is_virtual", "is_pass_by_value", "is_compile_time_constant"):
         if isinstance(value, (str, bytes)):  # "false" would read as True
-            raise TypeError(f"tensor {attr} must be a bool, got {value!r}")
+            raise InvalidTypeError(f"tensor {attr} must be a bool, got {value!r}")
         return bool(value)
     if attr == "ragged_offset" and value is not None and not isinstance(value, Tensor):
-        raise TypeError(f"ragged_offset must be a graph tensor, got {type(value).__name__}")
+        raise InvalidTypeError(f"ragged_offset must be a graph tensor, got {type(value).__name__}")
     return value
 
 
@@ -158,7 +160,7 @@ class Tensor:
                 value = Dims() if default is Dims else default  # fresh (empty) dims and strides per tensor
             object.__setattr__(self, attr, value)
         if attrs:
-            raise TypeError(f"unknown tensor attributes {sorted(attrs)}")
+            raise InvalidTypeError(f"unknown tensor attributes {sorted(attrs)}")
 
     # ---- the single write path ------------------------------------------------------------------------------------
     def __setattr__(self, attr: str, value: Any) -> None:

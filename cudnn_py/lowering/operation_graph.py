@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Descriptor, versions
-from ..errors import CudnnError
+from ..errors import CudnnError, InvalidValueError
 from .registry import LOWERINGS
 from .tensors import TensorTable
 
@@ -71,9 +71,9 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
         if program.nodes:  # only ops that lower to nothing on this cuDNN: slices before 9.22 are views alone
             versions.require("CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR", what="a graph of slices alone (before "
                              "cuDNN 9.22 a slice is a view with no operation: give it an op that reads it)")
-        raise ValueError("the graph has no operations")
+        raise InvalidValueError("the graph has no operations")
     if len(lowered.operations) > MAX_OPGRAPH_OPS:
-        raise ValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most "
+        raise InvalidValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most "
                          f"{MAX_OPGRAPH_OPS}")
     finalize_operation_graph(lowered, handle)
     return lowered

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InvalidValueError
+
 Lowering = Callable[[Any, Any], list[Any]]
 LOWERINGS: dict[str, Lowering] = {}
 
@@ -16,7 +18,7 @@ LOWERINGS: dict[str, Lowering] = {}
 def lowers(kind: str) -> Callable[[Lowering], Lowering]:
     def register(fn: Lowering) -> Lowering:
         if kind in LOWERINGS:
-            raise ValueError(f"node kind {kind!r} has two lowerings")
+            raise InvalidValueError(f"node kind {kind!r} has two lowerings")
         LOWERINGS[kind] = fn
         return fn
     return register

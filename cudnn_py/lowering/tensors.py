@@ -10,13 +10,14 @@ from typing import Any
 
 from ..backend import Descriptor, versions
 from ..enums import dtype_info, to_backend_data_type
+from ..errors import InvalidValueError
 from ..ir.layout import pointer_alignment  # noqa: F401  (the lowering's public name for it)
 
 
 def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) -> Descriptor:
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     if not t.dim or not t.stride or len(t.dim) != len(t.stride):
-        raise ValueError(f"{_where(t)}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
+        raise InvalidValueError(f"{_where(t)}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
     d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
     d.set("CUDNN_ATTR_TENSOR_DATA_TYPE", to_backend_data_type(t.data_type))
     d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
@@ -66,7 +67,7 @@ def host_scalar(t: Any) -> Any:
         return ctypes.c_uint16(bits >> 16)
     ctype = dtype_info(t.data_type).ctype
     if ctype is None:
-        raise ValueError(f"tensor {t.name!r} (uid {t.uid}): no pass-by-value support for {t.data_type}")
+        raise InvalidValueError(f"tensor {t.name!r} (uid {t.uid}): no pass-by-value support for {t.data_type}")
     return ctype(value)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..backend import api, versions
 from ..backend.handle import live_handle
+from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..interop import data_ptr
 
 POPULATE, UPDATE = "cudnnBackendPopulateCudaGraph", "cudnnBackendUpdateCudaGraph"
@@ -24,7 +25,7 @@ def _runtime() -> Any:
     try:
         from cuda.bindings import runtime
     except ImportError as e:  # the cu12 / cu13 extras install it
-        raise RuntimeError(f"CUDA graphs need cuda-bindings (pip install 'cudnn-py[cu12]'): {e}") from None
+        raise UsageError(f"CUDA graphs need cuda-bindings (pip install 'cudnn-py[cu12]'): {e}") from None
     return runtime
 
 
@@ -32,7 +33,7 @@ def _check(result: Any, what: str) -> Any:
     """cuda.bindings returns (err, *values); raise on an error, return the values."""
     err, *values = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
-        raise RuntimeError(f"{what} failed: {err!r}")
+        raise UsageError(f"{what} failed: {err!r}")
     return values[0] if len(values) == 1 else values
 
 
@@ -46,16 +47,17 @@ def graph_handle(cuda_graph: Any) -> int:
         try:
             value = int(cuda_graph)
         except TypeError:
-            raise TypeError(f"cannot use a {type(cuda_graph).__name__} as a cudaGraph_t (pass an int or a "
+            raise InvalidTypeError(f"cannot use a {type(cuda_graph).__name__} as a cudaGraph_t (pass an int or a "
                             "cuda.bindings cudaGraph_t)") from None
     if value == 0:
-        raise ValueError("cuda_graph is NULL: create one first (cudaGraphCreate)")
+        raise InvalidValueError("cuda_graph is NULL: create one first (cudaGraphCreate)")
     return value
 
 
 def _variant_pack(executor: Any, plan: Any, variant_pack: dict, workspace: Any) -> Any:
     if workspace is None and plan.workspace:
-        raise ValueError(f"plan {plan.name} needs {plan.workspace} bytes of workspace: pass one (a CUDA graph keeps "
+        raise InvalidValueError(f"plan {plan.name} needs {plan.workspace} bytes of workspace: pass one (a CUDA "
+                                f"graph keeps "
                          "the pointer, so no cached buffer is used)")
     ptrs = executor.pointers(variant_pack)
     executor._check_operands(variant_pack, ptrs)
@@ -76,7 +78,7 @@ def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspac
     nodes = _check(rt.cudaGraphGetNodes(graph, 0), "cudaGraphGetNodes")
     count = nodes[-1] if isinstance(nodes, list) else nodes
     if int(count) != 0:
-        raise ValueError(f"populate_cuda_graph(): the CUDA graph must be empty; it has {int(count)} node(s)")
+        raise InvalidValueError(f"populate_cuda_graph(): the CUDA graph must be empty; it has {int(count)} node(s)")
     vp = _variant_pack(executor, plan, variant_pack, workspace)
     child = _check(rt.cudaGraphCreate(0), "cudaGraphCreate")
     try:
@@ -95,12 +97,13 @@ def update(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace:
     roots = _check(rt.cudaGraphGetRootNodes(graph, 0), "cudaGraphGetRootNodes")
     n_roots = int(roots[-1]) if isinstance(roots, list) else int(roots)
     if n_roots != 1:
-        raise ValueError(f"update_cuda_graph(): expected the one node populate_cuda_graph() made, found {n_roots} "
+        raise InvalidValueError(f"update_cuda_graph(): expected the one node populate_cuda_graph() made, found "
+                                f"{n_roots} "
                          "roots")
     root = _check(rt.cudaGraphGetRootNodes(graph, 1), "cudaGraphGetRootNodes")[0][0]
     kind = _check(rt.cudaGraphNodeGetType(root), "cudaGraphNodeGetType")
     if kind != rt.cudaGraphNodeType.cudaGraphNodeTypeGraph:
-        raise ValueError(f"update_cuda_graph(): the graph's node is a {kind!r}, not the child graph "
+        raise InvalidValueError(f"update_cuda_graph(): the graph's node is a {kind!r}, not the child graph "
                          "populate_cuda_graph() made")
     child = _check(rt.cudaGraphChildGraphNodeGetGraph(root), "cudaGraphChildGraphNodeGetGraph")
     vp = _variant_pack(executor, plan, variant_pack, workspace)

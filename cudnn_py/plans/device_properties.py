@@ -17,7 +17,7 @@ strings): ``backend/json_check.py`` checks every field's type and range first (`
 from __future__ import annotations
 
 from ..backend import Descriptor, json_check, versions
-from ..errors import CudnnError
+from ..errors import CudnnError, InvalidTypeError, InvalidValueError
 from .backend_json import read_json_attribute
 
 KIND = "CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR"
@@ -47,14 +47,14 @@ class DeviceProperties:
     @classmethod
     def from_json(cls, text: str) -> DeviceProperties:
         if not text:
-            raise ValueError("create_device_properties(json): the JSON is empty")
+            raise InvalidValueError("create_device_properties(json): the JSON is empty")
         json_check.check_device_properties(text, "create_device_properties(json): device properties JSON")
         desc = Descriptor(KIND)
         desc.set(_JSON, text)
         try:
             desc.finalize()
         except CudnnError as e:
-            raise ValueError(f"create_device_properties(json): cuDNN refused the JSON (it takes what "
+            raise InvalidValueError(f"create_device_properties(json): cuDNN refused the JSON (it takes what "
                              f"device_properties.serialize() wrote): {e}") from e
         return cls(desc, None)
 
@@ -76,8 +76,9 @@ def create_device_properties(device_id_or_json: int | str) -> DeviceProperties:
     if isinstance(arg, str):
         return DeviceProperties.from_json(arg)
     if isinstance(arg, bool) or not isinstance(arg, int):
-        raise TypeError(f"create_device_properties() takes a device id (int) or the JSON serialize() wrote (str), "
+        raise InvalidTypeError(f"create_device_properties() takes a device id (int) or the JSON serialize() wrote "
+                               f"(str), "
                         f"not {type(arg).__name__}")
     if not 0 <= arg < 1 << 31:
-        raise ValueError(f"create_device_properties({arg}): a CUDA device id is a non-negative int32")
+        raise InvalidValueError(f"create_device_properties({arg}): a CUDA device id is a non-negative int32")
     return DeviceProperties.from_device(arg)

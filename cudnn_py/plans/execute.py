@@ -57,6 +57,7 @@ from ..backend.handle import live_handle
 from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
 from ..backend.live import lookup as _lookup_handle
 from ..enums import dtype_info
+from ..errors import InvalidTypeError, InvalidValueError
 from ..interop import (
     KDL_CPU,
     KDL_CUDA,
@@ -276,7 +277,7 @@ class Executor:
             s = self._fixed_slot_by_id.get(id(key))
         if s is not None and s in self._views:
             view, source = self._tensors[s], self._tensors[self._views[s]]
-            raise ValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
+            raise InvalidValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
                              "which aliases its input's memory): bind the source; the view's pointer is derived")
         if s is not None:
             return s
@@ -286,11 +287,12 @@ class Executor:
         except TypeError:
             pass
         if isinstance(key, str) and key in self._ambiguous:
-            raise ValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
+            raise InvalidValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
         if hasattr(key, "uid"):  # a Tensor not registered by identity: another graph's, or a virtual one
-            raise ValueError(f"variant pack key {getattr(key, 'name', key)!r} (uid {key.uid}) is not a non-virtual "
+            raise InvalidValueError(f"variant pack key {getattr(key, 'name', key)!r} (uid {key.uid}) is not a "
+                                    f"non-virtual "
                              "tensor of this graph")
-        raise ValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
+        raise InvalidValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
                          f"(expected one of uids {self._uids})")
 
     def pointers(self, variant_pack: dict) -> list[int]:
@@ -340,7 +342,7 @@ class Executor:
             ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
         if 0 in ptrs:
             missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
-            raise ValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
+            raise InvalidValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
         return ptrs, same, placement
 
     def bind(self, bindings: dict) -> None:
@@ -411,7 +413,8 @@ class Executor:
                 rec = _lookup_handle(handle)
             ctx = rec.context if rec is not None else None
             if rec is not None and rec.device is not None and self.device is not None and rec.device != self.device:
-                raise ValueError(f"execute(handle=...): handle 0x{int(handle):x} is on device {rec.device}, but the "
+                raise InvalidValueError(f"execute(handle=...): handle 0x{int(handle):x} is on device {rec.device}, "
+                                        f"but the "
                                  f"graph was built for device {self.device}; pass a handle of device {self.device} "
                                  f"or build the graph with one of device {rec.device}")
         else:
@@ -528,7 +531,7 @@ class Executor:
             if override_uids is not None or override_shapes is not None or override_strides is not None or \
                     tensor_uids is not None:
                 if classic is None:
-                    raise TypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
+                    raise InvalidTypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
                                     "override_strides or tensor_uids")
                 return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
                                tensor_uids)
@@ -715,7 +718,8 @@ class Executor:
         uids, scratch = self._uids, self._scratch
         if scratch:
             if not ws:
-                raise ValueError(f"this graph keeps {self.scratch_bytes} bytes of intermediates in the workspace: "
+                raise InvalidValueError(f"this graph keeps {self.scratch_bytes} bytes of intermediates in the "
+                                        f"workspace: "
                                  "pass a workspace of the plan's size (get_workspace_size())")
             uids = uids + [uid for uid, _ in scratch]
             ptrs = list(ptrs) + [ws + offset for _, offset in scratch]
@@ -762,12 +766,12 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
     where = _where(t)
     if t.is_pass_by_value:
         if info.device_type not in (None, KDL_CPU):
-            raise ValueError(f"{where} is pass-by-value: pass a host (CPU) scalar, not device memory")
+            raise InvalidValueError(f"{where} is pass-by-value: pass a host (CPU) scalar, not device memory")
         return
     if info.ptr == 0:
-        raise ValueError(f"{where}: null data pointer")
+        raise InvalidValueError(f"{where}: null data pointer")
     if info.device_type == KDL_CPU:
-        raise ValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
+        raise InvalidValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
     if getattr(t, "ragged_offset", None) is not None:
         # a ragged (packed) operand: batch b starts at its offset on the device and the buffer holds the packed
         # rows, not the padded dims, so neither its shape nor its size is the tensor's
@@ -776,7 +780,7 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
         span = layout.span(t.dim, t.stride)
         needed = -(-span * dtype_info(t.data_type).bits // 8)
         if info.nbytes < needed:
-            raise ValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "
+            raise InvalidValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "
                              f"{t.data_type}), the buffer has {info.nbytes}")
     if info.dtype is not None:
         _check_element_type(t, info, where)
@@ -785,10 +789,10 @@ def _check_operand(t: Any, info: OperandInfo) -> None:
             _check_buffer(t, info, where)
         elif info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
             # the declared shape with other strides: cuDNN would read it through the tensor's strides (a misread)
-            raise ValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
+            raise InvalidValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
     align = getattr(t, "alignment", 16) or 16
     if info.ptr % min(align, 16) != 0:
-        raise ValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
+        raise InvalidValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
 
 
 def _check_buffer(t: Any, info: OperandInfo, where: str) -> None:
@@ -798,14 +802,14 @@ def _check_buffer(t: Any, info: OperandInfo, where: str) -> None:
     else would make cuDNN read past it or through holes."""
     assert info.shape is not None
     if info.strides is not None and not layout.is_dense(info.shape, info.strides):
-        raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)} with strides "
+        raise InvalidValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)} with strides "
                          f"{list(info.strides)}; an operand of another shape is read as a buffer, and this one is not "
                          "dense (gaps or broadcast axes)")
     bits = dtype_info(t.data_type).bits
     needed = -(-layout.span(t.dim, t.stride) * bits // 8)
     held = layout.numel(info.shape) * (info.dtype[1] if info.dtype is not None else bits) // 8
     if held < needed:
-        raise ValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}; an operand of another "
+        raise InvalidValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}; an operand of another "
                          f"shape is read as a buffer, and it holds {held} bytes where the tensor (strides "
                          f"{list(t.stride)}, {t.data_type}) spans {needed}")
 
@@ -820,7 +824,8 @@ def _check_element_type(t: Any, info: OperandInfo, where: str) -> None:
     if not accepted or tuple(info.dtype) in accepted:
         return
     if info.dtype[1] != row.bits:
-        raise ValueError(f"{where}: expected {t.data_type} ({row.bits}-bit elements), got an operand of DLPack dtype "
+        raise InvalidValueError(f"{where}: expected {t.data_type} ({row.bits}-bit elements), got an operand of "
+                                f"DLPack dtype "
                          f"{info.dtype} ({info.dtype[1]}-bit elements)")
     warnings.warn(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype} (elements of the "
                   f"same size): its bits are read as {t.data_type}, not converted", RuntimeWarning, stacklevel=2)
@@ -837,7 +842,7 @@ def _operand_device(info: OperandInfo) -> int | None:
 def _check_device(t: Any, info: OperandInfo, device: int) -> None:
     d = _operand_device(info)
     if d is not None and d != device:
-        raise ValueError(f"{_where(t)} is on device {d}, but the graph was built for device {device}: build the "
+        raise InvalidValueError(f"{_where(t)} is on device {d}, but the graph was built for device {device}: build the "
                          f"graph for device {d} (with its handle: pygraph(handle=cudnn.create_handle({d})), or with "
                          f"device {d} current) or move the operand to device {device}")
 
@@ -848,12 +853,12 @@ def _check_workspace(workspace: Any, plan: Any, device: int | None = None) -> No
     except TypeError:  # an object only known by its pointer
         info = None
     if info is not None and info.device_type == KDL_CPU:
-        raise ValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
+        raise InvalidValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
                          "device memory")
     if info is not None and device is not None and info.device_type == KDL_CUDA:
         d = _operand_device(info)
         if d is not None and d != device:
-            raise ValueError(f"workspace is on device {d}, but the graph was built for device {device} (plan "
+            raise InvalidValueError(f"workspace is on device {d}, but the graph was built for device {device} (plan "
                              f"{plan.name}): pass a workspace on device {device}")
     nbytes = info.nbytes if info is not None else None  # untyped memory (a cuda.core Buffer) knows its size
     if hasattr(workspace, "nbytes"):
@@ -861,4 +866,4 @@ def _check_workspace(workspace: Any, plan: Any, device: int | None = None) -> No
     elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):
         nbytes = int(workspace.numel() * workspace.element_size())
     if nbytes is not None and nbytes < plan.workspace:
-        raise ValueError(f"workspace too small: plan {plan.name} needs {plan.workspace} bytes, got {nbytes}")
+        raise InvalidValueError(f"workspace too small: plan {plan.name} needs {plan.workspace} bytes, got {nbytes}")

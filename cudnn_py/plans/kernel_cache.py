@@ -22,7 +22,7 @@ import logging
 import threading
 
 from ..backend import Descriptor, json_check, versions
-from ..errors import CudnnError, PhaseError
+from ..errors import CudnnError, InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from .backend_json import read_json_attribute
 
 _log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class KernelCache:
         """The finalized cache for a graph's plans: made and bound to ``operation_graph`` the first time."""
         with self._lock:
             if self._device is not None and device is not None and device != self._device:
-                raise ValueError(f"kernel cache: it holds kernels loaded for device {self._device}; a graph planned "
+                raise InvalidValueError(f"kernel cache: it holds kernels loaded for device {self._device}; a graph "
+                                        f"planned "
                                  f"for device {device} needs a kernel cache of its own")
             if self._descriptor is None:
                 desc = Descriptor(KIND)
@@ -78,22 +79,22 @@ class KernelCache:
         if isinstance(text, bytes):
             text = text.decode()
         if not isinstance(text, str):
-            raise TypeError(f"kernel_cache.deserialize() takes the JSON string serialize() wrote, not "
+            raise InvalidTypeError(f"kernel_cache.deserialize() takes the JSON string serialize() wrote, not "
                             f"{type(text).__name__}")
         if not text:
-            raise ValueError("kernel_cache.deserialize(): the JSON is empty")
+            raise InvalidValueError("kernel_cache.deserialize(): the JSON is empty")
         # checked against the schema of cuDNN's own kernel cache JSON first: cuDNN crashes on some malformed ones
         json_check.check_kernel_cache(text, "kernel_cache.deserialize(): kernel cache JSON")
         with self._lock:
             if self._descriptor is not None:
-                raise RuntimeError("kernel_cache.deserialize(): this kernel cache is not empty (a graph bound it, or "
+                raise UsageError("kernel_cache.deserialize(): this kernel cache is not empty (a graph bound it, or "
                                    "a JSON was loaded); deserialize into a new create_kernel_cache()")
             desc = Descriptor(KIND)
             desc.set(_JSON, text)
             try:
                 desc.finalize()
             except CudnnError as e:
-                raise ValueError(f"kernel_cache.deserialize(): cuDNN refused the JSON: {e}") from e
+                raise InvalidValueError(f"kernel_cache.deserialize(): cuDNN refused the JSON: {e}") from e
             self._descriptor = desc
 
     def size(self) -> int:

@@ -6,6 +6,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from ..backend import Descriptor
+from ..errors import UsageError
 from .engine_config import EngineConfig
 
 
@@ -38,7 +39,7 @@ class ExecutionPlan:
         plan.finalize()
         ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
         if ws < 0:
-            raise RuntimeError(f"plan {config.name}: cuDNN reported a negative workspace size ({ws})")
+            raise UsageError(f"plan {config.name}: cuDNN reported a negative workspace size ({ws})")
         return cls(plan, config, ws)
 
     @classmethod

@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CudnnError
+from ..errors import CudnnError, InvalidValueError
 from .engine_config import EngineConfig
 from .lru import LruCache
 from .plan import ExecutionPlan
@@ -89,7 +89,7 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
         got = (plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
         want = (entry.engine_index, entry.knobs, entry.workspace)
         if got != want:
-            raise ValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
+            raise InvalidValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
     except (CudnnError, ValueError) as e:
         _cache.drop(cache_key)
         with _cache.lock:

@@ -21,7 +21,7 @@ from typing import Any
 from ..backend import json_check, versions
 from ..dtypes import BY_NAME
 from ..enums import data_type
-from ..errors import version_string
+from ..errors import InvalidValueError, version_string
 from .plan import ExecutionPlan
 
 FORMAT, VERSION = "cudnn_py.plan", 1
@@ -115,19 +115,19 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
     try:
         data = bytes(blob)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"not a serialized cudnn_py plan: {e}") from None
+        raise InvalidValueError(f"not a serialized cudnn_py plan: {e}") from None
     try:
         doc = json_check.parse(data, "serialized plan", allow_constants=True)  # (pass-by-value -inf is written so)
     except ValueError as e:
         raise type(e)(f"not a serialized cudnn_py plan: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError("not a serialized cudnn_py plan (no 'cudnn_py.plan' format tag)")
+        raise InvalidValueError("not a serialized cudnn_py plan (no 'cudnn_py.plan' format tag)")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
-        raise ValueError(f"serialized plan format version {doc.get('version')!r}; this cudnn_py reads {VERSION}")
+        raise InvalidValueError(f"serialized plan format version {doc.get('version')!r}; this cudnn_py reads {VERSION}")
     c.obj(doc, "", ("cudnn_version",))
     built_with, running = c.int_(doc["cudnn_version"], "cudnn_version", 0, 10**7), versions.runtime_version()
     if built_with != running:
-        raise ValueError(f"the plan was serialized with cuDNN {version_string(built_with)}; the loaded cuDNN is "
+        raise InvalidValueError(f"the plan was serialized with cuDNN {version_string(built_with)}; the loaded cuDNN is "
                          f"{version_string(running)} (a serialized plan loads only into the cuDNN that built it)")
     c.obj(doc, "", ("plan", "tensors"))
     records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
@@ -142,7 +142,7 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
         raise c.fail("scratch", f"{len(raw_scratch)} entries")
     scratch = {c.uid_name(k, f"scratch.{k}"): c.int_(n, f"scratch.{k}", 1) for k, n in raw_scratch.items()}
     if set(scratch) & set(by_uid):
-        raise ValueError(f"serialized plan: bad scratch record {scratch!r} (sizes must be positive, uids not "
+        raise InvalidValueError(f"serialized plan: bad scratch record {scratch!r} (sizes must be positive, uids not "
                          "those of bound tensors)")
     plan_doc = c.obj(doc["plan"], "plan", ("json", "workspace"))
     c.str_(plan_doc.get("name", ""), "plan.name")

@@ -51,6 +51,7 @@ from ..errors import (
     CudnnError,
     NotImplementedOptionError,
     PhaseError,
+    UsageError,
     cudnnGraphNotSupportedError,
 )
 from ..interop import data_ptr
@@ -137,7 +138,7 @@ class PlanningSession:
         built plans execute without it)."""
         graph = self._graph_ref()
         if graph is None:
-            raise RuntimeError("the graph this planning session belongs to was garbage-collected; keep the graph "
+            raise UsageError("the graph this planning session belongs to was garbage-collected; keep the graph "
                                "while you plan with its session")
         return graph
 
@@ -490,7 +491,7 @@ class PlanningSession:
         """Add a config for an explicit engine id and knob choices (no heuristics)."""
         count = self.get_engine_count()
         if not 0 <= int(engine_id) < count:
-            raise RuntimeError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
+            raise UsageError(f"Invalid engine id {engine_id}: this graph has engines 0..{count - 1}")
         backend_knobs = {_knob_value(k): int(v) for k, v in (knobs or {}).items()}
         with self.on_device():
             self.configs.append(EngineConfig.explicit(self.operation_graph, int(engine_id), backend_knobs,
@@ -698,7 +699,7 @@ class PlanningSession:
         self._need(Phase.ENGINE_CONFIGS, "execute_plan_at_index")
         i = self._index(index)
         if i not in self.plans:
-            raise RuntimeError(f"Plan index {i} did not build" + (f": {self.failures[i]}" if i in self.failures else
+            raise UsageError(f"Plan index {i} did not build" + (f": {self.failures[i]}" if i in self.failures else
                                                                    " (call build_plan_at_index first)"))
         return self.plans[i]
 

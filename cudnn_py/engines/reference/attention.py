@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...enums import diagonal_alignment
+from ...errors import InvalidValueError
 from ...ir.ops.attention import BLOCK_MASK_TILE, kv_length, rng_probability
 from .paged_cache import gather_pages, owned_entries
 from .pointwise import _pointwise
@@ -94,7 +95,7 @@ def _lengths(node: Any, read: Read, port: str, dim: int) -> np.ndarray:
     bad = (lengths < 0) | (lengths > dim)
     if bad.any():
         t = node.inputs[port]
-        raise ValueError(f"sdpa node {node.name!r}: tensor {t.name!r} (uid {t.uid}) holds sequence length(s) "
+        raise InvalidValueError(f"sdpa node {node.name!r}: tensor {t.name!r} (uid {t.uid}) holds sequence length(s) "
                          f"{sorted(set(lengths[bad].astype(int).tolist()))[:8]} outside 0..{dim} (the padded dim "
                          "it masks): undefined in cuDNN, refused by the reference")
     return lengths

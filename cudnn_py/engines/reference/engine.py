@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import cudnnGraphNotSupportedError
+from ...errors import InvalidTypeError, InvalidValueError, cudnnGraphNotSupportedError
 from ...ir import layout
 from ..base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import REFERENCE_ENGINE_ID
@@ -80,7 +80,7 @@ class ReferencePlan(CompiledPlan):
                     values[t.uid] = np.broadcast_to(np.asarray(value), tuple(t.dim))
         for t in self._outputs:
             if t.uid not in buffers:
-                raise ValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
+                raise InvalidValueError(f"variant pack: no buffer for output tensor {t.name!r} (uid {t.uid})")
             if t.ragged_offset is not None:  # packed: each batch's rows go to [offset[b], offset[b + 1])
                 _write_ragged(buffers[t.uid], values[t.uid].reshape(tuple(t.dim)), t, read.offsets(t))
             else:
@@ -109,7 +109,7 @@ class _Reader:
             elif t.pass_by_value is not None:
                 values[t.uid] = np.full(tuple(t.dim), float(t.pass_by_value))
             else:
-                raise ValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
+                raise InvalidValueError(f"variant pack: no buffer for input tensor {t.name!r} (uid {t.uid})")
         return values[t.uid]
 
     def offsets(self, t: Any) -> np.ndarray:
@@ -138,7 +138,7 @@ def _host(data: Any) -> np.ndarray:
         return data.get()
     if hasattr(data, "__dlpack__"):
         return np.from_dlpack(data)
-    raise TypeError(f"the reference engine reads arrays or framework tensors, not {type(data).__name__}")
+    raise InvalidTypeError(f"the reference engine reads arrays or framework tensors, not {type(data).__name__}")
 
 
 def _read_buffer(arr: np.ndarray, t: Any, user: Any) -> np.ndarray:
@@ -166,14 +166,14 @@ def _to_float64(arr: np.ndarray, t: Any) -> np.ndarray:
         return _strided(arr, t).copy()
     if arr.size == int(np.prod(dims)):
         return arr.reshape(dims)
-    raise ValueError(f"buffer of shape {arr.shape} does not match tensor {t.name!r} dims {list(dims)}")
+    raise InvalidValueError(f"buffer of shape {arr.shape} does not match tensor {t.name!r} dims {list(dims)}")
 
 
 def _strided(flat: np.ndarray, t: Any) -> np.ndarray:
     dims, strides = tuple(t.dim), tuple(t.stride)
     span = layout.span(dims, strides)
     if span > flat.size:
-        raise ValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
+        raise InvalidValueError(f"flat buffer of {flat.size} elements is too small for tensor {t.name!r} "
                          f"(dims {list(dims)}, stride {list(strides)})")
     return np.lib.stride_tricks.as_strided(flat, dims, tuple(s * flat.itemsize for s in strides))
 
@@ -190,7 +190,7 @@ def _write_ragged(dst: Any, result: np.ndarray, t: Any, offsets: np.ndarray) -> 
         src = torch.from_numpy(flat.reshape(tuple(dst.shape))).to(device=dst.device, dtype=dst.dtype)
         dst.copy_(src)
         return
-    raise TypeError(f"the reference engine writes ragged tensors into arrays or torch tensors, not "
+    raise InvalidTypeError(f"the reference engine writes ragged tensors into arrays or torch tensors, not "
                     f"{type(dst).__name__}")
 
 
@@ -215,4 +215,4 @@ def _write(dst: Any, result: np.ndarray, t: Any) -> None:
     if hasattr(dst, "__dlpack__"):
         _write(np.from_dlpack(dst), result, t)  # host DLPack producers share memory with the numpy view
         return
-    raise TypeError(f"the reference engine writes into arrays or framework tensors, not {type(dst).__name__}")
+    raise InvalidTypeError(f"the reference engine writes into arrays or framework tensors, not {type(dst).__name__}")

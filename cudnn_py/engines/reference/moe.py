@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...enums import moe_grouped_matmul_mode
+from ...errors import InvalidValueError
 from .registry import Read, reference
 
 
@@ -19,7 +20,8 @@ def expert_ranges(node: Any, read: Read, rows: int) -> list[tuple[int, int]]:
     starts = [int(o) for o in offsets]
     if any(float(o) != s for o, s in zip(offsets, starts)) or starts[0] != 0 or \
             any(b < a for a, b in zip(starts, starts[1:])) or starts[-1] > rows:
-        raise ValueError(f"{node.op} node {node.name!r}: first_token_offset {starts} must be integers starting at 0, "
+        raise InvalidValueError(f"{node.op} node {node.name!r}: first_token_offset {starts} must be integers "
+                                f"starting at 0, "
                          f"non-decreasing, at most the {rows} rows")
     return list(zip(starts, starts[1:] + [rows]))
 
@@ -29,7 +31,7 @@ def _indices(node: Any, read: Read, port: str, bound: int) -> np.ndarray:
     values = read(node.inputs[port]).reshape(-1)
     ints = values.astype(np.int64)
     if (ints != values).any() or (ints < 0).any() or (ints >= bound).any():
-        raise ValueError(f"moe_grouped_matmul node {node.name!r}: {port.lower()} values must be integers in "
+        raise InvalidValueError(f"moe_grouped_matmul node {node.name!r}: {port.lower()} values must be integers in "
                          f"[0, {bound})")
     return ints
 
@@ -38,7 +40,7 @@ def _scatter_slots(node: Any, read: Read, rows: int) -> np.ndarray:
     top_k = int(node.params["top_k"])
     slots = _indices(node, read, "TOKEN_INDEX", rows // top_k) * top_k + _indices(node, read, "TOKEN_KS", top_k)
     if len(np.unique(slots)) != rows:
-        raise ValueError(f"moe_grouped_matmul node {node.name!r}: SCATTER slots token_index * top_k + token_ks "
+        raise InvalidValueError(f"moe_grouped_matmul node {node.name!r}: SCATTER slots token_index * top_k + token_ks "
                          f"must reach each of the {rows} output rows once (the GPU leaves a collision or an "
                          "unreached slot unspecified)")
     return slots

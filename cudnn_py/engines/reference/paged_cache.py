@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidValueError
 from .registry import Read, reference
 
 
@@ -22,12 +23,13 @@ def gather_pages(container: np.ndarray, table: np.ndarray, lengths: np.ndarray, 
     for n in range(b):
         rows = min(s_kv, int(lengths[n]))
         if owned is not None and -(-rows // block) > int(owned[n]):
-            raise ValueError(f"paged cache: batch {n} reads {-(-rows // block)} page(s) for its {rows} rows, but "
+            raise InvalidValueError(f"paged cache: batch {n} reads {-(-rows // block)} page(s) for its {rows} rows, "
+                                    f"but "
                              f"its packed page-table entries (offsets) hold {int(owned[n])}")
         for s in range(rows):
             page = int(pages[n, s // block])
             if not 0 <= page < n_blocks:
-                raise ValueError(f"paged cache: page table entry {page} of batch {n} (row {s}) is not a page of "
+                raise InvalidValueError(f"paged cache: page table entry {page} of batch {n} (row {s}) is not a page of "
                                  f"the {n_blocks} in the container")
             out[n, :, s, :] = container[page, :, s % block, :]
     return out

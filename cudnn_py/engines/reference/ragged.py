@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidValueError
+
 
 def _indices(t: Any, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The flat buffer index of every element of ``t`` and whether it lies inside its own batch."""
     dims, strides = [int(d) for d in t.dim], [int(s) for s in t.stride]
     b = dims[0]
     if offsets.size != b + 1:
-        raise ValueError(f"ragged tensor {t.name!r}: {offsets.size} offsets for {b} batches (needs b + 1)")
+        raise InvalidValueError(f"ragged tensor {t.name!r}: {offsets.size} offsets for {b} batches (needs b + 1)")
     inner = np.zeros(dims[1:], dtype=np.int64)
     for axis, (d, s) in enumerate(zip(dims[1:], strides[1:])):
         shape = [1] * (len(dims) - 1)
@@ -38,6 +40,7 @@ def gather(buffer: np.ndarray, t: Any, offsets: np.ndarray) -> np.ndarray:
 def scatter(flat: np.ndarray, value: np.ndarray, t: Any, offsets: np.ndarray) -> None:
     index, inside = _indices(t, offsets)
     if inside.any() and int(index[inside].max()) >= flat.size:
-        raise ValueError(f"ragged tensor {t.name!r}: its offsets reach element {int(index[inside].max())}, past the "
+        raise InvalidValueError(f"ragged tensor {t.name!r}: its offsets reach element {int(index[inside].max())}, "
+                                f"past the "
                          f"{flat.size} of its buffer")
     flat[index[inside]] = np.broadcast_to(value, index.shape)[inside]

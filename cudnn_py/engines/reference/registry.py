@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidValueError
+
 Read = Callable[[Any], np.ndarray]  # IR tensor -> its float64 value
 # kind -> (run(node, read) -> the output value, check(node) -> why it is unsupported or None)
 REFERENCES: dict[str, tuple] = {}
@@ -14,7 +16,7 @@ REFERENCES: dict[str, tuple] = {}
 def reference(kind: str, check: Callable[[Any], str | None] | None = None):
     def register(fn: Callable[[Any, Read], np.ndarray]):
         if kind in REFERENCES:
-            raise ValueError(f"node kind {kind!r} has two reference functions")
+            raise InvalidValueError(f"node kind {kind!r} has two reference functions")
         REFERENCES[kind] = (fn, check or (lambda node: None))
         return fn
     return register

@@ -32,7 +32,15 @@ from typing import Any
 
 from ...backend import versions
 from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
-from ...errors import NotImplementedOptionError, cudnnGraphNotSupportedError, not_supported, shape_error, version_string
+from ...errors import (
+    InvalidTypeError,
+    InvalidValueError,
+    NotImplementedOptionError,
+    cudnnGraphNotSupportedError,
+    not_supported,
+    shape_error,
+    version_string,
+)
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -70,7 +78,7 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     if dropout is None:
         return
     if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
-        raise TypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale)")
+        raise InvalidTypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale)")
     if len(dropout) == 3:
         set_dropout_probability(values, method, *dropout)
     else:
@@ -81,12 +89,12 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
 def set_dropout_probability(values: dict[str, Any], method: str, p: Any, seed: Any, offset: Any) -> None:
     """The (probability, seed, offset) form of dropout, forward and backward alike."""
     if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise TypeError(f"{method}(): dropout probability must be a float, got {p!r}")
+        raise InvalidTypeError(f"{method}(): dropout probability must be a float, got {p!r}")
     if not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
+        raise InvalidValueError(f"{method}(): dropout probability must lie in [0, 1), got {p}")
     if float(p) == 0.0 and values.get("rng_dump") is not None:
         # probability 0 builds no RNG (as in the frontend), so nothing would write the dump: refused, not ignored
-        raise ValueError(f"{method}(): rng_dump needs a dropout probability above 0 (with 0 no RNG runs and "
+        raise InvalidValueError(f"{method}(): rng_dump needs a dropout probability above 0 (with 0 no RNG runs and "
                          "the dump would stay unwritten)")
     values["dropout"] = float(p)
     values["dropout_seed"], values["dropout_offset"] = seed, offset
@@ -126,7 +134,8 @@ def _finish(params: dict[str, Any]) -> None:
 def finish_stats_choice(params: dict[str, Any], method: str) -> None:
     gen, inference = params.pop("generate_stats"), params.pop("is_inference")
     if (gen is None) == (inference is None):
-        raise ValueError(f"{method}(): give exactly one of generate_stats and is_inference (generate_stats = not "
+        raise InvalidValueError(f"{method}(): give exactly one of generate_stats and is_inference (generate_stats = "
+                                f"not "
                          "is_inference)")
     params["generate_stats"] = bool(gen) if gen is not None else not bool(inference)
 
@@ -164,9 +173,10 @@ def check_mask_rules(node: Node) -> None:
             raise not_supported(op_name(node), node.name, f"score_mod excludes {', '.join(others)} (the frontend's "
                                 "rule: build the masks in the callback)")
     if left is not None and left < 1:
-        raise ValueError(f"{_where(node)}: diagonal_band_left_bound (sliding_window_length) must be >= 1, got {left}")
+        raise InvalidValueError(f"{_where(node)}: diagonal_band_left_bound (sliding_window_length) must be >= 1, "
+                                f"got {left}")
     if right is not None and right < 0:
-        raise ValueError(f"{_where(node)}: diagonal_band_right_bound must be >= 0, got {right}")
+        raise InvalidValueError(f"{_where(node)}: diagonal_band_right_bound must be >= 0, got {right}")
 
 
 _bound = int_at_least(None, optional=True)  # band bounds, sliding windows: their ranges are validate()'s
@@ -175,7 +185,7 @@ _positive = int_at_least(1, optional=True)  # max_total_seq_len_*, max_seq_len_k
 
 def _callable(v: Any) -> Any:
     if v is not None and not callable(v):
-        raise TypeError(f"needs a callable (graph, score) -> score, got {v!r}")
+        raise InvalidTypeError(f"needs a callable (graph, score) -> score, got {v!r}")
     return v
 
 
@@ -307,11 +317,11 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
         raise _fail(node, scale, f"attn_scale must be one value, got dims {list(scale.dim)}")
     seq = [ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")]
     if p["use_padding_mask"] and None in seq:
-        raise ValueError(f"{_where(node)}: use_padding_mask needs both seq_len_q and seq_len_kv")
+        raise InvalidValueError(f"{_where(node)}: use_padding_mask needs both seq_len_q and seq_len_kv")
     if (seq[0] is None) != (seq[1] is None):
-        raise ValueError(f"{_where(node)}: seq_len_q and seq_len_kv are given together, as in the frontend")
+        raise InvalidValueError(f"{_where(node)}: seq_len_q and seq_len_kv are given together, as in the frontend")
     if not p["use_padding_mask"] and p.get("score_mod") is None and any(t is not None for t in seq):
-        raise ValueError(f"{_where(node)}: seq_len_q / seq_len_kv are only read with use_padding_mask=True (or "
+        raise InvalidValueError(f"{_where(node)}: seq_len_q / seq_len_kv are only read with use_padding_mask=True (or "
                          "by a score_mod)")
     for t in seq:
         if t is None:
@@ -360,7 +370,7 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
     dump = node.outputs.get("RNG_DUMP")
     if dump is not None:
         if p["dropout"] is None or p["dropout"] == "mask":
-            raise ValueError(f"{_where(node)}: rng_dump needs dropout=(probability, seed, offset)")
+            raise InvalidValueError(f"{_where(node)}: rng_dump needs dropout=(probability, seed, offset)")
         if [int(x) for x in dump.dim] != scores:
             raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
 
@@ -405,7 +415,7 @@ def _infer_outputs(node: Node, d: Mapping[str, int]) -> None:
         dump._infer_set("stride", layout.row_major_strides(dump.dim))
     rows = [node.outputs.get(port) for port in ("Stats", "Max", "Sum_exp")]
     if (rows[1] is None) != (rows[2] is None) or (rows[1] is not None and rows[0] is not None):
-        raise ValueError(f"{_where(node)}: the softmax statistics come as Stats (generate_stats=True) or "
+        raise InvalidValueError(f"{_where(node)}: the softmax statistics come as Stats (generate_stats=True) or "
                          "as score_max with score_sum_exp, not both and not one of the pair")
     for t in rows:
         if t is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ...enums import data_type, diagonal_alignment, reduction_mode
-from ...errors import shape_error
+from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -45,7 +45,7 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     if dropout is None:
         return
     if not isinstance(dropout, (tuple, list)) or len(dropout) != 3:
-        raise TypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale, scale_inv)")
+        raise InvalidTypeError(f"{method}(): dropout must be (probability, seed, offset) or (mask, scale, scale_inv)")
     first = dropout[0]
     if isinstance(first, (int, float)) and not isinstance(first, bool):
         fwd.set_dropout_probability(values, method, *dropout)
@@ -64,7 +64,7 @@ def _finish(params: dict[str, Any]) -> None:
     if (params["score_mod"] is None) != (params["score_mod_bprop"] is None):
         given, missing = ("score_mod", "score_mod_bprop") if params["score_mod"] is not None else \
             ("score_mod_bprop", "score_mod")
-        raise ValueError(f"{OP}(): {given} needs {missing} too (the gradient through score_mod is its bprop)")
+        raise InvalidValueError(f"{OP}(): {given} needs {missing} too (the gradient through score_mod is its bprop)")
     fwd.finish_masks(params)
 
 
@@ -117,7 +117,8 @@ def infer(node: Node, ctx: InferenceContext) -> None:
     d_sink = node.outputs.get("dSink_token")
     if d_sink is not None:
         if "SINK_TOKEN" not in ins:
-            raise ValueError(f"{fwd.op_name(node)} node {node.name!r}: dSink_token needs the forward's sink_token")
+            raise InvalidValueError(f"{fwd.op_name(node)} node {node.name!r}: dSink_token needs the forward's "
+                                    f"sink_token")
         if [int(x) for x in d_sink.dim] != [1, h_q, 1, 1]:
             raise _error(node, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
         if not d_sink.stride:

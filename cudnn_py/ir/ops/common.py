@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...enums import data_type, dtype_info
-from ...errors import shape_error
+from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
 from ..tensor import Tensor
@@ -65,24 +65,26 @@ def check_tensor(t: Tensor) -> None:
     """Tensor_attributes::validate, plus an explicit data-type check."""
     label = f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"
     if not t.dim:
-        raise ValueError(f"tensor {label}: dims are not set")
+        raise InvalidValueError(f"tensor {label}: dims are not set")
     if any(d <= 0 for d in t.dim):
-        raise ValueError(f"tensor {label}: dims must be positive, got {list(t.dim)}")
+        raise InvalidValueError(f"tensor {label}: dims must be positive, got {list(t.dim)}")
     if len(t.stride) != len(t.dim):
-        raise ValueError(f"tensor {label}: stride {list(t.stride)} and dims {list(t.dim)} differ in rank")
+        raise InvalidValueError(f"tensor {label}: stride {list(t.stride)} and dims {list(t.dim)} differ in rank")
     if t.is_virtual and t.is_pass_by_value:
-        raise ValueError(f"tensor {label}: cannot be both virtual and pass-by-value")
+        raise InvalidValueError(f"tensor {label}: cannot be both virtual and pass-by-value")
     if t.is_compile_time_constant and (t.is_virtual or not t.is_pass_by_value):
-        raise ValueError(f"tensor {label}: a compile-time constant must be pass-by-value and not virtual")
+        raise InvalidValueError(f"tensor {label}: a compile-time constant must be pass-by-value and not virtual")
     if t.data_type is data_type.NOT_SET:
-        raise ValueError(f"tensor {label}: data type is not set (set_data_type, or give the graph an io_data_type)")
+        raise InvalidValueError(f"tensor {label}: data type is not set (set_data_type, or give the graph an "
+                                f"io_data_type)")
     if any(s < 0 for s in t.stride):
-        raise ValueError(f"tensor {label}: strides must not be negative, got {list(t.stride)}")
+        raise InvalidValueError(f"tensor {label}: strides must not be negative, got {list(t.stride)}")
     # cuDNN computes element offsets and byte sizes in int64: a tensor whose bytes do not fit is refused here, not
     # left to wrap around in the backend (or in a workspace size)
     span_bytes = layout.span(t.dim, t.stride) * max(dtype_info(t.data_type).bits, 8) // 8
     if layout.numel(t.dim) >= MAX_INT64 or span_bytes >= MAX_INT64:
-        raise ValueError(f"tensor {label}: dims {list(t.dim)} with strides {list(t.stride)} ({t.data_type.name}) "
+        raise InvalidValueError(f"tensor {label}: dims {list(t.dim)} with strides {list(t.stride)} "
+                                f"({t.data_type.name}) "
                          f"span {span_bytes} bytes, more than cuDNN's int64 sizes hold (< 2**63)")
 
 
@@ -107,13 +109,13 @@ def int_at_least(minimum: int | None, *, optional: bool = False):
         if v is None and optional:
             return None
         if isinstance(v, bool):
-            raise TypeError(f"needs {rule}, got {v!r}")
+            raise InvalidTypeError(f"needs {rule}, got {v!r}")
         try:
             n = operator.index(v)
         except TypeError:
-            raise TypeError(f"needs {rule}, got {v!r}") from None
+            raise InvalidTypeError(f"needs {rule}, got {v!r}") from None
         if minimum is not None and n < minimum:
-            raise ValueError(f"needs {rule}, got {n}")
+            raise InvalidValueError(f"needs {rule}, got {n}")
         return n
     return convert
 
@@ -122,6 +124,6 @@ def member(enum_cls: Any, exclude: tuple = ()):
     """A Param converter that accepts members of ``enum_cls`` only (and not those in ``exclude``, e.g. NOT_SET)."""
     def convert(v: Any) -> Any:
         if not isinstance(v, enum_cls) or v in exclude:
-            raise TypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
+            raise InvalidTypeError(f"needs a {enum_cls.__name__} member, got {v!r}")
         return v
     return convert

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...enums import convolution_mode
-from ...errors import shape_error
+from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -34,7 +34,7 @@ def _mode(v: Any) -> Any:
     if v is None:
         return convolution_mode.CROSS_CORRELATION
     if not isinstance(v, convolution_mode):
-        raise TypeError(f"needs a convolution_mode member, got {v!r}")
+        raise InvalidTypeError(f"needs a convolution_mode member, got {v!r}")
     return v
 
 
@@ -42,21 +42,21 @@ def _finish(params: dict[str, Any]) -> None:
     """Resolve the two padding overloads; every list non-empty and of one length (the spatial dims)."""
     pad, pre, post = params.pop("padding"), params["pre_padding"], params["post_padding"]
     if pad is not None and (pre is not None or post is not None):
-        raise ValueError("give padding, or pre_padding and post_padding, not both")
+        raise InvalidValueError("give padding, or pre_padding and post_padding, not both")
     if pad is not None:
         pre, post = list(pad), list(pad)
     params["pre_padding"], params["post_padding"] = pre, post
     lists = {k: params[k] for k in ("pre_padding", "post_padding", "stride", "dilation")}
     empty = [k for k, v in lists.items() if not v]
     if empty:
-        raise ValueError(f"{', '.join(empty)} must be given (a list with one value per spatial dimension)")
+        raise InvalidValueError(f"{', '.join(empty)} must be given (a list with one value per spatial dimension)")
     lengths = {k: len(v) for k, v in lists.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError(f"padding, stride and dilation need one value per spatial dimension, got {lengths}")
+        raise InvalidValueError(f"padding, stride and dilation need one value per spatial dimension, got {lengths}")
     if any(s <= 0 for s in params["stride"]) or any(d <= 0 for d in params["dilation"]):
-        raise ValueError(f"stride and dilation must be positive, got {params['stride']}, {params['dilation']}")
+        raise InvalidValueError(f"stride and dilation must be positive, got {params['stride']}, {params['dilation']}")
     if any(p < 0 for p in pre + post):
-        raise ValueError(f"paddings must be >= 0, got {pre}, {post}")
+        raise InvalidValueError(f"paddings must be >= 0, got {pre}, {post}")
 
 
 def _spatial(node: Node) -> int:

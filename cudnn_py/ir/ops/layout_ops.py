@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type, dtype_info, reshape_mode
-from ...errors import shape_error
+from ...errors import InvalidTypeError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -24,14 +24,14 @@ def _slices(v: Any) -> tuple[slice, ...]:
     if isinstance(v, slice):
         v = [v]
     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-        raise TypeError(f"needs a list of Python slice objects, got {v!r}")
+        raise InvalidTypeError(f"needs a list of Python slice objects, got {v!r}")
     items = tuple(v)
     for s in items:
         if not isinstance(s, slice):
-            raise TypeError(f"needs a list of Python slice objects (one per leading axis), got {s!r}")
+            raise InvalidTypeError(f"needs a list of Python slice objects (one per leading axis), got {s!r}")
         for part in (s.start, s.stop, s.step):
             if part is not None and (isinstance(part, bool) or not hasattr(part, "__index__")):
-                raise TypeError(f"slice {s!r}: start, stop and step must be ints or None")
+                raise InvalidTypeError(f"slice {s!r}: start, stop and step must be ints or None")
     return items
 
 

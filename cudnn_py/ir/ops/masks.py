@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from ...enums import attention_implementation, data_type, diagonal_alignment
-from ...errors import shape_error
+from ...errors import InvalidValueError, shape_error
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
 from .common import InferenceContext, fill_data_types, int_at_least, like_input, member, require_dims
@@ -41,9 +41,9 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 def _finish(params: dict[str, Any]) -> None:
     if params["left_bound"] is None and params["right_bound"] is None:
-        raise ValueError("diagonal_band_mask(): give left_bound, right_bound or both")
+        raise InvalidValueError("diagonal_band_mask(): give left_bound, right_bound or both")
     if params["left_bound"] == 0:
-        raise ValueError("diagonal_band_mask(): left_bound 0 masks every element; use left_bound >= 1")
+        raise InvalidValueError("diagonal_band_mask(): left_bound 0 masks every element; use left_bound >= 1")
 
 
 def shift_of(node: Node) -> int:
@@ -111,7 +111,7 @@ def _composite_left(rw: Any, x: Any, row: Any, col: Any, fill: float, bound: flo
 
 def _side(v: Any) -> str:
     if v not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {v!r}")
+        raise InvalidValueError(f"side must be 'left' or 'right', got {v!r}")
     return v
 
 

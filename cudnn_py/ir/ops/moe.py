@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type, moe_grouped_matmul_mode
-from ...errors import NotImplementedOptionError, shape_error
+from ...errors import InvalidTypeError, NotImplementedOptionError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -36,7 +36,7 @@ _MODE = moe_grouped_matmul_mode
 
 def _mode(v: Any) -> Any:
     if not isinstance(v, _MODE):
-        raise TypeError(f"needs a moe_grouped_matmul_mode member, got {v!r}")
+        raise InvalidTypeError(f"needs a moe_grouped_matmul_mode member, got {v!r}")
     if v is _MODE.COMBINE:
         raise NotImplementedOptionError("moe_grouped_matmul(mode=moe_grouped_matmul_mode.COMBINE): cuDNN's backend "
                                         "(9.28) has no COMBINE mode; use NONE, GATHER or SCATTER")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...enums import data_type, norm_forward_phase
-from ...errors import shape_error
+from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -21,7 +21,7 @@ from .common import InferenceContext, fill_data_types, fill_or_check_dims, like_
 
 def _phase(v: Any) -> Any:
     if not isinstance(v, norm_forward_phase) or v is norm_forward_phase.NOT_SET:
-        raise TypeError(f"needs norm_forward_phase.TRAINING or INFERENCE, got {v!r}")
+        raise InvalidTypeError(f"needs norm_forward_phase.TRAINING or INFERENCE, got {v!r}")
     return v
 
 
@@ -204,7 +204,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
     needed = ("INV_VARIANCE",) if node.params["mode"] == "CUDNN_RMS_NORM" else ("MEAN", "INV_VARIANCE")
     missing = [p.lower() for p in needed if p not in node.inputs]
     if missing:  # cuDNN's NORM_BACKWARD reads the forward's statistics; it refuses at finalize without them
-        raise ValueError(f"{op} node {node.name!r}: needs the forward's {' and '.join(missing)} (cuDNN's "
+        raise InvalidValueError(f"{op} node {node.name!r}: needs the forward's {' and '.join(missing)} (cuDNN's "
                          "NORM_BACKWARD does not recompute them)")
     stats = normalized_stats_dims(node.params["mode"], list(scale.dim), list(x.dim))
     for port in ("MEAN", "INV_VARIANCE"):
@@ -291,7 +291,8 @@ def infer_batchnorm(node: Node, ctx: InferenceContext) -> None:
     require_dims(op, node, x)
     running = [port for port in ("PREV_RUNNING_MEAN", "PREV_RUNNING_VAR", "MOMENTUM") if port in node.inputs]
     if running and len(running) != 3:  # the frontend drops a partial set silently; say so instead
-        raise ValueError(f"batchnorm node {node.name!r}: running statistics need in_running_mean, in_running_var "
+        raise InvalidValueError(f"batchnorm node {node.name!r}: running statistics need in_running_mean, "
+                                f"in_running_var "
                          f"and momentum together; got only {', '.join(p.lower() for p in running)}")
     fit_per_channel(op, node, x, [node.inputs[p] for p in ("SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR")
                                   if p in node.inputs])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...enums import data_type
-from ...errors import shape_error
+from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -33,15 +33,15 @@ NEG_SCALE_MIN_VERSION = 91400
 def _block_sizes(v: Any) -> list[int]:
     sizes = [int(b) for b in int_list(v, "block_size")]
     if not sizes:
-        raise ValueError("needs at least one block size")
+        raise InvalidValueError("needs at least one block size")
     if any(b <= 0 for b in sizes):
-        raise ValueError(f"block sizes must be positive, got {sizes}")
+        raise InvalidValueError(f"block sizes must be positive, got {sizes}")
     return sizes
 
 
 def _strict_bool(v: Any) -> bool:
     if not isinstance(v, bool):
-        raise TypeError(f"needs a bool, got {v!r}")
+        raise InvalidTypeError(f"needs a bool, got {v!r}")
     return v
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import InvalidValueError
 from .. import layout
 from ..node import Node
 from ..spec import OpSpec, Output, Param, Port, register
@@ -17,14 +18,14 @@ from .common import InferenceContext, fill_data_types, fill_or_check_dims
 def _probability(v: Any) -> float:
     p = float(v)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"a Bernoulli probability must lie in [0, 1], got {p}")
+        raise InvalidValueError(f"a Bernoulli probability must lie in [0, 1], got {p}")
     return p
 
 
 def _dims(v: Any) -> list[int]:
     dims = [int(d) for d in v]
     if not dims or any(d <= 0 for d in dims):
-        raise ValueError(f"needs positive dims, got {dims}")
+        raise InvalidValueError(f"needs positive dims, got {dims}")
     return dims
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import InvalidTypeError, InvalidValueError
 from ..spec import SPECS
 from ..tensor import Tensor
 
@@ -43,7 +44,7 @@ def apply(score_mod: Any, rw: Any, node_name: str, s: Tensor, method: str = "sdp
     where = f"{method} node {node_name!r}"
     out = score_mod(ScoreGraph(rw, where), s)
     if not isinstance(out, Tensor):
-        raise TypeError(f"{where}: {callback} must return the modified score tensor, got {type(out).__name__}")
+        raise InvalidTypeError(f"{where}: {callback} must return the modified score tensor, got {type(out).__name__}")
     if [int(d) for d in out.dim] != [int(d) for d in s.dim]:
-        raise ValueError(f"{where}: {callback} returned dims {list(out.dim)}, not the scores' {list(s.dim)}")
+        raise InvalidValueError(f"{where}: {callback} returned dims {list(out.dim)}, not the scores' {list(s.dim)}")
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import UsageError
 from ..node import Node
 from ..program import Program, Rewriter
 
@@ -23,7 +24,7 @@ def _expand_all(program: Program, nodes: list[Node], options: Any, depth: int) -
             out.append(node)
             continue
         if depth >= MAX_DEPTH:
-            raise RuntimeError(f"{node.op} node {node.name!r}: decompositions nest deeper than {MAX_DEPTH}")
+            raise UsageError(f"{node.op} node {node.name!r}: decompositions nest deeper than {MAX_DEPTH}")
         rw = Rewriter(program, node)
         if not spec.expand(node, rw, options):
             out.append(node)  # this composite is lowered as one op (e.g. the unified descriptor)
