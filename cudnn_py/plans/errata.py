@@ -259,7 +259,6 @@ def _wgrad_with_more_post_than_pre_padding(program: Any) -> str | None:
     return None
 
 
-_GPU_SDPA = "found by cudnn_py's GPU tests on H200 / cuDNN 9.19.0, 2026-12-01 (tests/test_gpu_sdpa.py)"
 _CAUSE = ("cause not isolated: the decomposition agrees with the float64 definition on the CPU "
           "(tests/test_sdpa.py, ReferenceEngine(program=True))")
 ERRATA: tuple[Erratum, ...] = (
@@ -376,11 +375,6 @@ ERRATA: tuple[Erratum, ...] = (
                "case 169 (3-D depthwise fp16 wgrad, pre [0,0,0] post [1,0,0]: eng20 0.75, eng0 2.4e-4); every plan of "
                "build_plans(ALL) probed: wrong for groups 1/2/16, stride 1, dilation 1, fp32 and bf16; right with "
                "symmetric padding"),
-    Erratum(
-        id="sdpa-backward-sink", first=91900, last=NO_UPPER, match=_with_sink("sdpa_backward", "sdpa_fp8_backward"),
-        effect="sdpa_backward with a sink token leaves dSink unwritten (NaN poison) with a causal mask",
-        workaround="no sink token in the backward",
-        seen_on="H200 (sm90)", source=f"{_GPU_SDPA}: test_backward_options[sink-causal]"),
 )
 
 
