@@ -803,9 +803,9 @@ def test_score_mod_reaches_cudnn_and_refuses_what_the_frontend_does():
 
 
 def test_attention_errata_seen_on_the_h200():
-    """The backward with a sink token was wrong on the H200 with cuDNN 9.19: refused by validate(), naming the
-    erratum. A composite sliding window and the backward with dropout are not refused (they were our
-    decomposition's faults: test_composite_band_masks_are_the_frontends, test_backward_dq_reads_k_in_float)."""
+    """A composite sliding window and the backward with dropout or a sink token, wrong on the H200 with cuDNN 9.19,
+    are not refused: they were our decomposition's faults (test_composite_band_masks_are_the_frontends,
+    test_backward_dq_reads_k_in_float, test_backward_dsink_is_the_reduction_into_dsink)."""
     g = half_graph()
     q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
     g.sdpa(q, k, v, generate_stats=True, use_causal_mask=True, sliding_window_length=33,
@@ -829,6 +829,7 @@ def test_attention_errata_seen_on_the_h200():
     # a dropout mask: wrong in the official frontend too, on the same engine (fuzz/errata_probe, 2026-12-03)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"sdpa-backward-dropout-mask"):
         backward(mask=True).validate()
+    backward(sink=True).validate()  # nor with a sink token (dSink was NEGated after its reduction, see below)
     g = half_graph()
     seed = [g.tensor([1, 1, 1, 1], data_type=cudnn.data_type.INT64, name=n) for n in ("seed", "offset")]
     q, k, v = qkv(g, b=1, h_q=2, h_k=2, s_q=64, s_kv=128, d=64)
@@ -957,3 +958,33 @@ def test_backward_dq_reads_k_in_float(dropout, monkeypatch):
         by_value = [t.uid for n in p.nodes if n.spec.method == "mul" for t in n.inputs.values()
                     if t.is_pass_by_value and t.pass_by_value == pytest.approx(1 / 0.8)]
         assert len(by_value) == 2 and len(set(by_value)) == 1  # P's and dS's dropout read one scale
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_backward_dsink_is_the_reduction_into_dsink(causal):
+    """dSink as the frontend builds it (its API log on cuDNN 9.19 and 9.28): REDUCE_ADD(exp(sink - Stats) · D)
+    over (b, s_q) straight into the user's dSink, which the fused backward engine negates itself. Ours reduced into
+    a virtual tensor and NEGated that into dSink: the H200's engine (cuDNN 9.19, eng6) left dSink unwritten."""
+    g = half_graph()
+    b, h, s_q, s_kv, d = 2, 4, 100, 150, 64
+    q, k, v = qkv(g, b=b, h_q=h, h_k=h, s_q=s_q, s_kv=s_kv, d=d)
+    o, d_o = g.tensor([b, h, s_q, d], name="o"), g.tensor([b, h, s_q, d], name="dO")
+    stats = g.tensor([b, h, s_q, 1], data_type=F, name="stats")
+    sink, d_sink = g.tensor([1, h, 1, 1], data_type=F, name="sink"), g.tensor([1, h, 1, 1], data_type=F, name="dS")
+    for t in g.sdpa_backward(q, k, v, o, d_o, stats, attn_scale=0.125, use_causal_mask=causal, sink_token=sink,
+                             dSink_token=d_sink):
+        t.set_output(True)
+    d_sink.set_output(True)
+    g.validate()  # not refused (deviceless, cuDNN 9.28)
+    p = _program(g, lambda f, at_least=0: versions.since(f) <= 91900 and at_least <= 91900)  # as on the H200
+    producer = {t.uid: n for n in p.nodes for t in n.outputs.values()}
+    red = producer[d_sink.uid]
+    assert red.op == "reduction" and red.params["mode"] is cudnn.reduction_mode.ADD
+    assert red.params["compute_data_type"] is F and list(red.inputs["X"].dim) == [b, h, s_q, 1]
+    assert not any(d_sink.uid in {t.uid for t in n.inputs.values()} for n in p.nodes)  # no NEG after it
+    mul = producer[red.inputs["X"].uid]
+    assert mul.spec.method == "mul"
+    exp_sink, d_row = (producer[mul.inputs[x].uid] for x in ("IN_0", "IN_1"))
+    assert exp_sink.spec.method == "exp" and d_row.op == "reduction"  # D = rowsum(dO ∘ O), before any scale
+    sub = producer[exp_sink.inputs["IN_0"].uid]
+    assert [sub.inputs[x].uid for x in ("IN_0", "IN_1")] == [sink.uid, stats.uid]

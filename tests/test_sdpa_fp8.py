@@ -248,6 +248,32 @@ def test_backward_finalizes_deviceless_in_the_frontends_order(h_k):
     assert len(grouped) == (0 if h_k == 4 else 2)  # GQA: dV and dK summed per kv head inside their MatmulFP8
 
 
+def test_backward_dsink_is_the_reduction_into_dsink():
+    """dSink as the frontend builds it (sdpa_fp8_bwd.h; its API log on cuDNN 9.19 and 9.28): REDUCE_ADD of
+    exp(sink - Stats) · D straight into the user's dSink, the engine negating it; no NEG of ours after it (see
+    tests/test_sdpa.py::test_backward_dsink_is_the_reduction_into_dsink)."""
+    g = graph()
+    q, k, v = qkv(g, b=2, h_q=4, h_k=4, s_q=64, s_kv=64, d=128)
+    o, d_o = (g.tensor([2, 4, 64, 128], data_type=E4, name=n) for n in ("o", "dO"))
+    st = g.tensor([2, 4, 64, 1], data_type=F, name="stats")
+    sink, d_sink = (g.tensor([1, 4, 1, 1], data_type=F, name=n) for n in ("sink", "dSink"))
+    out = g.sdpa_fp8_backward(q, k, v, o, d_o, st, *scales(g, BWD_SCALES), attn_scale=0.125, use_causal_mask=True,
+                              sink_token=sink, dSink_token=d_sink)
+    for t in out[:3]:
+        t.set_output(True).set_data_type(E4)
+    for t in out[3:] + [d_sink]:
+        t.set_output(True)
+    g.validate()
+    nodes = prepare(g, PassOptions(available=running)).nodes
+    producer = {t.uid: n for n in nodes for t in n.outputs.values()}
+    red = producer[d_sink.uid]
+    assert red.op == "reduction" and red.params["mode"] is cudnn.reduction_mode.ADD
+    assert list(red.inputs["X"].dim) == [2, 4, 64, 1]
+    assert not any(d_sink.uid in {t.uid for t in n.inputs.values()} for n in nodes)
+    mul = producer[red.inputs["X"].uid]
+    assert [producer[mul.inputs[x].uid].spec.method for x in ("IN_0", "IN_1")] == ["exp", "mul"]  # D descaled
+
+
 def test_fp8_attention_errata():
     from types import SimpleNamespace
 

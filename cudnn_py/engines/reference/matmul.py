@@ -56,4 +56,5 @@ def _reduction(node: Any, read: Read) -> np.ndarray:
             x = x.reshape(x.shape[:axis] + (int(yd), xd // int(yd)) + x.shape[axis + 1:])
             x = _REDUCE[node.params["mode"]](x, (axis + 1,)).squeeze(axis + 1)
     axes = tuple(i for i, (xd, yd) in enumerate(zip(x.shape, y_dim)) if yd == 1 and xd != 1)
-    return _REDUCE[node.params["mode"]](x, axes) if axes else x.copy()
+    y = _REDUCE[node.params["mode"]](x, axes) if axes else x.copy()
+    return -y if node.params.get("negated_by_engine") else y  # attention's dSink: the fused engine negates

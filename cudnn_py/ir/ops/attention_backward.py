@@ -264,7 +264,8 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
 def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: list[int],
               descales: tuple[Any, ...] = (), frontend_strides: bool = False) -> Tensor:
     """D = rowsum(dO ∘ O) (times the FP8 backwards' descales of dO and O), and from it dSink = -Σ p_sink · D with
-    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16). With
+    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16), as the frontend
+    builds it: Σ p_sink · D reduced into dSink, which the engine negates (``dsink_reduction``). With
     ``frontend_strides`` dO ∘ O (virtual) has the strides the frontend gives it, (h·s·d, s·d, h·d, 1) for
     (b, h, s, d), not the packed ones."""
     f32, h, s_q = data_type.FLOAT, rows[1], rows[2]
@@ -281,9 +282,9 @@ def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: 
     if "dSink_token" in node.outputs:
         sink = node.inputs["SINK_TOKEN"]  # the backward's inference requires it with dSink_token
         p_sink = rw.exp(rw.sub(sink, stats, compute_data_type=f32), compute_data_type=f32)
-        total = fwd.virtual(rw, "dSink_sum", [1, h, 1, 1], [h, 1, 1, 1], f32)
-        rw.reduction(rw.mul(p_sink, red, compute_data_type=f32), reduction_mode.ADD, compute_data_type=f32, out=total)
-        rw.neg(total, compute_data_type=f32, out=node.outputs["dSink_token"])
+        # straight into dSink, no NEG: the fused backward engine negates the sum itself (see DSINK_REDUCTION)
+        rw.dsink_reduction(rw.mul(p_sink, red, compute_data_type=f32), reduction_mode.ADD, compute_data_type=f32,
+                           out=node.outputs["dSink_token"])
     return red
 
 

@@ -64,4 +64,17 @@ GROUPED_REDUCTION = OpSpec(
     requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
     doc="grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).",
 )
-register(REDUCTION, GROUPED_REDUCTION)
+# Attention backwards' dSink reduction, as the frontend builds it (node_lowering.md §15.3): REDUCE_ADD of
+# exp(sink - Stats) · D over (b, s_q) straight into the user's dSink. The fused backward engine writes the NEGATED
+# sum there, the true gradient -Σ p_sink · D ("The backend kernel applies the negative sign internally", the
+# frontend's sdpa_fp8_bwd.h); a graph that NEGs the sum itself into dSink gets dSink left unwritten (H200, cuDNN
+# 9.19). Internal, the same lowering as any reduction; the reference engine negates (``negated_by_engine``).
+DSINK_REDUCTION = OpSpec(
+    method="dsink_reduction", kind="reduction", public=False,
+    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+    params=(Param("mode", convert=_MODE),), fixed={"is_deterministic": False, "negated_by_engine": True},
+    order=("input", "mode", "compute_data_type", "name"),
+    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
+    doc="dsink_reduction(input, mode) -> Y (internal: the fused attention backward writes -reduce(X) into Y).",
+)
+register(REDUCTION, GROUPED_REDUCTION, DSINK_REDUCTION)
