@@ -242,6 +242,7 @@ def test_backward_finalizes_deviceless_in_the_frontends_order(h_k):
     assert len(matmuls) == 5  # Q·Kᵀ, S8ᵀ·dO, dO·Vᵀ, dP8·K, dP8ᵀ·Q
     s8_t, dp8, dp8_t = matmuls[1].inputs["A"], matmuls[3].inputs["A"], matmuls[4].inputs["A"]
     assert s8_t.data_type is E4 and dp8.data_type is dp8_t.data_type is E4
+    assert matmuls[3].inputs["B"].data_type is F  # K viewed back from Kᵀ in FLOAT, as the frontend's API log has it
     amax = [n for n in nodes if n.op == "reduction" and n.params["mode"] is cudnn.reduction_mode.AMAX]
     assert {n.outputs["Y"].uid for n in amax} == {t.uid for t in out[3:]}
     grouped = [n for n in nodes if n.spec.method == "grouped_reduction"]

@@ -270,9 +270,9 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     rw.reduction(d_s, reduction_mode.AMAX, compute_data_type=f32, out=outs["Amax_dP"])
     dp8 = rw.mul(d_s, ins["SCALE_DP"], compute_data_type=f32, out_data_type=d_o.data_type)
-    # 7. dQ = MatmulFP8(dP8, K), K viewed back untransposed
+    # 7. dQ = MatmulFP8(dP8, K), K viewed back untransposed, in FLOAT as the frontend describes it (its API log)
     k_back = fwd.virtual(rw, "reshape_k", [b, h_k, s_kv, d_qk],
-                         [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], k.data_type)
+                         [int(k.stride[0]), int(k.stride[1]), int(k.stride[3]), int(k.stride[2])], f32)
     rw.attention_view(k, out=k_back)
     matmul_fp8(rw, dp8, k_back, (ins["DESCALE_DP"], ins["DESCALE_K"]), ins["SCALE_DQ"], outs["dQ"], outs["Amax_dQ"],
                {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}, "dQ")
