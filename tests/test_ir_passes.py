@@ -201,21 +201,22 @@ def test_errata_refuse_what_cudnn_gets_wrong_and_name_it():
         g.validate()
 
 
-@pytest.mark.parametrize("layout, refused", [("padded", True), ("colmajor", False), ("overlapping", False),
-                                            ("packed", False)])
+@pytest.mark.parametrize("layout, refused", [("padded", True), ("padded_2x", False), ("colmajor", False),
+                                            ("overlapping", False), ("packed", False)])
 def test_a_cast_into_a_matmul_is_refused_only_over_padded_strides(layout, refused):
     """The erratum matmul-cast-of-strided-input (reproduced with the official frontend on the H200) holds for an
-    operand with gaps between its rows; a column-major or overlapping operand (the official test_mixed_precision_matmul's
-    B) is right in both libraries and is accepted."""
+    operand whose padded rows start off the 16-byte grid (INT8 rows padded by 3); rows padded to twice their length
+    (the official test_matmul_fuzzer's), a column-major or an overlapping operand (its test_mixed_precision_matmul's
+    B) are right in both libraries and are accepted."""
     b, k, n = 2, 64, 32
-    strides = {"padded": [k * (n + 8), n + 8, 1], "colmajor": [k * n, 1, k], "overlapping": [k * n, 1, n],
-               "packed": [k * n, n, 1]}[layout]
+    strides = {"padded": [k * (n + 3), n + 3, 1], "padded_2x": [k * n * 2, n * 2, 1], "colmajor": [k * n, 1, k],
+               "overlapping": [k * n, 1, n], "packed": [k * n, n, 1]}[layout]
     g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
     a = g.tensor([b, 16, k], name="a", data_type=H)
     src = g.tensor([b, k, n], strides, name="src", data_type=cudnn.data_type.INT8)
     g.matmul(a, g.identity(src).set_data_type(H)).set_output(True)
     if refused:
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"matmul-cast-of-strided-input.*leave gaps"):
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"matmul-cast-of-strided-input.*16-byte grid"):
             g.validate_ir() or g.validate()
     else:
         g.validate()
