@@ -59,3 +59,27 @@ def test_the_limit_is_in_the_source():
     e = next(e for e in errata.ERRATA if e.id == "opgraph-finalize-source-op-fanout")
     assert "benchmarks/fanout.py --impl raw" in e.source
     assert errata.SOURCE_OPS_LIMIT - 1 == 11  # the largest count the CPU suite builds (MXFP8 attention backward)
+
+
+def test_on_9_19_the_limit_is_the_one_measured_there():
+    """cuDNN 9.19 on the H200 (2026-12-03): 14 source operations took 7.8 s, 13 took 2.5 s; the 9.19 entry refuses
+    from 14, the 9.28 entry does not apply there."""
+    import pytest
+
+    import cudnn_py as cudnn
+    from cudnn_py.ir.passes import PassOptions, prepare
+    from cudnn_py.plans import errata
+
+    def program(n):
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+        x = g.tensor([1, 8, 16], name="x")
+        for _ in range(n):
+            g.relu(x).set_output(True)
+        g.validate_ir()
+        return g, prepare(g, PassOptions(available=lambda f, at_least=0: True))
+
+    g13, p13 = program(13)
+    errata.check(p13, 91900)  # not refused (the 9.28 limit, 12, is not 9.19's)
+    g14, p14 = program(14)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"opgraph-finalize-source-op-fanout-9\.19.*14 operations"):
+        errata.check(p14, 91900)
