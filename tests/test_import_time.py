@@ -51,3 +51,14 @@ def test_unknown_name_is_an_attribute_error():
 def test_every_lazy_name_resolves():
     out = _run("import json, cudnn_py as c; print(json.dumps([n for n in c.__all__ if getattr(c, n) is None]))")
     assert out == []
+
+
+def test_sublibrary_loading_failure_without_a_driver_says_what_is_missing(monkeypatch):
+    from cudnn_py.backend import api, loader
+
+    monkeypatch.setattr(api, "driver_library_missing", lambda: True)
+    e = api.error_for(1008, "cudnnBackendFinalize", kind="CUDNN_BACKEND_MATMUL_DESCRIPTOR")
+    assert str(e).startswith(loader.NO_DRIVER) and "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED" in str(e)
+    monkeypatch.setattr(api, "driver_library_missing", lambda: False)
+    assert loader.NO_DRIVER not in str(api.error_for(1008, "cudnnBackendFinalize"))
+    assert loader.NO_DRIVER not in str(api.error_for(2000, "cudnnBackendFinalize"))
