@@ -2,47 +2,98 @@
 
 ``import cudnn_py as cudnn`` runs code written for the classic ``cudnn`` module of nvidia-cudnn-frontend.
 Importing needs no GPU, no torch and not even libcudnn: the library is loaded by the first call that needs it.
+
+``import cudnn_py`` itself imports nothing of the package: every public name below is imported from its module the
+first time it is read (``cudnn.pygraph``, ``cudnn.data_type``, ...), through the module ``__getattr__``, and then kept
+as a plain attribute. ``tests/test_import_time.py`` checks which modules a bare import loads.
 """
-__version__ = "0.1.0"
+from __future__ import annotations
 
 import logging as _logging
-import sys as _sys
 
-from . import datatypes  # noqa: F401  (1.32's cudnn.datatypes)
-from .backend import (  # noqa: F401
-                      Handle,
-                      backend_version,
-                      backend_version_string,
-                      create_handle,
-                      destroy_handle,
-                      get_last_error_string,
-                      get_stream,
-                      set_stream,
-)
-from .backend.device import DeviceInfo  # noqa: F401
-from .enums import *  # noqa: F403  (the classic enums: data_type, heur_mode, reduction_mode, ...)
-from .errors import cudnnGraphNotSupportedError  # noqa: F401
-from .facade import (  # noqa: F401
-                      Graph,
-                      GraphContext,
-                      Node,
-                      NodeType,
-                      Tensor,
-                      graph,
-                      graph_cache,
-                      jit,
-                      pygraph,
-                      sdpa_capabilities,
-                      tensor,
-                      wrapper,
-)
-from .plans.device_properties import create_device_properties  # noqa: F401
-from .plans.kernel_cache import create_kernel_cache  # noqa: F401
-from .plans.session import knob  # noqa: F401
+TYPE_CHECKING = False  # typing is not imported for it (mypy reads any `TYPE_CHECKING` as true)
 
-handle = Handle  # 1.32's alias, for annotations naming `cudnn.handle`
-wrapper.cudnn = _sys.modules[__name__]  # 1.32's cudnn.wrapper exports the module it belongs to as `cudnn`
-_sys.modules[__name__ + ".wrapper"] = wrapper  # `import cudnn_py.wrapper` / `from cudnn_py.wrapper import Graph`
+__version__ = "0.1.0"
+
+# public name -> the module (relative to this package) it comes from; "" for a submodule of this package
+_LAZY: dict[str, str] = {
+    "datatypes": "",  # 1.32's cudnn.datatypes
+    "wrapper": ".facade",  # 1.32's cudnn.wrapper (a module; `import cudnn_py.wrapper` works too: cudnn_py/wrapper.py)
+    **dict.fromkeys(["Handle", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
+                     "get_last_error_string", "get_stream", "set_stream"], ".backend"),
+    "DeviceInfo": ".backend.device",
+    # the classic enums: data_type, heur_mode, reduction_mode, ... (cudnn_py.enums.__all__)
+    **dict.fromkeys(["data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type",
+                     "norm_forward_phase", "heur_mode", "reduction_mode", "build_plan_policy", "numerical_note",
+                     "behavior_note", "diagonal_alignment", "attention_implementation", "moe_grouped_matmul_mode",
+                     "cuda_graph_retention", "FRONTEND_KNOB_TYPE_BASE", "is_frontend_knob_type"], ".enums"),
+    "cudnnGraphNotSupportedError": ".errors",
+    **dict.fromkeys(["Graph", "GraphContext", "Node", "NodeType", "Tensor", "graph", "graph_cache", "jit", "pygraph",
+                     "sdpa_capabilities", "tensor"], ".facade"),
+    "create_device_properties": ".plans.device_properties",
+    "create_kernel_cache": ".plans.kernel_cache",
+    "knob": ".plans.session",
+}
+_ALIASES = {"handle": "Handle"}  # 1.32's alias, for annotations naming `cudnn.handle`
+
+__all__ = sorted([*_LAZY, *_ALIASES])
+
+
+def __getattr__(name: str) -> Any:
+    target = _ALIASES.get(name, name)
+    if target not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    source = _LAZY[target]
+    if source:
+        value = getattr(importlib.import_module(source, __name__), target)
+    else:
+        value = importlib.import_module("." + target, __name__)
+    globals()[name] = value  # the next read is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs (never imported at run time from here)
+    from typing import Any
+
+    from . import datatypes as datatypes
+    from .backend import (  # noqa: F401
+                          Handle,
+                          backend_version,
+                          backend_version_string,
+                          create_handle,
+                          destroy_handle,
+                          get_last_error_string,
+                          get_stream,
+                          set_stream,
+    )
+    from .backend.device import DeviceInfo  # noqa: F401
+    from .enums import *  # noqa: F403
+    from .errors import cudnnGraphNotSupportedError  # noqa: F401
+    from .facade import (  # noqa: F401
+                          Graph,
+                          GraphContext,
+                          Node,
+                          NodeType,
+                          Tensor,
+                          graph,
+                          graph_cache,
+                          jit,
+                          pygraph,
+                          sdpa_capabilities,
+                          tensor,
+                          wrapper,
+    )
+    from .plans.device_properties import create_device_properties  # noqa: F401
+    from .plans.kernel_cache import create_kernel_cache  # noqa: F401
+    from .plans.session import knob  # noqa: F401
+
+    handle = Handle
 
 # The `cudnn_py` logger (and its per-module children) is silent unless the application configures logging:
 # graph builds and their times, heuristics results, plan choices, cache hits and misses, workspace allocations.

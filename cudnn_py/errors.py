@@ -83,10 +83,11 @@ def status_name(status: int) -> str:
 
 class CudnnError(CudnnPyError, RuntimeError):
     """A cuDNN call returned a non-success status. Carries the status, the C function, the descriptor kind and
-    attribute involved (C names) and ``cudnnGetLastErrorString()`` captured right after the call."""
+    attribute involved (C names) and ``cudnnGetLastErrorString()`` captured right after the call; ``hint``, where
+    the cause is known (no driver library for the sub-libraries), is the message's first sentence."""
 
     def __init__(self, status: int, function: str, *, kind: str | None = None, attribute: str | None = None,
-                 last_error: str = "", detail: str = ""):
+                 last_error: str = "", detail: str = "", hint: str = ""):
         self.status = status
         self.status_name = status_name(status)
         self.function = function
@@ -94,7 +95,8 @@ class CudnnError(CudnnPyError, RuntimeError):
         self.attribute = attribute
         self.last_error = last_error
         self.detail = detail
-        super().__init__(self._message())
+        self.hint = hint
+        super().__init__(f"{hint} ({self._message()})" if hint else self._message())
 
     def _message(self) -> str:
         where = " ".join(x for x in (self.kind, self.attribute) if x)

@@ -15,7 +15,7 @@ from typing import Any
 from .._generated.functions import FUNCTIONS
 from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError, InvalidValueError
 from . import trace
-from .loader import load_library
+from .loader import NO_DRIVER, driver_library_missing, load_library
 
 # The headers whose functions make up the backend API (the legacy ops/cnn/adv APIs are not bound).
 BOUND_HEADERS = ("cudnn_graph.h",)
@@ -84,12 +84,16 @@ def get_last_error_string() -> str:
     return buf.value.decode(errors="replace")
 
 
+_SUBLIBRARY_LOADING_FAILED = 1008  # CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
+
+
 def error_for(status: int, function: str, *, kind: str | None = None, attribute: str | None = None,
               detail: str = "") -> CudnnError:
     """The exception for a failed call, reading (and thereby clearing) the last error string now."""
     cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
     message = get_last_error_string()
+    hint = NO_DRIVER if status == _SUBLIBRARY_LOADING_FAILED and driver_library_missing() else ""
     call = trace.begin("cudnnGetLastErrorString", after=function, message=message)  # reads the tracer once
     if call is not None:  # the backend's words for the failure, beside the failed call in the trace
         call.end(None)
-    return cls(status, function, kind=kind, attribute=attribute, last_error=message, detail=detail)
+    return cls(status, function, kind=kind, attribute=attribute, last_error=message, detail=detail, hint=hint)

@@ -120,6 +120,24 @@ def loaded_path_of(soname: str) -> str | None:
     return os.fsdecode(name) if name else None
 
 
+# what a cuDNN call failing with CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED says first when no driver library loads
+NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have: "
+             "validate() without a GPU needs it too, so install the NVIDIA driver's user-space libraries "
+             "(no GPU is needed; see docs/getting-started.md, 'With no GPU')")
+
+
+def driver_library_missing() -> bool:
+    """True when ``libcuda.so.1`` (the NVIDIA driver's library, which cuDNN's engine sub-libraries link against) is
+    neither loaded in this process nor loadable from the library search path."""
+    if loaded_path_of("libcuda.so.1"):
+        return False
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    return False
+
+
 _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 

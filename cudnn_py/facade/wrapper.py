@@ -44,9 +44,17 @@ from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..ir import Tensor
 from .pygraph import pygraph
 
-__all__ = ["Graph", "data_type", "heur_mode", "cudnn"]
+__all__ = ["Graph", "data_type", "heur_mode", "cudnn"]  # noqa: F822  (`cudnn`: the module __getattr__)
 
-cudnn: Any = None  # 1.32's module exports `cudnn` (itself a module); cudnn_py/__init__.py sets it to cudnn_py
+
+
+def __getattr__(name: str) -> Any:
+    """1.32's module exports ``cudnn`` (the package it belongs to): here the ``cudnn_py`` package, whichever module
+    was imported first (``import cudnn_py`` imports this module only when first used)."""
+    if name == "cudnn":
+        return sys.modules[__name__.split(".")[0]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 CudnnHandle = Handle
 _GRAPH_TENSOR_TYPES = (Tensor,)
