@@ -39,11 +39,21 @@ _ALIASES = {"handle": "Handle"}  # 1.32's alias, for annotations naming `cudnn.h
 __all__ = sorted([*_LAZY, *_ALIASES])
 
 
+# the package's own modules and subpackages, importable by attribute (``cudnn_py.backend.default_handle()``)
+_SUBMODULES = frozenset({"backend", "dtypes", "engines", "enums", "errors", "facade", "interop", "ir", "lowering",
+                         "plans", "torch"})
+
+
 def __getattr__(name: str) -> Any:
     target = _ALIASES.get(name, name)
-    if target not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
+
+    if target not in _LAZY:
+        if name in _SUBMODULES:  # cudnn_py.backend.X without importing cudnn_py.backend first, as before
+            module = importlib.import_module("." + name, __name__)
+            globals()[name] = module
+            return module
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     source = _LAZY[target]
     if source:
