@@ -3,12 +3,11 @@
 ``import cudnn_py as cudnn`` runs code written for the classic ``cudnn`` module of nvidia-cudnn-frontend.
 Importing needs no GPU, no torch and not even libcudnn: the library is loaded by the first call that needs it.
 """
-__version__ = "0.1.0"
-
 import logging as _logging
 import sys as _sys
 
 from . import datatypes  # noqa: F401  (1.32's cudnn.datatypes)
+from ._version import __version__  # noqa: F401  (the classic cudnn.__version__ attribute)
 from .backend import (  # noqa: F401
                       Handle,
                       backend_version,
