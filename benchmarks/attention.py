@@ -2,7 +2,7 @@
 cudnn_py vs torch's SDPA backends flash / efficient / cudnn):
 
 * forward, bf16, b=2 h=16 s=4096 d=128, causal and non-causal, a GQA case (4 kv heads, causal) and a decode case
-  (s_q = 1 over s_kv = 4096); inference graphs (no statistics), as shared/bench/fe_baseline.py measured them;
+  (s_q = 1 over s_kv = 4096); inference graphs (no statistics), as the official frontend's baseline measured them;
 * backward (dQ, dK, dV from O and the statistics), the same shapes but decode;
 * per case: TFLOP/s (CUDA events, median of interleaved rounds), the plan each library picked (same engine?),
   build time per graph (validate .. build_plans, median of fresh graphs in alternating order), host time per

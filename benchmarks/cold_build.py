@@ -1,7 +1,7 @@
 """Cold SDPA builds: each library in fresh processes, the attention cases of benchmarks/attention.py built in order,
 each case's first build timed (validate .. build_plans: cuDNN compiles its kernels then, hundreds of ms) and then a
 second one (kernels compiled, caches warm). This is the build the official frontend's 444 ms figure
-(shared/bench/fe_baseline.py) measured: a process's first graph of its kind.
+(the project's baseline of the official frontend) measured: a process's first graph of its kind.
 
 Fresh processes because the two libraries share one libcudnn and its compiled kernels: in one process, whichever
 built a case first would pay for both. The driver's JIT cache is disabled (``CUDA_CACHE_DISABLE=1``) so that no

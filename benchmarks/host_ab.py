@@ -8,7 +8,7 @@ host measure): an A/B of two versions of the execute path on one host, where lea
 The older package is imported as ``cudnn_py_old`` (cudnn_py imports itself only relatively, so a renamed copy
 loads beside this one; both use the libcudnn the official frontend loaded). CASES picks the cases (fwd_<case>,
 bwd_<case> of attention.py). Results: benchmarks/results/host-ab-2026-12-02.md (made with this script's first
-form, .dev/ab_host.py then; this form has not run yet).
+form, an uncommitted script then; this form has not run yet).
 """
 from __future__ import annotations
 

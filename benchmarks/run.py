@@ -2,7 +2,7 @@
 
 Run on a GPU machine (the official wheel importable as `cudnn`):
     PYTHONPATH=. python benchmarks/run.py [--out benchmarks/results]
-Measures, as in shared/bench/fe_baseline.py: host overhead per execute() of a tiny pointwise graph (torch
+Measures, as the project's baseline of the official frontend did: host overhead per execute() of a tiny pointwise graph (torch
 tensors and int pointers), graph build time (validate .. build_plans), and kernel time (CUDA events, median
 after warm-up) for matmul 8192^3 bf16 and a batched small matmul, with the plan each library picked; then the
 convolution and normalization cases of benchmarks/convnorm.py (conv fprop/dgrad/wgrad TFLOP/s, layernorm /

@@ -1,7 +1,7 @@
 """The backend attribute schema: doc-comment parsing and the docs -> probe -> overrides merge.
 
 The doc block in front of each ``cudnnBackendDescriptorType_t`` member lists the attributes of that descriptor in one
-of four formats (see /work/shared/reference/header_schema.md, section 2.1):
+of four formats (read from the 9.28 headers in ``bindings/headers``):
 
 * **A**  ``- CUDNN_ATTR_X (CUDNN_TYPE_Y[/CUDNN_TYPE_Z| or CUDNN_TYPE_Z][, <count>])`` then indented prose;
 * **A0** ``- CUDNN_ATTR_X`` alone, type only (sometimes) in the prose ("Sets the CUDNN_TYPE_GENSTATS_MODE ...");

@@ -13,7 +13,7 @@ import logging as _logging
 
 TYPE_CHECKING = False  # typing is not imported for it (mypy reads any `TYPE_CHECKING` as true)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402, F401  (the one place the version is written)
 
 # public name -> the module (relative to this package) it comes from; "" for a submodule of this package
 _LAZY: dict[str, str] = {

@@ -1,10 +1,13 @@
-"""Command line: ``python -m cudnn_py info`` (what was loaded from where) and ``python -m cudnn_py replay FILE``."""
+"""Command line: ``python -m cudnn_py info [--json]`` (what was loaded from where), ``explain SCRIPT``, ``trace
+summary FILE``, ``replay FILE`` and ``--version``; ``--help`` on each. Exit status 2 for what cannot be read (no such
+file, not a trace), 1 from ``info`` when no libcudnn loads."""
 from __future__ import annotations
 
 import argparse
 import os
 import platform
 import sys
+from typing import Any
 
 
 def _installed(dist: str) -> str | None:
@@ -16,41 +19,63 @@ def _installed(dist: str) -> str | None:
         return None
 
 
-def _nvidia_driver_version() -> str:
+def _nvidia_driver_version() -> str | None:
     """The kernel driver's version (e.g. 580.159.04), read where the driver publishes it."""
     try:
         with open("/proc/driver/nvidia/version") as f:
             words = f.readline().split()
     except OSError:
-        return ""
-    version = next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), "")
-    return f", NVIDIA driver {version}" if version else ""
+        return None
+    return next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), None)
 
 
-def _gpu_lines() -> list[str]:
+def gpu_facts() -> dict[str, Any]:
+    """The CUDA driver and the GPUs it shows: ``gpus`` (index, name, compute capability), or ``missing``, why none
+    was listed."""
+    facts: dict[str, Any] = {"cuda_driver_api": None, "nvidia_driver": None, "gpus": [], "missing": None}
     try:
         from cuda.bindings import driver
 
         from .plans.device_gates import compute_capability
     except ImportError as e:
-        return [f"GPU: unknown (cuda-bindings not installed: {e})"]
+        facts["missing"] = f"unknown (cuda-bindings not installed: {e})"
+        return facts
     try:
         (err,) = driver.cuInit(0)
     except Exception as e:
-        return [f"GPU: none (no CUDA driver: {e})"]
+        facts["missing"] = f"none (no CUDA driver: {e})"
+        return facts
     if int(err) != 0:
-        return [f"GPU: none (cuInit: {err!r})"]
-    lines = []
+        facts["missing"] = f"none (cuInit: {err!r})"
+        return facts
     err, ver = driver.cuDriverGetVersion()
-    lines.append(f"CUDA driver API: {ver // 1000}.{ver % 1000 // 10}" + _nvidia_driver_version())
+    facts["cuda_driver_api"] = f"{ver // 1000}.{ver % 1000 // 10}"
+    facts["nvidia_driver"] = _nvidia_driver_version()
     err, n = driver.cuDeviceGetCount()
     for i in range(n):
         _, dev = driver.cuDeviceGet(i)
         _, name = driver.cuDeviceGetName(256, dev)
         major, minor = divmod(compute_capability(i), 10)
         label = bytes(name).split(b"\x00", 1)[0].decode()
-        lines.append(f"GPU {i}: {label} (compute capability {major}.{minor})")
-    return lines or ["GPU: none (0 devices)"]
+        facts["gpus"].append({"index": i, "name": label, "compute_capability": f"{major}.{minor}"})
+    if not facts["gpus"]:
+        facts["missing"] = "none (0 devices)"
+    return facts
+
+
+def _gpu_lines(facts: dict[str, Any]) -> list[str]:
+    lines = []
+    if facts["cuda_driver_api"] is not None:
+        driver = f", NVIDIA driver {facts['nvidia_driver']}" if facts["nvidia_driver"] else ""
+        lines.append(f"CUDA driver API: {facts['cuda_driver_api']}{driver}")
+    lines += [f"GPU {g['index']}: {g['name']} (compute capability {g['compute_capability']})" for g in facts["gpus"]]
+    if facts["missing"] is not None:
+        lines.append(f"GPU: {facts['missing']}")
+    return lines
+
+
+def _capabilities(facts: dict[str, Any]) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in (g["compute_capability"].split(".") for g in facts["gpus"])]
 
 
 # distributions that provide each framework (cupy ships one wheel per CUDA major)
@@ -86,21 +111,6 @@ def framework_lines() -> list[str]:
     return lines
 
 
-def _gpu_capabilities() -> list[tuple[int, int]]:
-    try:
-        from cuda.bindings import driver
-
-        from .plans.device_gates import compute_capability
-
-        (err,) = driver.cuInit(0)
-        if int(err) != 0:
-            return []
-        _, n = driver.cuDeviceGetCount()
-        return [divmod(compute_capability(i), 10) for i in range(n)]
-    except Exception:
-        return []
-
-
 def errata_lines(version: int, version_string: str, capabilities: list[tuple[int, int]]) -> list[str]:
     """The errata of the loaded cuDNN. Most carry no GPU condition: a graph that matches one is refused on every
     GPU; the others say which GPUs they hold on. Each line says on which GPU it was seen, next to the GPUs here."""
@@ -116,40 +126,54 @@ def errata_lines(version: int, version_string: str, capabilities: list[tuple[int
     return lines
 
 
-def info(out=sys.stdout) -> int:
+def errata_facts(version: int, capabilities: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The errata of the loaded cuDNN, as ``errata_lines`` lists them: each with the GPUs it holds on and whether
+    one of the GPUs here is among them (True with no GPU found: it may hold on the GPU the code will run on)."""
+    from .plans.errata import applicable
+
+    ccs = [a * 10 + b for a, b in capabilities]
+    return [{"id": e.id, "versions": e.versions, "gpus": e.gpus, "applies_to_gpus_here": not ccs or any(
+        e.on_gpu(cc) for cc in ccs), "seen_on": e.seen_on, "effect": e.effect, "workaround": e.workaround,
+        "source": e.source} for e in applicable(version)]
+
+
+def info_facts() -> dict[str, Any]:
+    """Everything ``info`` reports, as data (``info --json`` prints it as one JSON object)."""
     from . import __version__
     from .backend import loader
 
-    p = lambda s="": print(s, file=out)  # noqa: E731
-    p(f"cudnn_py {__version__} ({os.path.dirname(os.path.abspath(__file__))})")
-    p(f"Python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
-    warnings: list[str] = []
-    lib: loader.LoadedLibrary | None = None
+    facts: dict[str, Any] = {
+        "cudnn_py": {"version": __version__, "path": os.path.dirname(os.path.abspath(__file__))},
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform()},
+    }
+    gpus = gpu_facts()
     try:
         lib = loader.load_library()
     except Exception as e:
-        p(f"libcudnn: NOT LOADED\n{e}")
+        facts["libcudnn"] = {"found": False, "error": str(e)}
     else:
         from ._generated import HEADER_VERSION_STRING
 
-        p(f"libcudnn: {lib.path}")
-        p(f"  found via: {lib.found_via}")
-        p(f"  vetted: {lib.vetted}")
-        p(f"  version: {lib.version_string} ({lib.version}); built with CUDA runtime {lib.cudart_version}")
-        p(f"  bindings generated from cuDNN {HEADER_VERSION_STRING} headers")
+        facts["libcudnn"] = {"found": True, "path": lib.path, "found_via": lib.found_via, "vetted": lib.vetted,
+                             "version": lib.version_string, "version_number": lib.version,
+                             "cudart_version": lib.cudart_version, "bindings_headers": HEADER_VERSION_STRING}
+        deps: dict[str, Any] = {}
         try:
             from cuda import pathfinder
-
+        except ImportError:
+            deps = {dep: {"found": False, "error": "unknown (cuda-pathfinder not installed)"}
+                    for dep in ("cublasLt", "nvrtc")}
+        else:
             for dep in ("cublasLt", "nvrtc"):
                 try:
                     ld = pathfinder.load_nvidia_dynamic_lib(dep)
-                    p(f"{dep}: {ld.abs_path} (found via {ld.found_via})")
+                    deps[dep] = {"found": True, "path": ld.abs_path, "found_via": ld.found_via}
                 except Exception as e:
-                    p(f"{dep}: not found ({type(e).__name__}: {str(e).splitlines()[0]})")
-        except ImportError:
-            p("cublasLt/nvrtc: unknown (cuda-pathfinder not installed)")
-        for line in errata_lines(lib.version, lib.version_string, _gpu_capabilities()):
-            p(line)
+                    deps[dep] = {"found": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+        facts["libraries"] = deps
+        facts["errata"] = errata_facts(lib.version, _capabilities(gpus))
+    warnings: list[str] = []
     copies = {os.path.realpath(x) for x in loader.mapped_libraries("libcudnn.so")}
     if len({os.path.dirname(c) for c in copies}) > 1:
         warnings.append(f"several copies of libcudnn are loaded: {sorted(copies)}")
@@ -157,43 +181,112 @@ def info(out=sys.stdout) -> int:
     if any(b.endswith(".12") for b in blas) and any(b.endswith(".13") for b in blas):
         warnings.append(f"cuBLASLt of CUDA 12 and 13 are both loaded: {sorted(blas)}")
     wheels = {d: _installed(d) for d in ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13")}
-    p("wheels: " + ", ".join(f"{d}=={v}" for d, v in wheels.items() if v) if any(wheels.values()) else "wheels: none")
+    facts["wheels"] = {d: v for d, v in wheels.items() if v}
     if all(wheels.values()):
         warnings.append("nvidia-cudnn-cu12 and nvidia-cudnn-cu13 are both installed; they share nvidia/cudnn/lib")
-    for line in _gpu_lines():
+    facts["driver"] = {k: gpus[k] for k in ("cuda_driver_api", "nvidia_driver")}
+    facts["gpus"] = gpus["gpus"]
+    facts["gpus_missing"] = gpus["missing"]
+    found = {m: _framework_version(m) for m in _FRAMEWORK_DISTS}
+    facts["frameworks"] = {m: {"installed": v is not None, "version": v, "imported": m in sys.modules}
+                           for m, v in found.items()}
+    facts["warnings"] = warnings
+    return facts
+
+
+def info(out=None, as_json: bool = False) -> int:
+    """Print what was loaded from where; 1 when no libcudnn could be loaded, else 0."""
+    out = sys.stdout if out is None else out
+    facts = info_facts()
+    gpus = {**facts["driver"], "gpus": facts["gpus"], "missing": facts["gpus_missing"]}
+    lib = facts["libcudnn"]
+    if as_json:
+        import json
+
+        print(json.dumps(facts, indent=1, default=str), file=out)
+        return 0 if lib["found"] else 1
+    p = lambda s="": print(s, file=out)  # noqa: E731
+    p(f"cudnn_py {facts['cudnn_py']['version']} ({facts['cudnn_py']['path']})")
+    py = facts["python"]
+    p(f"Python {py['version']} ({py['executable']}) on {py['platform']}")
+    if not lib["found"]:
+        p(f"libcudnn: NOT LOADED\n{lib['error']}")
+    else:
+        p(f"libcudnn: {lib['path']}")
+        p(f"  found via: {lib['found_via']}")
+        p(f"  vetted: {lib['vetted']}")
+        p(f"  version: {lib['version']} ({lib['version_number']}); built with CUDA runtime {lib['cudart_version']}")
+        p(f"  bindings generated from cuDNN {lib['bindings_headers']} headers")
+        for dep, d in facts["libraries"].items():
+            if d["found"]:
+                p(f"{dep}: {d['path']} (found via {d['found_via']})")
+            elif d["error"].startswith("unknown"):
+                p(f"{dep}: {d['error']}")
+            else:
+                p(f"{dep}: not found ({d['error']})")
+        for line in errata_lines(lib["version_number"], lib["version"], _capabilities(gpus)):
+            p(line)
+    wheels = facts["wheels"]
+    p("wheels: " + ", ".join(f"{d}=={v}" for d, v in wheels.items()) if wheels else "wheels: none")
+    for line in _gpu_lines(gpus):
         p(line)
     for line in framework_lines():
         p(line)
-    for w in warnings:
+    for w in facts["warnings"]:
         p(f"WARNING: {w}")
-    return 0
+    return 0 if lib["found"] else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cudnn_py")
-    sub = ap.add_subparsers(dest="cmd")
-    sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs, frameworks, errata")
-    rp = sub.add_parser("replay", help="replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses "
-                                       "(in a child process: a crash is reported, naming the record)")
-    rp.add_argument("trace")
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    ap = argparse.ArgumentParser(
+        prog="python -m cudnn_py",
+        description="cudnn_py's command line: what was loaded from where (info), what a graph becomes (explain), "
+                    "and tools for CUDNN_PY_TRACE files (trace summary, replay). Without a command: info.")
+    ap.add_argument("--version", action="version", version=f"cudnn_py {__version__}",
+                    help="print the package version and exit")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    ip = sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs, frameworks, errata",
+                        description="Versions, where libcudnn / cublasLt / nvrtc were found, the driver and GPUs, "
+                                    "the frameworks installed and the errata that apply. Exit status 1 when no "
+                                    "libcudnn could be loaded.")
+    ip.add_argument("--json", action="store_true", help="the same facts as one JSON object")
+    replay_help = ("replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses (in a child process: "
+                   "a crash is reported, naming the record)")
+    rp = sub.add_parser("replay", help=replay_help, description=replay_help[0].upper() + replay_help[1:] + ".")
+    rp.add_argument("trace", metavar="FILE", help="a trace written with CUDNN_PY_TRACE=FILE")
     rp.add_argument("--in-process", action="store_true", help="replay in this process (a crash kills it)")
     rp.add_argument("--progress", help=argparse.SUPPRESS)  # used by the parent of an isolated replay
-    tp = sub.add_parser("trace", help="trace files: `trace summary FILE` (calls, time per phase, failures with "
-                                      "cuDNN's messages) or `trace replay FILE` (as replay)")
-    tp.add_argument("action", choices=["summary", "replay"])
-    tp.add_argument("trace")
+    trace_help = ("trace files: `trace summary FILE` (calls, time per phase, failures with cuDNN's messages) or "
+                  "`trace replay FILE` (as replay)")
+    tp = sub.add_parser("trace", help=trace_help, description="Trace files written with CUDNN_PY_TRACE=FILE. Exit "
+                        "status 2 when FILE cannot be read or is not a trace (naming the line).")
+    tp.add_argument("action", choices=["summary", "replay"],
+                    help="summary: calls by function and kind, time per phase, failures with cuDNN's messages, the "
+                         "call a crashed process died in; replay: as the replay command")
+    tp.add_argument("trace", metavar="FILE", help="a trace written with CUDNN_PY_TRACE=FILE")
     tp.add_argument("--json", action="store_true", help="the summary as JSON")
-    ep = sub.add_parser("explain", help="run a Python script and explain every pygraph it leaves in its globals "
-                                        "(the IR as built and lowered, descriptors, heuristics, plans, errata)")
-    ep.add_argument("script")
-    ep.add_argument("--graph", help="only the pygraph bound to this global name")
+    explain_help = ("run a Python script and explain every pygraph it leaves in its globals (the IR as built and "
+                    "lowered, descriptors, heuristics, plans, errata)")
+    ep = sub.add_parser("explain", help=explain_help, description=explain_help[0].upper() + explain_help[1:] +
+                        ". Exit status 2 when the script cannot be read or leaves no pygraph.")
+    ep.add_argument("script", metavar="SCRIPT", help="the Python file to run (as __main__, with its own globals)")
+    ep.add_argument("--graph", metavar="NAME", help="only the pygraph bound to this global name")
     ep.add_argument("--format", choices=["text", "json", "dot"], default="text",
-                    help="json: one document, the report with --graph, else {global name: report}")
+                    help="text (the default); json: one document, the report with --graph, else {global name: "
+                         "report}; dot: Graphviz source")
     ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
                                                     "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
-    args = ap.parse_args(argv)
-    if args.cmd in (None, "info"):
+    return ap
+
+
+def _run(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    if args.cmd is None:
         return info()
+    if args.cmd == "info":
+        return info(as_json=args.json)
     if args.cmd == "replay":
         from .backend import replay
 
@@ -205,6 +298,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "explain":
         return explain_command(args.script, args.graph, args.format, args.render)
     return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line. Output piped into a reader that stops early (``| head``) ends it quietly with status 1:
+    the rest of the output goes to /dev/null, so neither the command nor the interpreter's final flush fails."""
+    try:
+        try:
+            return _run(argv)
+        finally:  # also after argparse's SystemExit (--help, --version, usage errors): their text is buffered
+            sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a descriptor (captured): nothing left to flush there
+            pass
+        return 1
 
 
 def trace_command(action: str, path: str, as_json: bool) -> int:
@@ -239,6 +349,24 @@ def explain_command(script: str, name: str | None, fmt: str, render: str | None 
 
     from .facade import explain, pygraph
 
+    if not os.path.exists(script):
+        print(f"cannot run {script}: no such file", file=sys.stderr)
+        return 2
+    if os.path.isdir(script) and not os.path.isfile(os.path.join(script, "__main__.py")):
+        print(f"cannot run {script}: a directory without a __main__.py", file=sys.stderr)
+        return 2
+    if not os.path.isdir(script):  # a directory with a __main__.py runs as python DIR runs it
+        try:
+            with open(script, "rb") as f:
+                compile(f.read(), script, "exec")
+        except OSError as e:
+            print(f"cannot run {script}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except (SyntaxError, ValueError) as e:  # ValueError: null bytes (a binary file)
+            where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+            msg = e.msg if isinstance(e, SyntaxError) else str(e)
+            print(f"cannot run {script}: not a Python script{where}: {msg}", file=sys.stderr)
+            return 2
     try:
         namespace = runpy.run_path(script, run_name="__main__")
     except SystemExit:

@@ -1,11 +1,12 @@
 """``Descriptor``: one owned cuDNN backend descriptor, with catalog-checked ``set``/``get``.
 
 The backend validates attribute types and descriptor kinds inconsistently, and some wrong kinds crash the process
-(see ``shared/reference/header_schema.md`` §4). So ``set`` checks, in Python and before any backend call, that the
-attribute belongs to this descriptor kind, exists in the running library, is settable, that the type and element
-count fit the generated catalog, that every element fits its C type (ranges, finite floats, real booleans, members
-of the enum the loaded library has: :mod:`.values`), that descriptor elements are live, finalized and of an
-accepted kind, that a pointer is a pointer (never a Descriptor), and that a handle is a live one (:mod:`.live`).
+(seen setting each attribute live on cuDNN 9.28, one child process per case). So ``set`` checks, in Python and
+before any backend call, that the attribute belongs to this descriptor kind, exists in the running library, is
+settable, that the type and element count fit the generated catalog, that every element fits its C type (ranges,
+finite floats, real booleans, members of the enum the loaded library has: :mod:`.values`), that descriptor
+elements are live, finalized and of an accepted kind, that a pointer is a pointer (never a Descriptor), and that
+a handle is a live one (:mod:`.live`).
 ``finalize`` first checks the attributes the kind requires, and a graph's explicit mode against its operations;
 ``get`` refuses reads cuDNN cannot answer (:mod:`.requirements` holds those tables, each entry with its source).
 The crashes no check can prevent are listed in ``requirements.RAW_ERRATA``.

@@ -3,7 +3,7 @@
 A cuDNN 9.19 attention execute (forward and backward, H200) enqueues a 4-byte ``cuMemsetD8Async`` on its workspace
 (a counter its kernels start from) before its kernels. Captured (``capture.py``), that is a MEMSET node, and a
 graph with one costs about 1 us more per ``cuGraphLaunch`` than the same graph with a kernel node that writes the
-same bytes: measured on the H200 as an A/B over 41 interleaved rounds of 40 launches (``.dev/probe_memset.py``),
+same bytes: measured on the H200 as an A/B over 41 interleaved rounds of 40 launches (a probe, not committed),
 per-round saving quartiles 0.68 / 1.04 / 1.35 us (fwd causal), 0.67 / 0.97 / 1.13 (fwd GQA), 0.80 / 0.97 / 1.15
 (bwd causal), outputs bitwise equal. A replayed attention execute costs 6-12 us of host time in all. A 32-bit
 write-value node (``cuGraphAddBatchMemOpNode``, no kernel at all) in the memset's place launches slower still: 3.4

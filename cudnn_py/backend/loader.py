@@ -588,8 +588,8 @@ def _explain(attempts: list[tuple[str, str]]) -> str:
     lines = [f"cudnn_py could not load {SONAME}. Places searched, in order:"]
     lines += [f"  - {how}: {why}" for how, why in attempts]
     lines.append(
-        "Install the cuDNN wheel (pip install 'cudnn-py[cu12]' or '[cu13]'), or point CUDNN_PY_LIBRARY at an absolute "
-        f"path to {SONAME}."
+        "Install the cuDNN wheel (pip install nvidia-cudnn-cu12, or nvidia-cudnn-cu13; from a clone of cudnn_py: "
+        f'pip install ".[cu12]"), or point CUDNN_PY_LIBRARY at an absolute path to {SONAME}.'
     )
     return "\n".join(lines)
 

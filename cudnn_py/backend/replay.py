@@ -240,6 +240,8 @@ def load(path: str) -> Trace:
     raw = trace_module.read_file(path)  # a regular file of at most MAX_TRACE_BYTES (OSError otherwise)
     lines = raw.split(b"\n")
     last = max((i for i, b in enumerate(lines, 1) if b.strip()), default=0)
+    if last == 0:  # as trace summary says it: a traced process writes its start record first
+        raise TraceError([f"{path}:1: no trace record (an empty file, or not a trace)"])
     runs = 0
     current: dict[Any, int] = {}  # pid -> its current run (runs are numbered from 1 in file order)
     open_by_seq: dict[int, dict[int, Record]] = {}  # run -> its begun calls by seq

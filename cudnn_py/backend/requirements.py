@@ -5,7 +5,8 @@ entry says where it comes from:
 
 * ``header``: the descriptor's doc block in ``bindings/headers/9.28.0/cudnn_graph.h`` ("Required attribute.",
   "This attribute is required.", "Required to be set before finalization.");
-* ``schema``: ``shared/reference/header_schema.md``; ``flow``: ``shared/reference/graph_flow.md``;
+* ``schema``: the attribute types of the 9.28 headers, cross-checked live on cuDNN 9.28 (set, finalize, get back);
+  ``flow``: the official cudnn-frontend's backend calls (github.com/NVIDIA/cudnn-frontend, 1.23);
 * ``probe``: what cuDNN 9.28 did when the attribute was left out, run in a child process on the CPU (with the test
   libcuda stub): SIGSEGV / SIGABRT (the reason the check exists), or a silent success with a made-up value.
 

@@ -1,7 +1,7 @@
 """The C layout of each ``cudnnBackendAttributeType_t``: the ctypes element type, and the C enum behind enum types.
 
 Facts from ``cudnn_graph.h`` (each type's ``/**< ... value. */`` comment) and the live byte widths measured in
-``shared/reference/header_schema.md`` §3: BOOLEAN is a 1-byte C++ bool; every enum is a 4-byte int; FRACTION is
+on cuDNN 9.28 (set, finalize and read back): BOOLEAN is a 1-byte C++ bool; every enum is a 4-byte int; FRACTION is
 ``{int64 numerator, int64 denominator}``.
 """
 from __future__ import annotations

@@ -25,7 +25,8 @@ def _runtime() -> Any:
     try:
         from cuda.bindings import runtime
     except ImportError as e:  # the cu12 / cu13 extras install it
-        raise UsageError(f"CUDA graphs need cuda-bindings (pip install 'cudnn-py[cu12]'): {e}") from None
+        raise UsageError(f"CUDA graphs need cuda-bindings (pip install cuda-bindings; the cu12 / cu13 extras have it): "
+                         f"{e}") from None
     return runtime
 
 

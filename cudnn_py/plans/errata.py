@@ -333,28 +333,28 @@ ERRATA: tuple[Erratum, ...] = (
         workaround="pass use_padding_mask=True with seq_len_q / seq_len_kv tensors (full lengths), pad s_kv to a "
                    "multiple of 128, or use cuDNN >= 9.15.1",
         seen_on="every GPU (the official frontend's workaround and release notes)",
-        source="shared/reference/errata.md #4, #5: cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
+        source="cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
                "the workaround padding mask), release 1.16 notes (PR #179)"),
     Erratum(
         id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
         workaround="use cuDNN 9.10.2 or newer (the official frontend rejects these versions too)",
         seen_on="every GPU (the official frontend's version gate)",
-        source="shared/reference/errata.md #2: cudnn-frontend include/cudnn_frontend/node/"
+        source="cudnn-frontend include/cudnn_frontend/node/"
                "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
     Erratum(
         id="sdpa-fp8-9.10.0", first=91000, last=91000, match=_fp8_attention,
         effect="FP8 attention (forward and backward) has known bugs on cuDNN 9.10.0",
         workaround="use another cuDNN version (the official frontend rejects 9.10.0 for FP8 attention too)",
         seen_on="every GPU (the official frontend's version gate)",
-        source="shared/reference/node_lowering.md §14.4 / §16.2: cudnn-frontend SDPA_attributes::"
+        source="cudnn-frontend SDPA_attributes::"
                "validate_sdpa_support_surface and SDPAFP8BackwardNode::pre_validate_node (ver != 9.10.0)"),
     Erratum(
         id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
         effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",
         workaround="add the causal mask (right bound 0), keep s_kv <= 1024, or use another cuDNN version",
         seen_on="every GPU (the official frontend's version gate)",
-        source="shared/reference/errata.md #3: cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
+        source="cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
         match=_gen_index_in_batched_matmul_epilogue,
@@ -373,9 +373,9 @@ ERRATA: tuple[Erratum, ...] = (
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
         seen_on="H200 (sm90)",
-        source="shared/reference/errata.md #1 (cudnn-frontend PR #330); the official frontend 1.32 kills its process "
-               "on H200 / cuDNN 9.19 on two such matmuls of its own test suite (test_matmul_fuzzer cases "
-               "u126_b32_M9xN169xK100_bf16_none and u217_b7_M361xN289xK2116_f16_none, 2026-12-03)"),
+        source="cudnn-frontend PR #330 (its matmul fuzzer's MATMUL_FUZZ_UNALIGNED mode); the official frontend 1.32 "
+               "kills its process on H200 / cuDNN 9.19 on two such matmuls of its own test suite (test_matmul_fuzzer "
+               "cases u126_b32_M9xN169xK100_bf16_none and u217_b7_M361xN289xK2116_f16_none, 2026-12-03)"),
     Erratum(
         id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
         match=_cast_of_strided_input_into_matmul,
