@@ -18,7 +18,7 @@ import gc
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
@@ -36,6 +36,11 @@ from ..ir import Graph, Tensor
 from ..plans.device_properties import DeviceProperties
 from ..plans.kernel_cache import KernelCache
 from ..plans.session import Phase, PlanningSession, SessionOptions
+
+if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python -m cudnn_py._apigen)
+    from ._builder_api import BuilderMethods
+else:
+    BuilderMethods = object
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
@@ -90,7 +95,26 @@ def _classic_execute(graph: Any) -> Callable[..., None]:
     return classic
 
 
-class pygraph(Graph):
+class pygraph(Graph, BuilderMethods):
+    """A cuDNN graph, built op by op and run: the classic ``cudnn.pygraph``.
+
+    Create tensors (``tensor``, ``tensor_like``, ``tensor_scalar``) and add ops with the builder methods (one per
+    op: ``matmul``, ``add``, ``sdpa``, ``conv_fprop``, ..., each returning its output tensor(s); see
+    ``docs/api.md``). Then the phases, each after the one before: ``validate()`` (inference and the deviceless
+    cuDNN checks), ``build_operation_graph()``, ``create_execution_plans([heur_mode.A])``, ``check_support()``,
+    ``build_plans()`` (or all of them: ``build([heur_mode.A])``), and ``execute({tensor: array, ...}, workspace)``.
+    A call made before the phase it needs raises ``PhaseError`` naming the call to make.
+
+    Example::
+
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+        A = g.tensor(dim=[1, 64, 32], stride=[2048, 32, 1], data_type=cudnn.data_type.HALF)
+        B = g.tensor(dim=[1, 32, 16], stride=[512, 16, 1], data_type=cudnn.data_type.HALF)
+        C = g.matmul(A, B).set_output(True)
+        g.build([cudnn.heur_mode.A])
+        g.execute({A: a, B: b, C: c}, workspace)
+    """
+
     def __init__(
         self,
         name: str = "test_graph",
