@@ -1,6 +1,7 @@
 """Command line: ``python -m cudnn_py info [--json]`` (what was loaded from where), ``explain SCRIPT``, ``trace
-summary FILE``, ``replay FILE`` and ``--version``; ``--help`` on each. Exit status 2 for what cannot be read (no such
-file, not a trace), 1 from ``info`` when no libcudnn loads."""
+summary FILE``, ``replay FILE``, ``cache show|verify|clear [--dir D]`` (the disk cache) and ``--version``; ``--help``
+on each. Exit status 2 for what cannot be read (no such file, not a trace), 1 from ``info`` when no libcudnn loads,
+1 from ``cache verify`` when an entry is bad."""
 from __future__ import annotations
 
 import argparse
@@ -243,7 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m cudnn_py",
         description="cudnn_py's command line: what was loaded from where (info), what a graph becomes (explain), "
-                    "and tools for CUDNN_PY_TRACE files (trace summary, replay). Without a command: info.")
+                    "tools for CUDNN_PY_TRACE files (trace summary, replay) and the disk cache (cache). Without a "
+                    "command: info.")
     ap.add_argument("--version", action="version", version=f"cudnn_py {__version__}",
                     help="print the package version and exit")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -278,6 +280,17 @@ def _parser() -> argparse.ArgumentParser:
                          "report}; dot: Graphviz source")
     ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
                                                     "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
+    cache_help = ("the disk cache of planning results (CUDNN_PY_CACHE_DIR; not used by planning yet): show, "
+                  "verify or clear it")
+    cp = sub.add_parser("cache", help=cache_help, description=cache_help[0].upper() + cache_help[1:] + ".")
+    csub = cp.add_subparsers(dest="cache_cmd", metavar="ACTION", required=True)
+    for action, text in (("show", "where the cache is, its entries, total size and limit, oldest and newest use"),
+                         ("verify", "check every entry as a read would (nothing is deleted); list each bad one and "
+                                    "why; exit status 1 if any"),
+                         ("clear", "delete every entry; print how many")):
+        ap_ = csub.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        ap_.add_argument("--dir", metavar="D", help="the cache directory (default: CUDNN_PY_CACHE_DIR, else "
+                                                    "$XDG_CACHE_HOME/cudnn_py or ~/.cache/cudnn_py)")
     return ap
 
 
@@ -297,6 +310,8 @@ def _run(argv: list[str] | None) -> int:
         return trace_command(args.action, args.trace, args.json)
     if args.cmd == "explain":
         return explain_command(args.script, args.graph, args.format, args.render)
+    if args.cmd == "cache":
+        return cache_command(args.cache_cmd, args.dir)
     return 2
 
 
@@ -340,6 +355,46 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
     else:
         print(trace_summary.text(summary, path))
     return 0
+
+
+def _when(t: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def cache_command(action: str, directory: str | None) -> int:
+    """``cache show|verify|clear``: nothing is created; a directory that does not exist is an empty cache."""
+    from .plans import disk_cache
+
+    cache = disk_cache.DiskCache(directory)
+    if os.path.exists(cache.path) and not os.path.isdir(cache.path):
+        print(f"{cache.path}: not a directory", file=sys.stderr)
+        return 2
+    if action == "show":
+        stored = cache.entries()
+        total = sum(s.size for s in stored)
+        where = "--dir" if directory else disk_cache.DIR_ENV if os.environ.get(disk_cache.DIR_ENV) else "default"
+        exists = "" if os.path.isdir(cache.path) else " (does not exist yet)"
+        print(f"disk cache: {cache.path}{exists} (from {where}); not used by planning yet")
+        print(f"entries: {len(stored)}, {total} bytes ({total / 2**20:.1f} MiB) of a limit of {cache.max_bytes} "
+              f"bytes ({cache.max_bytes / 2**20:.1f} MiB)")
+        if stored:
+            print(f"least recently used: {_when(stored[0].last_used)}; most recently used: "
+                  f"{_when(stored[-1].last_used)}")
+        return 0
+    if action == "verify":
+        stored = cache.entries()
+        problems = cache.verify()
+        for path, why in problems:
+            print(f"{os.path.basename(path)}: {why}")
+        print(f"{len(stored)} entries in {cache.path}: {len(problems)} bad")
+        return 1 if problems else 0
+    if action == "clear":
+        n = cache.clear()
+        print(f"removed {n} entries from {cache.path}")
+        return 0
+    return 2
 
 
 def explain_command(script: str, name: str | None, fmt: str, render: str | None = None) -> int:

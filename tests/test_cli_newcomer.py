@@ -214,7 +214,10 @@ def _subparsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 def test_every_command_and_argument_has_help():
     ap = cli_module._parser()
     commands = _subparsers(ap)
-    assert set(commands) == {"info", "replay", "trace", "explain"}
+    assert set(commands) == {"info", "replay", "trace", "explain", "cache"}
+    cache_actions = _subparsers(commands["cache"])
+    assert set(cache_actions) == {"show", "verify", "clear"}
+    commands.update({f"cache {k}": v for k, v in cache_actions.items()})
     (sub_action,) = [a for a in ap._actions if isinstance(a, argparse._SubParsersAction)]
     assert all(choice.help for choice in sub_action._choices_actions)  # each command in the top-level list
     for name, parser in [("", ap), *commands.items()]:
@@ -225,7 +228,8 @@ def test_every_command_and_argument_has_help():
             assert action.help, (name, action.dest)
 
 
-@pytest.mark.parametrize("command", [(), ("info",), ("replay",), ("trace",), ("explain",)])
+@pytest.mark.parametrize("command", [(), ("info",), ("replay",), ("trace",), ("explain",), ("cache",),
+                                     ("cache", "verify")])
 def test_help_of_each_command(command):
     r = cli(*command, "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: python -m cudnn_py"), r.stderr
