@@ -160,6 +160,10 @@ class CudaUnavailableError(CudnnPyError, RuntimeError):
     """No usable CUDA driver or device: handles, plans and execution need a GPU."""
 
 
+class CudaDriverError(CudnnPyError, RuntimeError):
+    """A CUDA driver call failed (its CUresult in the message)."""
+
+
 class CudnnLibraryNotFoundError(CudnnPyError, RuntimeError):
     """libcudnn could not be loaded; the message lists every place searched and why each failed."""
 

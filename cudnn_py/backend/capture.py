@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..errors import UsageError
+from ..errors import CudaDriverError, CudaUnavailableError
 from . import context, graph_memsets
 
 CU_STREAM_NON_BLOCKING = 1
@@ -53,18 +53,19 @@ def side_stream() -> int:
     per thread and context). Raises RuntimeError when the driver cannot make one."""
     lib = driver()
     if lib is None:
-        raise UsageError("stream capture needs a CUDA driver with cuStreamBeginCapture")
+        raise CudaUnavailableError("stream capture needs a CUDA driver with cuStreamBeginCapture")
     ctx = context.current_id()
     if ctx is None:  # keyed by address, a context made where a destroyed one was would get the old one's stream
-        raise UsageError("stream capture needs a current context with an id (cuCtxGetId: CUDA >= 12.0) to key "
-                           "its capture stream by; this thread has no current context, or the driver no ids")
+        raise CudaUnavailableError("stream capture needs a current context with an id (cuCtxGetId: CUDA >= 12.0) "
+                                   "to key its capture stream by; this thread has no current context, or the driver "
+                                   "no ids")
     key = (threading.get_ident(), ctx)
     s = _side_streams.get(key)
     if s is None:
         out = ctypes.c_void_p()
         status = lib.cuStreamCreate(ctypes.byref(out), CU_STREAM_NON_BLOCKING)
         if status != 0:
-            raise UsageError(f"cuStreamCreate failed with CUresult {status}")
+            raise CudaDriverError(f"cuStreamCreate failed with CUresult {status}")
         s = _side_streams[key] = out.value or 0
     return s
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import CudaDriverError
 from . import out_params
 
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
@@ -119,7 +119,7 @@ def set_current(ctx: int) -> None:
         return
     status = lib.cuCtxSetCurrent(ctx or None)
     if status != 0:
-        raise UsageError(f"cuCtxSetCurrent(0x{ctx:x}) failed with CUresult {status}")
+        raise CudaDriverError(f"cuCtxSetCurrent(0x{ctx:x}) failed with CUresult {status}")
 
 
 def device_of_current() -> int | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..errors import InvalidValueError, UsageError
+from ..errors import CudaDriverError, InvalidValueError
 
 # CUdevice_attribute ordinals (cuda.h); named here so a cuda-bindings too old to name one still asks for it
 _ATTR = {
@@ -35,7 +35,7 @@ def _driver() -> Any:
 def _checked(result: Any) -> Any:
     err, *values = result
     if int(err) != 0:
-        raise UsageError(f"cudnn_py: CUDA driver error {err!r}")
+        raise CudaDriverError(f"cudnn_py: CUDA driver error {err!r}")
     return values[0] if len(values) == 1 else values
 
 

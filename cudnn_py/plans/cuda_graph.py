@@ -15,7 +15,7 @@ from typing import Any
 
 from ..backend import api, versions
 from ..backend.handle import live_handle
-from ..errors import InvalidTypeError, InvalidValueError, UsageError
+from ..errors import CudaDriverError, CudaUnavailableError, InvalidTypeError, InvalidValueError
 from ..interop import data_ptr
 
 POPULATE, UPDATE = "cudnnBackendPopulateCudaGraph", "cudnnBackendUpdateCudaGraph"
@@ -25,8 +25,8 @@ def _runtime() -> Any:
     try:
         from cuda.bindings import runtime
     except ImportError as e:  # the cu12 / cu13 extras install it
-        raise UsageError(f"CUDA graphs need cuda-bindings (pip install cuda-bindings; the cu12 / cu13 extras have it): "
-                         f"{e}") from None
+        raise CudaUnavailableError(f"CUDA graphs need cuda-bindings (pip install cuda-bindings; the cu12 / cu13 "
+                                   f"extras have it): {e}") from None
     return runtime
 
 
@@ -34,7 +34,7 @@ def _check(result: Any, what: str) -> Any:
     """cuda.bindings returns (err, *values); raise on an error, return the values."""
     err, *values = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
-        raise UsageError(f"{what} failed: {err!r}")
+        raise CudaDriverError(f"{what} failed: {err!r}")
     return values[0] if len(values) == 1 else values
 
 

@@ -130,8 +130,6 @@ def _padded_unaligned(t: Any) -> bool:
     of 16. Seen on the H200 (fuzz/errata_probe and the official test_matmul_fuzzer, 2026-12-03): rows padded by 3
     elements are wrong in both libraries, rows padded to 2x or 4x their length are right in both; a column-major
     or overlapping matrix has no gaps, and how the batches lie does not matter."""
-    from ..enums import dtype_info
-
     bits = dtype_info(t.data_type).bits
     reach = 1
     matrix = list(zip(t.dim, t.stride))[-2:]

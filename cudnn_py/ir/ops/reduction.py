@@ -54,27 +54,27 @@ REDUCTION = OpSpec(
     doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
         "Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).",
 )
+def _internal_reduction(method: str, fixed: dict, doc: str) -> OpSpec:
+    """A reduction the decompositions build, lowered like the public one (kind "reduction") with fixed params."""
+    return OpSpec(
+        method=method, kind="reduction", public=False,
+        inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
+        params=(Param("mode", convert=_MODE),), fixed={"is_deterministic": False, **fixed},
+        order=("input", "mode", "compute_data_type", "name"),
+        requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",), doc=doc)
+
+
 # A reduction whose output dim may divide the input's on one axis (consecutive groups reduce to one): attention's
-# GQA / MQA gradient head sums, as the frontend builds them (node_lowering.md §15.3). Internal, same lowering.
-GROUPED_REDUCTION = OpSpec(
-    method="grouped_reduction", kind="reduction", public=False,
-    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
-    params=(Param("mode", convert=_MODE),), fixed={"grouped": True, "is_deterministic": False},
-    order=("input", "mode", "compute_data_type", "name"),
-    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
-    doc="grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).",
-)
+# GQA / MQA gradient head sums, as the frontend builds them (node_lowering.md §15.3).
+GROUPED_REDUCTION = _internal_reduction(
+    "grouped_reduction", {"grouped": True},
+    "grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).")
 # Attention backwards' dSink reduction, as the frontend builds it (node_lowering.md §15.3): REDUCE_ADD of
 # exp(sink - Stats) · D over (b, s_q) straight into the user's dSink. The fused backward engine writes the NEGATED
 # sum there, the true gradient -Σ p_sink · D ("The backend kernel applies the negative sign internally", the
 # frontend's sdpa_fp8_bwd.h); a graph that NEGs the sum itself into dSink gets dSink left unwritten (H200, cuDNN
 # 9.19). Internal, the same lowering as any reduction; the reference engine negates (``negated_by_engine``).
-DSINK_REDUCTION = OpSpec(
-    method="dsink_reduction", kind="reduction", public=False,
-    inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
-    params=(Param("mode", convert=_MODE),), fixed={"is_deterministic": False, "negated_by_engine": True},
-    order=("input", "mode", "compute_data_type", "name"),
-    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
-    doc="dsink_reduction(input, mode) -> Y (internal: the fused attention backward writes -reduce(X) into Y).",
-)
+DSINK_REDUCTION = _internal_reduction(
+    "dsink_reduction", {"negated_by_engine": True},
+    "dsink_reduction(input, mode) -> Y (internal: the fused attention backward writes -reduce(X) into Y).")
 register(REDUCTION, GROUPED_REDUCTION, DSINK_REDUCTION)
