@@ -381,7 +381,7 @@ class PlanningSession:
             engine = make_engine(self.operation_graph, int(engine_id), self._device_properties())
         out = []
         for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
-            out.append(Knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
+            out.append(knob(_classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
                             int(info.get("CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE")),
                             int(info.get("CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE")),
                             int(info.get("CUDNN_ATTR_KNOB_INFO_STRIDE"))))
@@ -826,8 +826,6 @@ class knob:
         return json.dumps({"type": str(self._type), "max_value": self._max_value, "min_value": self._min_value,
                            "stride": self._stride})
 
-
-Knob = knob  # the name the planning code uses
 
 
 def _note_name(note: Any) -> str:
