@@ -16,6 +16,7 @@ import pytest
 import cudnn_py
 from cudnn_py import __main__ as cli_module
 from cudnn_py import _version
+from tests.support.traces import small_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,13 +46,7 @@ def _graph_script(tmp_path) -> str:
 
 
 def _trace(tmp_path) -> str:
-    path = tmp_path / "t.jsonl"
-    path.write_text('{"phase": "start", "seq": 0, "pid": 1, "cudnn_py": "0"}\n'
-                    '{"seq": 1, "phase": "begin", "pid": 1, "fn": "cudnnBackendCreateDescriptor", '
-                    '"kind": "CUDNN_BACKEND_TENSOR_DESCRIPTOR"}\n'
-                    '{"seq": 1, "phase": "end", "pid": 1, "fn": "cudnnBackendCreateDescriptor", "status": 0, '
-                    '"status_name": "CUDNN_STATUS_SUCCESS", "us": 3.5}\n')
-    return str(path)
+    return str(small_trace(tmp_path))
 
 
 # ------------------------------------------------------------------------------------------------- version

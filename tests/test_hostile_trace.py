@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cudnn_py.backend import trace
+from tests.support.traces import small_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,12 +68,7 @@ def test_malformed_traces_end_in_exit_2_with_file_and_line(tmp_path, case):
 
 
 def test_a_real_trace_still_summarizes(tmp_path):
-    path = tmp_path / "t.jsonl"
-    path.write_text('{"phase": "start", "seq": 0, "pid": 1, "cudnn_py": "0"}\n'
-                    '{"seq": 1, "phase": "begin", "pid": 1, "fn": "cudnnBackendCreateDescriptor", '
-                    '"kind": "CUDNN_BACKEND_TENSOR_DESCRIPTOR"}\n'
-                    '{"seq": 1, "phase": "end", "pid": 1, "fn": "cudnnBackendCreateDescriptor", "status": 0, '
-                    '"status_name": "CUDNN_STATUS_SUCCESS", "us": 3.5}\n')
+    path = small_trace(tmp_path)
     r = cli("trace", "summary", str(path))
     assert r.returncode == 0, r.stderr
     assert len(trace.read_checked(path)) == 1
