@@ -27,7 +27,8 @@ CASE = """
         print("ACCEPTED")
     except cudnn.cudnnGraphNotSupportedError as e:
         print("REFUSED"); print(e)
-    print(time.perf_counter() - t0, errata.SOURCE_OPS_LIMIT)
+    limit = errata.SOURCE_OPS_LIMIT if cudnn.backend_version() >= 92800 else errata.SOURCE_OPS_LIMIT_9_19
+    print(time.perf_counter() - t0, limit)
 """
 
 
@@ -44,9 +45,9 @@ def test_twenty_relus_of_one_input_are_refused_fast():
     assert out[0] == "REFUSED", out
     msg = out[1]
     assert "opgraph-finalize-source-op-fanout" in msg and "20 operations" in msg
-    assert "tensor 'x' has a fan-out of 20" in msg and "12 or more are refused" in msg
     seconds, limit = out[-1].split()
-    assert float(seconds) < 1.0 and int(limit) == 12
+    assert "tensor 'x' has a fan-out of 20" in msg and f"{limit} or more are refused" in msg
+    assert float(seconds) < 1.0 and int(limit) in (12, 14)  # 14 on cuDNN 9.19 - 9.27
 
 
 def test_four_relus_of_one_input_are_accepted():

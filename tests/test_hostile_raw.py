@@ -611,11 +611,16 @@ def test_handle_attribute_takes_only_live_handles(fake_handles, monkeypatch):
 @pytest.mark.gpu
 def test_real_handle_double_destroy_and_stale_use():
     h = handle.create_handle()
+    ptr = int(h)
     handle.destroy_handle(h)
+    assert h.backend_handle is None
+    handle.destroy_handle(h)  # a cleared Handle: nothing to do, as in 1.32
     with pytest.raises(ValueError, match="was destroyed"):
-        handle.destroy_handle(h)
+        handle.destroy_handle(ptr)  # the raw pointer of it: a double free, refused
     with pytest.raises(ValueError, match="was destroyed"):
         handle.set_stream(h, 0)
+    with pytest.raises(ValueError, match="was destroyed"):
+        handle.set_stream(ptr, 0)
 
 
 # --------------------------------------------------------------------------------------------------- the catalog

@@ -195,6 +195,8 @@ SUBS = ["libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.
 @pytest.mark.parametrize("sub", SUBS)
 def test_truncated_sublibrary_is_named(tmp_path, sub):
     lib = truncated_install(tmp_path, sub)
+    if not (tmp_path / sub).exists():
+        pytest.skip(f"this cuDNN has no {sub}")
     kind, msg = load_with(str(lib))
     assert kind == "CudnnLibraryNotFoundError", msg
     assert f"{tmp_path / sub} is truncated" in msg
@@ -204,6 +206,8 @@ def test_truncated_sublibrary_is_named(tmp_path, sub):
 def test_truncated_sublibrary_dies_in_the_child_not_here(tmp_path, sub):
     """Without the ELF size check, the trial's first finalize dies of SIGBUS - in the child."""
     lib = truncated_install(tmp_path, sub)
+    if not (tmp_path / sub).exists():
+        pytest.skip(f"this cuDNN has no {sub}")
     kind, msg = load_with(str(lib), "loader.truncated_libraries = lambda path: []")
     assert kind == "CudnnLibraryNotFoundError", msg
     assert "died of SIGBUS in finalize" in msg and sub in msg
