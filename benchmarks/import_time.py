@@ -5,7 +5,7 @@ is not counted) and then the first read of ``<module>.pygraph`` and ``<module>.d
 needs: cudnn_py imports its graph layer then; the official module has it already). The processes alternate
 between the two sides; the figures are the medians over ``-n`` runs of each.
 
-    python benchmarks/import_time.py [-n 21] [--ours PYTHON] [--official PYTHON]
+    python benchmarks/import_time.py [-n 21] [--ours PYTHON] [--official PYTHON] [--no-compile]
 
 ``--ours`` (or ``CUDNN_PY_PYTHON``) is the interpreter importing cudnn_py from this checkout (default: this one);
 ``--official`` (or ``CUDNN_OFFICIAL_PYTHON``) one where ``import cudnn`` works (left out: cudnn_py alone).
@@ -31,7 +31,8 @@ m.pygraph; m.data_type
 t2 = time.perf_counter()
 import json, sys
 print(json.dumps({{"import_ms": (t1 - t0) * 1e3, "first_use_ms": (t2 - t1) * 1e3,
-                  "python": sys.version.split()[0], "file": m.__file__}}))
+                  "python": sys.version.split()[0], "file": m.__file__,
+                  "dont_write_bytecode": sys.flags.dont_write_bytecode}}))
 """
 
 
@@ -53,7 +54,15 @@ def main() -> None:
     ap.add_argument("--ours", default=os.environ.get("CUDNN_PY_PYTHON", sys.executable))
     ap.add_argument("--official", default=os.environ.get("CUDNN_OFFICIAL_PYTHON"))
     ap.add_argument("--json", help="also write the runs and medians here")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave the checkout's bytecode as it is (by default it is compiled first, as pip does when it "
+                         "installs the wheel: without it, a machine with PYTHONDONTWRITEBYTECODE set compiles every "
+                         "module in every process)")
     a = ap.parse_args()
+    if not a.no_compile:
+        import compileall
+
+        compileall.compile_dir(str(ROOT / "cudnn_py"), quiet=1)
     sides = [("cudnn_py", a.ours, "cudnn_py")] + ([("official", a.official, "cudnn")] if a.official else [])
     runs: dict[str, list[dict]] = {name: [] for name, _, _ in sides}
     with tempfile.TemporaryDirectory() as cwd:  # nothing importable in the working directory
@@ -70,7 +79,8 @@ def main() -> None:
         print(f"{name:9s} import {module}: median {m['import_ms']:7.1f} ms (min {min(r['import_ms'] for r in runs[name]):.1f},"
               f" max {max(r['import_ms'] for r in runs[name]):.1f}); + first pygraph/data_type read"
               f" {m['first_use_ms']:7.1f} ms = {m['import_ms'] + m['first_use_ms']:.1f} ms"
-              f"   [Python {r0['python']}, {r0['file']}]")
+              f"   [Python {r0['python']}, {r0['file']}"
+              f"{', PYTHONDONTWRITEBYTECODE' if r0.get('dont_write_bytecode') else ''}]")
     if a.official:
         ours, off = med["cudnn_py"], med["official"]
         print(f"ratio cudnn_py / official: import {ours['import_ms'] / off['import_ms']:.2f}x;"
