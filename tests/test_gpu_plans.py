@@ -81,3 +81,42 @@ def test_explain_shows_heuristics_configs_and_the_default_plan():
     assert "<- default" in configs and "-> built" in configs
     doc = __import__("json").loads(g.explain("json"))
     assert doc["engine_configs"] and all("numerical_notes" in c for c in doc["engine_configs"])
+
+
+def _edited(blob: bytes, edit) -> bytes:
+    import json
+
+    doc = json.loads(blob)
+    edit(doc)
+    return json.dumps(doc).encode()
+
+
+def _record(uid: int, **fields):
+    return lambda doc: next(r for r in doc["tensors"] if r["uid"] == uid).update(**fields)
+
+
+def test_an_edited_blob_is_refused_on_the_real_rebuild():
+    """Issue #27: a blob whose records or workspace were edited to accept smaller buffers is refused when loaded,
+    after cuDNN rebuilt the plan from its JSON (the check compares with what the rebuilt plan reports), and the
+    unedited blob still loads and computes the right result."""
+    from cudnn_py.errors import SerializedJSONError
+
+    g, A, B, C = matmul_relu()
+    blob = g.serialize(as_bytes=True)
+    for edit, message in [
+        (_record(B.uid, dim=[2, 16, 16], stride=[256, 16, 1]), r"the plan's tensor .* reads"),
+        (_record(C.uid, data_type="FLOAT"), r"does not match the plan's CUDNN_DATA_HALF"),
+        (lambda d: d["tensors"].remove(next(r for r in d["tensors"] if r["uid"] == A.uid)), r"has no record"),
+        (lambda d: d["plan"].update(workspace=max(0, g.get_workspace_size() - 1) if g.get_workspace_size() else -1),
+         r"plan.workspace"),
+    ]:
+        with pytest.raises(SerializedJSONError, match=message):
+            cudnn.pygraph().deserialize(_edited(blob, edit))
+    fresh = cudnn.pygraph()
+    fresh.deserialize(blob)
+    a = torch.randn(2, 64, 32, device="cuda", dtype=torch.half)
+    b = torch.randn(2, 32, 16, device="cuda", dtype=torch.half)
+    c = torch.full((2, 64, 16), float("nan"), device="cuda", dtype=torch.half)
+    fresh.execute({A.uid: a, B.uid: b, C.uid: c}, None)
+    torch.cuda.synchronize()
+    assert rel_err(c, torch.relu(a.double() @ b.double())) < 5e-3
