@@ -249,29 +249,27 @@ def test_no_driver_entry_points_means_no_rewrite(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------- capture()
 class FakeCaptureLib:
-    """The capture entry points of backend/capture.py: the captured graph is 0x61; instantiating a graph in
-    `refuse` fails."""
+    """The capture entry points of backend/capture.py, as cuda.bindings calls them ((CUresult, *values)): the
+    captured graph is 0x61; instantiating a graph in `refuse` fails."""
 
     def __init__(self, refuse=()):
         self.refuse, self.instantiated, self.destroyed = set(refuse), [], []
 
-    def cuStreamBeginCapture_v2(self, stream, mode):
-        return 0
+    def cuStreamBeginCapture(self, stream, mode):
+        return (0,)
 
-    def cuStreamEndCapture(self, stream, out):
-        _out(out).value = 0x61
-        return 0
+    def cuStreamEndCapture(self, stream):
+        return 0, 0x61
 
-    def cuGraphInstantiateWithFlags(self, out, graph, flags):
-        g = graph.value if isinstance(graph, ctypes.c_void_p) else graph
-        self.instantiated.append(g)
-        if g in self.refuse:
-            return 1
-        _out(out).value = 0xE000 + g
-        return 0
+    def cuGraphInstantiateWithFlags(self, graph, flags):
+        self.instantiated.append(graph)
+        if graph in self.refuse:
+            return 1, None
+        return 0, 0xE000 + graph
 
     def cuGraphDestroy(self, graph):
-        self.destroyed.append(graph.value if isinstance(graph, ctypes.c_void_p) else graph)
+        self.destroyed.append(graph)
+        return (0,)
 
 
 @pytest.mark.parametrize("case", ["rewritten", "rewritten graph refused", "rewrite raised", "not asked"])

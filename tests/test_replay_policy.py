@@ -6,7 +6,6 @@ executes do is tests/test_gpu_replay.py, on a GPU.
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import sys
 
@@ -41,9 +40,8 @@ class FakeDriver:
         self.memset_outcome = (1, "")  # (memset nodes replaced, why kept) of each capture
         self._execs = itertools.count(0xE000)
 
-    def cuStreamIsCapturing(self, stream, status_addr):
-        ctypes.c_int.from_address(status_addr).value = 1 if stream in self.capturing else 0
-        return 0
+    def cuStreamIsCapturing(self, stream):  # as cuda.bindings calls it: (CUresult, CUstreamCaptureStatus)
+        return 0, 1 if stream in self.capturing else 0
 
     def cuGraphLaunch(self, exec_, stream):
         self.launches.append((exec_, stream))
@@ -250,10 +248,9 @@ def test_capture_streams_are_made_per_thread_and_context_id(monkeypatch):
     made: list[int] = []
 
     class StreamMaker:
-        def cuStreamCreate(self, out, flags):
+        def cuStreamCreate(self, flags):  # as cuda.bindings calls it: (CUresult, CUstream)
             made.append(flags)
-            out._obj.value = 0x500 + len(made)
-            return 0
+            return 0, 0x500 + len(made)
 
     monkeypatch.setattr(capture, "driver", lambda: StreamMaker())
     monkeypatch.setattr(capture, "_side_streams", {})

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import capture, out_params
+from ..backend import capture
 from ..backend import handle as _handle_mod
 from .switches import switched_off
 
@@ -104,8 +104,8 @@ class Replays:
         self.last = replay
         return replay
 
-    def consider(self, binding: tuple, owner: Any, handle: int, stream: int, backend_execute: Callable[..., int],
-                 buffers: out_params.OutParams) -> bool:
+    def consider(self, binding: tuple, owner: Any, handle: int, stream: int,
+                 backend_execute: Callable[..., int]) -> bool:
         """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
         handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
         last = self._pending.get(id(owner))
@@ -118,8 +118,8 @@ class Replays:
         if plan.id in self._refused_plans:
             return False
         lib = capture.driver()
-        if lib is None or lib.cuStreamIsCapturing(stream, buffers.status_addr) != 0 \
-                or buffers.status.value != capture.CU_STREAM_CAPTURE_STATUS_NONE:
+        if lib is None or (got := lib.cuStreamIsCapturing(stream))[0] != 0 \
+                or got[1] != capture.CU_STREAM_CAPTURE_STATUS_NONE:
             return False  # the caller is capturing this stream: it records the execute itself
         try:
             side = capture.side_stream()
