@@ -11,7 +11,7 @@ it measures is the binding's own overhead, the part a faster driver cannot remov
 also costs the driver's own work (same in both columns). Prints one JSON line: microseconds per call, the median
 of 7 rounds, for ``cuCtxGetCurrent``, ``cuStreamIsCapturing`` and ``cuGraphLaunch`` (the stand-in only: on a
 real driver a launch needs a graph) each way, and for the fast path's calling convention (ctypes with a
-preallocated per-thread out-parameter, see ``cudnn_py/cuda/out_params.py``).
+preallocated per-thread out-parameter, as ``cudnn_py/backend/out_params.py`` did).
 """
 from __future__ import annotations
 

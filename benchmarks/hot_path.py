@@ -123,10 +123,11 @@ def _fake_replayed(cudnn, T) -> dict:
     import ctypes.util
     import types
 
-    from cudnn_py.backend import capture, out_params
+    from cudnn_py.backend import out_params
     from cudnn_py.backend.api import lib
+    from cudnn_py.cuda import capture
     from cudnn_py.plans import execute as execute_mod
-    from cudnn_py.plans import replay as replay_mod
+    from cudnn_py.plans import execute_replay as replay_mod
 
     libm = ctypes.util.find_library("m")
     if libm is None:

@@ -1,4 +1,4 @@
-"""backend/graph_memsets.py on the CPU: how a captured graph's memset nodes become kernel nodes (which node, which
+"""cuda/graph_memsets.py on the CPU: how a captured graph's memset nodes become kernel nodes (which node, which
 edges, which kernel arguments) and when they are left alone. The driver is a small graph model with the entry
 points' calling conventions (ctypes arguments, counted queries); that the PTX kernel writes what a memset writes is
 tests/test_gpu_graph_memsets.py, on a GPU."""
@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from cudnn_py.backend import context, graph_memsets
-from cudnn_py.backend.graph_memsets import MAX_BYTES, MemsetParams
+from cudnn_py.cuda import context, graph_memsets
+from cudnn_py.cuda.graph_memsets import MAX_BYTES, MemsetParams
 
 KERNEL, MEMSET = 0, graph_memsets.CU_GRAPH_NODE_TYPE_MEMSET
 
@@ -249,7 +249,7 @@ def test_no_driver_entry_points_means_no_rewrite(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------- capture()
 class FakeCaptureLib:
-    """The capture entry points of backend/capture.py, as cuda.bindings calls them ((CUresult, *values)): the
+    """The capture entry points of cuda/capture.py, as cuda.bindings calls them ((CUresult, *values)): the
     captured graph is 0x61; instantiating a graph in `refuse` fails."""
 
     def __init__(self, refuse=()):
@@ -274,7 +274,7 @@ class FakeCaptureLib:
 
 @pytest.mark.parametrize("case", ["rewritten", "rewritten graph refused", "rewrite raised", "not asked"])
 def test_capture_instantiates_the_rewritten_graph_or_else_the_captured_one(monkeypatch, case):
-    from cudnn_py.backend import capture
+    from cudnn_py.cuda import capture
 
     lib = FakeCaptureLib(refuse={0x62} if case == "rewritten graph refused" else ())
     monkeypatch.setattr(capture, "driver", lambda: lib)

@@ -3,7 +3,7 @@ of another device are refused naming both devices (on the cached path too), defa
 keyed by (thread, device) / (device, stream), and each call runs with its handle's CUDA context current.
 
 The fakes of ``test_execute_correctness`` stand in for torch, cupy, the default-handle machinery and
-cudnnBackendExecute; a fake driver (the current context per thread) stands in for ``backend.context``'s cuda.bindings
+cudnnBackendExecute; a fake driver (the current context per thread) stands in for ``cuda/context.py``'s cuda.bindings
 calls. The second device is a device id on the fakes: nothing here needs a GPU.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from cudnn_py.backend import context as context_mod
 from cudnn_py.backend import live
+from cudnn_py.cuda import context as context_mod
 from cudnn_py.plans import execute as execute_mod
 from tests import test_execute_correctness as fakes
 from tests.test_execute_correctness import FakeDevice, FakePlan, Tensor, ndarray, new_address, square_matmul, uint8

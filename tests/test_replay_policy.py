@@ -1,4 +1,4 @@
-"""The execute fast path's replay policy on the CPU (plans/replay.py, plans/execute.py): when a binding is recorded,
+"""The execute fast path's replay policy on the CPU (plans/execute_replay.py, plans/execute.py): when a binding is recorded,
 when its recording is launched, and what executes normally instead. The driver's capture and launch calls and
 cudnnGetStream are replaced by recorders (a CPU has nothing to capture or launch); the executor, its bindings and
 variant packs are the real ones, executed by the Recorder of test_execute_correctness. That replays compute what
@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from cudnn_py.backend import capture
+from cudnn_py.cuda import capture
 from cudnn_py.plans import execute as execute_mod
-from cudnn_py.plans import replay as replay_mod
+from cudnn_py.plans import execute_replay as replay_mod
 from tests import test_execute_correctness as harness
 from tests.test_execute_correctness import HANDLE, FakePlan, operands, square_matmul
 
@@ -27,7 +27,7 @@ SIDE = 0x5EED
 
 
 class FakeDriver:
-    """cuStreamIsCapturing and cuGraphLaunch, recorded; plus the capture of plans/replay.py's capture module."""
+    """cuStreamIsCapturing and cuGraphLaunch, recorded; plus the capture of plans/execute_replay.py's capture module."""
 
     def __init__(self):
         self.launches: list[tuple[int, int]] = []
@@ -243,7 +243,7 @@ def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatc
 def test_capture_streams_are_made_per_thread_and_context_id(monkeypatch):
     """A context's address can be reused by one created after it is destroyed; its id cannot: the capture stream
     of a destroyed context is never handed out again."""
-    from cudnn_py.backend import context
+    from cudnn_py.cuda import context
 
     made: list[int] = []
 
@@ -270,7 +270,8 @@ def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_con
     runtime does at a thread's first call; its next calls launch the recording."""
     import threading
 
-    from cudnn_py.backend import context, live, out_params
+    from cudnn_py.backend import live, out_params
+    from cudnn_py.cuda import context
 
     ctx, h = 0xC7, 0x99
     live.register(h, None, owned=False, origin="adopt_handle", context=ctx)

@@ -2,7 +2,7 @@
 buffer shared between threads could be overwritten by another thread before it is read. One :class:`OutParams`
 per thread, made by :func:`this_thread` on its first call and gone with the thread: a ``threading.local``, not a
 dict keyed by thread id, since a new thread can get the id of one that ended and would find that thread's
-buffers. (The driver calls of that path return their values: cuda.bindings', see ``driver.py``.)"""
+buffers. (The driver calls of that path return their values: cuda.bindings', see ``cuda/driver.py``.)"""
 from __future__ import annotations
 
 import ctypes

@@ -24,7 +24,7 @@ Devices. A graph is built for one device: the device of the handle it was planne
 when the operation graph gets its handle). Every full operand check compares the operand's device with it (a
 ``ValueError`` naming the tensor and both devices), as does every call for the handle it is given; the signature
 re-check of the cached path includes the device, so the fast path needs no further device test. Each call runs
-with its handle's CUDA context current (``backend.context``): the fast path reads the current context (one
+with its handle's CUDA context current (``cuda/context.py``): the fast path reads the current context (one
 ctypes call) and leaves for the slow path, which makes the handle's context current around the call and restores
 the caller's, when it is another one. A thread's first call always takes the slow path; in a process that sees one
 device, where the fast path skips reading the context, it makes the handle's context current on a thread that has
@@ -49,13 +49,14 @@ from dataclasses import replace
 from threading import get_ident
 from typing import Any
 
-from ..backend import Descriptor, capture, out_params, trace
-from ..backend import context as _context
+from ..backend import Descriptor, out_params, trace
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
 from ..backend.handle import live_handle
 from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
 from ..backend.live import lookup as _lookup_handle
+from ..cuda import capture
+from ..cuda import context as _context
 from ..enums import dtype_info
 from ..errors import InvalidTypeError, InvalidValueError
 from ..interop import (
@@ -74,7 +75,7 @@ from ..interop import (
     signature_getter,
 )
 from ..ir import layout
-from .replay import Replays, environment_refusal
+from .execute_replay import Replays, environment_refusal
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64

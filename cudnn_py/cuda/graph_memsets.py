@@ -10,8 +10,9 @@ write-value node (``cuGraphAddBatchMemOpNode``, no kernel at all) in the memset'
 against the kernel node's 2.0 us for the causal forward graph, 3.2 against 1.9 for the causal backward (H200, 25
 interleaved rounds of 40 launches; outputs equal).
 
-Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/replay.py``); tests/test_gpu_graph_memsets.py
-checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed attention equals its execute.
+Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/execute_replay.py``);
+tests/test_gpu_graph_memsets.py checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed
+attention equals its execute.
 
 The kernel is PTX text (below), compiled by the driver's JIT once per context (tens of ms the first time on a
 machine, ~0.2 ms once the driver's compute cache has it): no compiled code ships. It stores ``value`` to every

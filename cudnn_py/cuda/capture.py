@@ -1,7 +1,7 @@
 """Stream capture through the CUDA driver API (cuda.bindings, ``cuGraphLaunch`` raw: ``driver.py``): what
 replaying an execute takes.
 
-``plans/replay.py`` records one ``cudnnBackendExecute`` into a CUDA graph on a private stream and launches the
+``plans/execute_replay.py`` records one ``cudnnBackendExecute`` into a CUDA graph on a private stream and launches the
 instantiated graph on later calls with the same operands; this module is the driver side of that and nothing else:
 
 * :func:`driver` - the capture entry points (cuda.bindings' calling convention: ``(CUresult, *values)``) and
