@@ -245,7 +245,7 @@ def _case(results, ctx, key, case, backward):
             ex = g.session.executor
             raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
             floor["raw_ctypes"] = lambda raw=raw, args=args: raw(*args)
-            # the same graph once more with replay off (plans/replay.py): every call a cudnnBackendExecute
+            # the same graph once more with replay off (plans/execute_replay.py): every call a cudnnBackendExecute
             g2, names2 = make(lib, h, case, layouts)
             ctx.build(lib, g2)
             g2.session.executor.replays.on = False

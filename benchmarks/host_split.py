@@ -21,8 +21,9 @@ def split(case_name: str, rounds: int = 41, calls: int = 40) -> dict[str, tuple[
 
     import cudnn_py as cudnn
     from benchmarks.attention import CASES, forward_graph, host_us, shapes
-    from cudnn_py.backend import capture, out_params
+    from cudnn_py.backend import out_params
     from cudnn_py.backend.api import lib
+    from cudnn_py.cuda import capture
 
     torch.cuda.set_device(0)
     h = cudnn.create_handle()

@@ -4,7 +4,7 @@
     PYTHONPATH=<checkout> python benchmarks/hot_path.py            # GPU: real torch tensors, real cuDNN plan
 
 ``--fake`` needs no GPU: cuDNN's execute is replaced by a Python no-op (and, for the ``fake_replayed_*`` figures,
-the replayed branch's three driver / cuDNN calls by a C function that returns 0), operands are instances of a tiny class
+the replayed branch's three driver / cuDNN calls by C functions that return at once), operands are instances of a tiny class
 whose module is ``torch`` (so they take the torch code path); its ``data_ptr``/``stride`` are Python methods, so
 absolute times are higher than with real torch, the difference between versions is what it shows. On a GPU it
 times a tiny pointwise add with torch tensors (handle and workspace given, as benchmarks/run.py does; and
@@ -114,19 +114,20 @@ def fake() -> dict:
 
 
 def _fake_replayed(cudnn, T) -> dict:
-    """The replayed branch of the fast path on the CPU: the driver's capture query and graph launch and
-    cudnnGetStream are a C function that returns 0 and ignores its arguments (libm's fegetround: 0 is
+    """The replayed branch of the fast path on the CPU: the driver's graph launch and cudnnGetStream are a C
+    function that returns 0 and ignores its arguments (libm's fegetround: 0 is
     FE_TONEAREST, the default rounding mode; no system call), and a recording of the last binding is put in place
-    (the stub driver cannot capture). Times the branch's Python and its three ctypes calls; the launch itself
-    costs nothing here."""
+    (the stub driver cannot capture); its capture query is a dict lookup. Times the branch's Python and its three
+    calls; the launch itself costs nothing here."""
     import ctypes
     import ctypes.util
     import types
 
-    from cudnn_py.backend import capture, out_params
+    from cudnn_py.backend import out_params
     from cudnn_py.backend.api import lib
+    from cudnn_py.cuda import capture
     from cudnn_py.plans import execute as execute_mod
-    from cudnn_py.plans import replay as replay_mod
+    from cudnn_py.plans import execute_replay as replay_mod
 
     libm = ctypes.util.find_library("m")
     if libm is None:
@@ -139,7 +140,9 @@ def _fake_replayed(cudnn, T) -> dict:
             raise RuntimeError("fegetround() is not 0 here")
         return fn
 
-    fake_driver = types.SimpleNamespace(cuStreamIsCapturing=returns_zero(), cuGraphLaunch=returns_zero())
+    # cuStreamIsCapturing as cuda.bindings calls it: the stream in, (CUresult, status) out; a dict lookup, so no
+    # Python frame either (the stream is the one set below)
+    fake_driver = types.SimpleNamespace(cuStreamIsCapturing={0x1234: (0, 0)}.__getitem__, cuGraphLaunch=returns_zero())
     capture.driver = lambda: fake_driver
     capture.destroy_exec = lambda exec_: None
     lib().cudnnGetStream = returns_zero()

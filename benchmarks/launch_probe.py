@@ -47,7 +47,7 @@ def probe(name: str) -> dict[str, float]:
 
     import cudnn_py
     from benchmarks.attention import CASES, forward_graph, shapes
-    from cudnn_py.backend import capture
+    from cudnn_py.cuda import capture
 
     launch = capture.driver().cuGraphLaunch
 

@@ -301,7 +301,7 @@ def _run(argv: list[str] | None) -> int:
     if args.cmd == "info":
         return info(as_json=args.json)
     if args.cmd == "replay":
-        from .backend import replay
+        from .tools import trace_replay as replay
 
         if args.in_process:
             return replay.replay_in_process(args.trace, progress=args.progress)
@@ -333,10 +333,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def trace_command(action: str, path: str, as_json: bool) -> int:
-    from .backend import trace, trace_summary
+    from .backend import trace
+    from .tools import trace_summary
 
     if action == "replay":
-        from .backend import replay
+        from .tools import trace_replay as replay
 
         return replay.replay(path)
     try:

@@ -57,7 +57,7 @@ def handle():
 @pytest.fixture(autouse=True)
 def _no_replay_for_test_doubles(request, monkeypatch):
     """CPU tests drive executors with fake handles, tensors and execute calls. On a machine whose driver can
-    capture streams, replaying repeated executes (plans/replay.py) would hand those fakes to the driver and to
+    capture streams, replaying repeated executes (plans/execute_replay.py) would hand those fakes to the driver and to
     cuDNN (cudnnGetStream on a fake handle: a segfault), so it is off there; GPU tests replay with real ones
     (tests/test_gpu_replay.py)."""
     if "gpu" not in request.keywords:

@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.backend import trace, trace_summary, tracing
+from cudnn_py.backend import trace, tracing
+from cudnn_py.tools import trace_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F, H = cudnn.data_type.FLOAT, cudnn.data_type.HALF

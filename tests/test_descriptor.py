@@ -213,7 +213,7 @@ def test_trace_records_and_replay(tmp_path):
     assert failed and failed[0]["status_name"].startswith("CUDNN_STATUS_NOT_SUPPORTED")
     assert all("us" in r and "seq" in r for r in recs)
     out = io.StringIO()
-    from cudnn_py.backend.replay import replay
+    from cudnn_py.tools.trace_replay import replay
 
     assert replay(str(path), out=out) == 0, out.getvalue()
     assert "0 status mismatch" in out.getvalue()

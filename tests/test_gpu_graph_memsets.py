@@ -1,4 +1,4 @@
-"""GPU: backend/graph_memsets.py's kernel nodes write what the memset nodes they replace would have written. Memsets
+"""GPU: cuda/graph_memsets.py's kernel nodes write what the memset nodes they replace would have written. Memsets
 of each element size, 1D and 2D (pitched rows), captured into a graph on a private stream and instantiated with
 their memsets as kernel nodes; the buffer around the rows (poisoned 0xAB) must stay as it was. Then a replayed
 attention forward: its recording's memset became a kernel node and its output equals the executed call's, bit for
@@ -11,7 +11,8 @@ import math
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.backend import capture, context, versions
+from cudnn_py.backend import versions
+from cudnn_py.cuda import capture, context
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -60,7 +61,7 @@ def test_a_memset_as_a_kernel_node_writes_the_same_bytes(size, width, height, pi
 
 
 def test_a_replayed_attention_forward_launches_kernel_nodes_and_equals_the_execute(monkeypatch):
-    from cudnn_py.plans import replay
+    from cudnn_py.plans import execute_replay as replay
 
     monkeypatch.delenv(replay.MEMSET_KERNELS_ENV, raising=False)  # on by default
     b, h, s, d = 2, 4, 256, 64

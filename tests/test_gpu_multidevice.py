@@ -12,8 +12,8 @@ import threading
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.backend import context as cuda_context
 from cudnn_py.backend import live
+from cudnn_py.cuda import context as cuda_context
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")

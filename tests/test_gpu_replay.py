@@ -1,4 +1,4 @@
-"""GPU: the repeated execute replayed as a CUDA graph (plans/replay.py). Every case runs the graph several times with
+"""GPU: the repeated execute replayed as a CUDA graph (plans/execute_replay.py). Every case runs the graph several times with
 fresh random inputs written in place and outputs poisoned (NaN) before each run, against float64 references; the
 replay statistics say what was recorded and launched, so a case that never replays cannot pass as one that does.
 """
@@ -320,8 +320,8 @@ def test_a_thread_that_did_no_cuda_work_launches_the_recording_too():
     the recording made on the main thread, correctly, and the plan keeps its replay."""
     import threading
 
-    from cudnn_py.backend import context
     from cudnn_py.backend.handle import context_of
+    from cudnn_py.cuda import context
 
     if torch.cuda.device_count() > 1:
         pytest.skip("with several devices each call on a thread without the handle's context takes the slow path")

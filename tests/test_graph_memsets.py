@@ -1,4 +1,4 @@
-"""backend/graph_memsets.py on the CPU: how a captured graph's memset nodes become kernel nodes (which node, which
+"""cuda/graph_memsets.py on the CPU: how a captured graph's memset nodes become kernel nodes (which node, which
 edges, which kernel arguments) and when they are left alone. The driver is a small graph model with the entry
 points' calling conventions (ctypes arguments, counted queries); that the PTX kernel writes what a memset writes is
 tests/test_gpu_graph_memsets.py, on a GPU."""
@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from cudnn_py.backend import context, graph_memsets
-from cudnn_py.backend.graph_memsets import MAX_BYTES, MemsetParams
+from cudnn_py.cuda import context, graph_memsets
+from cudnn_py.cuda.graph_memsets import MAX_BYTES, MemsetParams
 
 KERNEL, MEMSET = 0, graph_memsets.CU_GRAPH_NODE_TYPE_MEMSET
 
@@ -249,34 +249,32 @@ def test_no_driver_entry_points_means_no_rewrite(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------- capture()
 class FakeCaptureLib:
-    """The capture entry points of backend/capture.py: the captured graph is 0x61; instantiating a graph in
-    `refuse` fails."""
+    """The capture entry points of cuda/capture.py, as cuda.bindings calls them ((CUresult, *values)): the
+    captured graph is 0x61; instantiating a graph in `refuse` fails."""
 
     def __init__(self, refuse=()):
         self.refuse, self.instantiated, self.destroyed = set(refuse), [], []
 
-    def cuStreamBeginCapture_v2(self, stream, mode):
-        return 0
+    def cuStreamBeginCapture(self, stream, mode):
+        return (0,)
 
-    def cuStreamEndCapture(self, stream, out):
-        _out(out).value = 0x61
-        return 0
+    def cuStreamEndCapture(self, stream):
+        return 0, 0x61
 
-    def cuGraphInstantiateWithFlags(self, out, graph, flags):
-        g = graph.value if isinstance(graph, ctypes.c_void_p) else graph
-        self.instantiated.append(g)
-        if g in self.refuse:
-            return 1
-        _out(out).value = 0xE000 + g
-        return 0
+    def cuGraphInstantiateWithFlags(self, graph, flags):
+        self.instantiated.append(graph)
+        if graph in self.refuse:
+            return 1, None
+        return 0, 0xE000 + graph
 
     def cuGraphDestroy(self, graph):
-        self.destroyed.append(graph.value if isinstance(graph, ctypes.c_void_p) else graph)
+        self.destroyed.append(graph)
+        return (0,)
 
 
 @pytest.mark.parametrize("case", ["rewritten", "rewritten graph refused", "rewrite raised", "not asked"])
 def test_capture_instantiates_the_rewritten_graph_or_else_the_captured_one(monkeypatch, case):
-    from cudnn_py.backend import capture
+    from cudnn_py.cuda import capture
 
     lib = FakeCaptureLib(refuse={0x62} if case == "rewritten graph refused" else ())
     monkeypatch.setattr(capture, "driver", lambda: lib)

@@ -3,18 +3,17 @@ of another device are refused naming both devices (on the cached path too), defa
 keyed by (thread, device) / (device, stream), and each call runs with its handle's CUDA context current.
 
 The fakes of ``test_execute_correctness`` stand in for torch, cupy, the default-handle machinery and
-cudnnBackendExecute; a fake driver (the current context per thread) stands in for ``backend.context``'s ctypes
+cudnnBackendExecute; a fake driver (the current context per thread) stands in for ``cuda/context.py``'s cuda.bindings
 calls. The second device is a device id on the fakes: nothing here needs a GPU.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import pytest
 
-from cudnn_py.backend import context as context_mod
 from cudnn_py.backend import live
+from cudnn_py.cuda import context as context_mod
 from cudnn_py.plans import execute as execute_mod
 from tests import test_execute_correctness as fakes
 from tests.test_execute_correctness import FakeDevice, FakePlan, Tensor, ndarray, new_address, square_matmul, uint8
@@ -46,9 +45,8 @@ class FakeDriver:
     def now(self) -> int:
         return self.current.get(threading.get_ident(), self.initial)
 
-    def get(self, addr: int) -> int:  # cuCtxGetCurrent(CUcontext *out)
-        ctypes.c_void_p.from_address(addr).value = self.now()
-        return 0
+    def get(self) -> tuple[int, int]:  # cuCtxGetCurrent, as cuda.bindings calls it: (CUresult, CUcontext)
+        return 0, self.now()
 
     def reader(self):
         return self.get
@@ -272,7 +270,7 @@ def test_with_one_device_the_fast_path_reads_no_context(torch, driver):
     ex, A, B, C = graph_on(0)
     reads = []
     inner = driver.get
-    driver.get = lambda addr: reads.append(addr) or inner(addr)
+    driver.get = lambda: reads.append(1) or inner()
     plan = FakePlan()
     fast = ex.fast(plan)
     a, b, c = (Tensor((2, 16, 16)) for _ in range(3))

@@ -1,10 +1,10 @@
-"""plans/replay.py on the CPU: when an executor may replay repeated executes, and why not (the replays themselves
+"""plans/execute_replay.py on the CPU: when an executor may replay repeated executes, and why not (the replays themselves
 need a GPU: tests/test_gpu_replay.py)."""
 from __future__ import annotations
 
 import cudnn_py as cudnn
-from cudnn_py.backend import capture
-from cudnn_py.plans import replay
+from cudnn_py.cuda import capture
+from cudnn_py.plans import execute_replay as replay
 
 F = cudnn.data_type.FLOAT
 # without the variable: on a GPU machine nothing refuses; on the CPU's test driver, its lack of stream capture

@@ -1,4 +1,4 @@
-"""The execute fast path's replay policy on the CPU (plans/replay.py, plans/execute.py): when a binding is recorded,
+"""The execute fast path's replay policy on the CPU (plans/execute_replay.py, plans/execute.py): when a binding is recorded,
 when its recording is launched, and what executes normally instead. The driver's capture and launch calls and
 cudnnGetStream are replaced by recorders (a CPU has nothing to capture or launch); the executor, its bindings and
 variant packs are the real ones, executed by the Recorder of test_execute_correctness. That replays compute what
@@ -6,15 +6,14 @@ executes do is tests/test_gpu_replay.py, on a GPU.
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import sys
 
 import pytest
 
-from cudnn_py.backend import capture
+from cudnn_py.cuda import capture
 from cudnn_py.plans import execute as execute_mod
-from cudnn_py.plans import replay as replay_mod
+from cudnn_py.plans import execute_replay as replay_mod
 from tests import test_execute_correctness as harness
 from tests.test_execute_correctness import HANDLE, FakePlan, operands, square_matmul
 
@@ -28,7 +27,7 @@ SIDE = 0x5EED
 
 
 class FakeDriver:
-    """cuStreamIsCapturing and cuGraphLaunch, recorded; plus the capture of plans/replay.py's capture module."""
+    """cuStreamIsCapturing and cuGraphLaunch, recorded; plus the capture of plans/execute_replay.py's capture module."""
 
     def __init__(self):
         self.launches: list[tuple[int, int]] = []
@@ -41,9 +40,8 @@ class FakeDriver:
         self.memset_outcome = (1, "")  # (memset nodes replaced, why kept) of each capture
         self._execs = itertools.count(0xE000)
 
-    def cuStreamIsCapturing(self, stream, status_addr):
-        ctypes.c_int.from_address(status_addr).value = 1 if stream in self.capturing else 0
-        return 0
+    def cuStreamIsCapturing(self, stream):  # as cuda.bindings calls it: (CUresult, CUstreamCaptureStatus)
+        return 0, 1 if stream in self.capturing else 0
 
     def cuGraphLaunch(self, exec_, stream):
         self.launches.append((exec_, stream))
@@ -245,15 +243,14 @@ def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatc
 def test_capture_streams_are_made_per_thread_and_context_id(monkeypatch):
     """A context's address can be reused by one created after it is destroyed; its id cannot: the capture stream
     of a destroyed context is never handed out again."""
-    from cudnn_py.backend import context
+    from cudnn_py.cuda import context
 
     made: list[int] = []
 
     class StreamMaker:
-        def cuStreamCreate(self, out, flags):
+        def cuStreamCreate(self, flags):  # as cuda.bindings calls it: (CUresult, CUstream)
             made.append(flags)
-            out._obj.value = 0x500 + len(made)
-            return 0
+            return 0, 0x500 + len(made)
 
     monkeypatch.setattr(capture, "driver", lambda: StreamMaker())
     monkeypatch.setattr(capture, "_side_streams", {})
@@ -273,7 +270,8 @@ def test_a_threads_first_call_takes_the_slow_path_which_gives_it_the_handles_con
     runtime does at a thread's first call; its next calls launch the recording."""
     import threading
 
-    from cudnn_py.backend import context, live, out_params
+    from cudnn_py.backend import live, out_params
+    from cudnn_py.cuda import context
 
     ctx, h = 0xC7, 0x99
     live.register(h, None, owned=False, origin="adopt_handle", context=ctx)

@@ -21,7 +21,8 @@ import warnings
 
 import pytest
 
-from cudnn_py.backend import Descriptor, loader, replay, trace, tracing
+from cudnn_py.backend import Descriptor, loader, trace, tracing
+from cudnn_py.tools import trace_replay as replay
 from tests.conftest import DRIVER
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -486,7 +487,7 @@ def test_crafted_trace_cannot_crash_replay(tmp_path, name):
     path = _crafted(tmp_path, name, [dict(r) for r in CRAFTED[name]])
     r = run(f"""
         import sys
-        from cudnn_py.backend import replay
+        from cudnn_py.tools import trace_replay as replay
         sys.exit(replay.replay({path!r}, isolate=False))   # in-process: a crash would kill this child
     """)
     assert r.returncode in (0, 1), (r.returncode, r.stdout, r.stderr)

@@ -20,8 +20,9 @@ import ctypes
 import threading
 from typing import Any
 
+from ..cuda import context
 from ..errors import CudaUnavailableError, InvalidValueError
-from . import context, live, trace
+from . import live, trace
 from .api import error_for, lib
 
 
@@ -37,7 +38,7 @@ class Handle(int):
 
     backend_handle: int | None
     stream: Any
-    context: int | None  # the CUcontext it was created in (None: not known); see backend.context
+    context: int | None  # the CUcontext it was created in (None: not known); see cuda/context.py
     _ordinal: int | None
 
     def __new__(cls, backend_handle: int | None, ordinal: int | None = None, stream: Any = None, *,

@@ -21,7 +21,7 @@ class LiveHandle(NamedTuple):
     device: int | None  # None: not known (an adopted handle)
     owned: bool  # True: cudnn_py created it (or was handed ownership), so destroy_handle may destroy it
     origin: str  # "create_handle" | "adopt_handle"
-    context: int | None = None  # the CUcontext current at cudnnCreate (backend.context); None: not known
+    context: int | None = None  # the CUcontext current at cudnnCreate (cuda/context.py); None: not known
 
 
 _live: dict[int, LiveHandle] = {}

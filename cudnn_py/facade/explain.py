@@ -79,7 +79,7 @@ def report(g: Any) -> dict:
     doc["default_plan"] = session.candidate
     if session.candidate is not None and session.candidate < len(configs):
         doc["default_plan_name"] = configs[session.candidate].name
-    if session.executor is not None:  # plans/replay.py: whether repeated executes are replayed, and how often
+    if session.executor is not None:  # plans/execute_replay.py: whether repeated executes are replayed, and how often
         doc["execute_replay"] = session.executor.replays.stats()
     return doc
 

@@ -24,7 +24,7 @@ Devices. A graph is built for one device: the device of the handle it was planne
 when the operation graph gets its handle). Every full operand check compares the operand's device with it (a
 ``ValueError`` naming the tensor and both devices), as does every call for the handle it is given; the signature
 re-check of the cached path includes the device, so the fast path needs no further device test. Each call runs
-with its handle's CUDA context current (``backend.context``): the fast path reads the current context (one
+with its handle's CUDA context current (``cuda/context.py``): the fast path reads the current context (one
 ctypes call) and leaves for the slow path, which makes the handle's context current around the call and restores
 the caller's, when it is another one. A thread's first call always takes the slow path; in a process that sees one
 device, where the fast path skips reading the context, it makes the handle's context current on a thread that has
@@ -49,13 +49,14 @@ from dataclasses import replace
 from threading import get_ident
 from typing import Any
 
-from ..backend import Descriptor, capture, out_params, trace
-from ..backend import context as _context
+from ..backend import Descriptor, out_params, trace
 from ..backend import handle as _handle_mod
 from ..backend.api import error_for, lib
 from ..backend.handle import live_handle
 from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
 from ..backend.live import lookup as _lookup_handle
+from ..cuda import capture
+from ..cuda import context as _context
 from ..enums import dtype_info
 from ..errors import InvalidTypeError, InvalidValueError
 from ..interop import (
@@ -74,7 +75,7 @@ from ..interop import (
     signature_getter,
 )
 from ..ir import layout
-from .replay import Replays, environment_refusal
+from .execute_replay import Replays, environment_refusal
 from .workspace import WorkspaceCache
 
 VARIANT_PACK_CACHE_SIZE = 64
@@ -154,8 +155,8 @@ def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHan
 
 
 # .params: this thread's out-parameters, set by its first execute (the slow path, _first_context) and read by the
-# fast path: a thread without them has not made its first call yet. Not out_params.per_thread itself: any call that
-# reads the current context (context.current) makes those, on a thread that has not executed anything.
+# fast path: a thread without them has not made its first call yet. Not out_params.per_thread itself: what marks
+# the thread is that its first call went through _first_context, not that some call made its buffers.
 _executed = threading.local()
 
 
@@ -511,8 +512,8 @@ class Executor:
         executed = _executed  # .params: the calls' out-parameters, once the thread's first call set them
         replays, find_replay = self.replays, self.replays.find
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
-        is_capturing: Any = driver.cuStreamIsCapturing if driver else None
-        graph_launch: Any = driver.cuGraphLaunch if driver else None
+        is_capturing: Any = driver.cuStreamIsCapturing if driver else None  # cuda.bindings': (CUresult, status)
+        graph_launch: Any = driver.cuGraphLaunch if driver else None  # ctypes (capture.py): CUresult
         cudnn_get_stream = lib().cudnnGetStream
         slow = functools.partial(self.execute, plan)
         executor = self
@@ -570,11 +571,10 @@ class Executor:
                                     out = None
                                 ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
                                 if out is not None and (ctx_get is None or ctx is None or (
-                                        ctx_get(out.context_addr) == 0 and out.context.value == ctx)) and \
+                                        (got := ctx_get())[0] == 0 and int(got[1]) == ctx)) and \
                                         cudnn_get_stream(h, out.stream) == 0:
                                     stream = out.stream.value or 0
-                                    if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and
-                                                      out.status.value == 0):
+                                    if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
                                         if graph_launch(hot_replay.exec, stream) == 0:
                                             hot_replay.launches += 1
                                             return None
@@ -645,7 +645,8 @@ class Executor:
                     return slow(variant_pack, workspace, handle)
                 h, ctx, owner = state.handle, state.context, state
             if ctx_get is not None and ctx is not None:  # cuCtxGetCurrent, inlined: no call frame
-                if ctx_get(out.context_addr) != 0 or out.context.value != ctx:  # the slow path switches contexts
+                got = ctx_get()
+                if got[0] != 0 or int(got[1]) != ctx:  # the slow path switches contexts
                     return slow(variant_pack, workspace, handle)
             if workspace is None:
                 ws = 0
@@ -684,7 +685,7 @@ class Executor:
                 if replay is not None:
                     # not while the caller captures this stream: its capture records the execute instead. The
                     # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it
-                    if stream < 2 or (is_capturing(stream, out.status_addr) == 0 and out.status.value == 0):
+                    if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
                         status = graph_launch(replay.exec, stream)
                         if status == 0:
                             replay.launches += 1
@@ -694,7 +695,7 @@ class Executor:
                                     hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, replay)
                             return None
                         replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
-                elif replays.consider(binding, owner, h, stream, backend_execute, out):
+                elif replays.consider(binding, owner, h, stream, backend_execute):
                     return None
             status = backend_execute(h, plan_ptr, binding[3])
             if status != 0:

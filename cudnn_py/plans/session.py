@@ -13,7 +13,7 @@
 
 Devices. A session belongs to one device: its planning handle's (``device``, known from OPERATION_GRAPH on).
 Everything it builds — the operation graph with a handle, engine configs, plans, variant packs, workspaces — is
-for that device, made with that handle's CUDA context current (``backend.context.bound``), and its executor
+for that device, made with that handle's CUDA context current (``cuda.context.bound``), and its executor
 refuses operands and handles of another device.
 
 Each method states the phase it needs; a call made too early raises :class:`~cudnn_py.errors.PhaseError`
@@ -43,9 +43,9 @@ from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
-from ..backend import context as cuda_context
 from ..backend.enums import enum_class
 from ..backend.handle import context_of, default_handle, placement_of
+from ..cuda import context as cuda_context
 from ..errors import (
     CudaUnavailableError,
     CudnnError,

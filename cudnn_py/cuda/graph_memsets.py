@@ -10,8 +10,9 @@ write-value node (``cuGraphAddBatchMemOpNode``, no kernel at all) in the memset'
 against the kernel node's 2.0 us for the causal forward graph, 3.2 against 1.9 for the causal backward (H200, 25
 interleaved rounds of 40 launches; outputs equal).
 
-Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/replay.py``); tests/test_gpu_graph_memsets.py
-checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed attention equals its execute.
+Recordings use it unless ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` (``plans/execute_replay.py``);
+tests/test_gpu_graph_memsets.py checks on the GPU that the kernel nodes write what the memsets wrote, and a replayed
+attention equals its execute.
 
 The kernel is PTX text (below), compiled by the driver's JIT once per context (tens of ms the first time on a
 machine, ~0.2 ms once the driver's compute cache has it): no compiled code ships. It stores ``value`` to every
@@ -27,7 +28,7 @@ import ctypes
 import threading
 from typing import Any
 
-from . import context
+from . import context, driver
 
 MAX_BYTES = 64 * 1024
 CU_GRAPH_NODE_TYPE_MEMSET = 2
@@ -99,9 +100,11 @@ class Refused(Exception):
 
 
 class _Driver:
-    """The entry points of the rewrite, typed. ``v2``: the dependency calls take edge data (CUDA >= 12.3)."""
+    """The entry points of the rewrite: raw (ctypes, typed) for the reason ``driver.py`` gives, but for
+    ``cuGraphDestroy`` (``cuda``'s, as ``capture.py`` calls it). ``v2``: the dependency calls take edge data (CUDA
+    >= 12.3)."""
 
-    def __init__(self, lib: Any):
+    def __init__(self, lib: Any, cuda: Any):
         vp = ctypes.c_void_p
         self.v2 = all(hasattr(lib, name + "_v2") for name in (
             "cuGraphNodeGetDependencies", "cuGraphNodeGetDependentNodes", "cuGraphAddDependencies"))
@@ -113,9 +116,9 @@ class _Driver:
             "cuGraphNodeGetDependentNodes" + v2: [vp, vp, *edge, vp],
             "cuGraphAddDependencies" + v2: [vp, vp, vp, *edge, ctypes.c_size_t],
             add_kernel: [vp, vp, vp, ctypes.c_size_t, vp], "cuGraphDestroyNode": [vp], "cuGraphClone": [vp, vp],
-            "cuGraphDestroy": [vp], "cuModuleLoadData": [vp, ctypes.c_char_p],
+            "cuModuleLoadData": [vp, ctypes.c_char_p],
             "cuModuleGetFunction": [vp, vp, ctypes.c_char_p]}
-        if not context.typed(lib, prototypes):
+        if not driver.typed(lib, prototypes):
             raise AttributeError("the driver lacks a graph-editing entry point")
         self.get_nodes, self.node_type, self.memset_params = (
             lib.cuGraphGetNodes, lib.cuGraphNodeGetType, lib.cuGraphMemsetNodeGetParams)
@@ -123,7 +126,8 @@ class _Driver:
         self.dependents = getattr(lib, "cuGraphNodeGetDependentNodes" + v2)
         self.add_dependencies = getattr(lib, "cuGraphAddDependencies" + v2)
         self.add_kernel_node = getattr(lib, add_kernel)
-        self.destroy_node, self.clone, self.destroy_graph = lib.cuGraphDestroyNode, lib.cuGraphClone, lib.cuGraphDestroy
+        self.destroy_node, self.clone = lib.cuGraphDestroyNode, lib.cuGraphClone
+        self.destroy_graph = cuda.cuGraphDestroy
         self.load_module, self.get_function = lib.cuModuleLoadData, lib.cuModuleGetFunction
 
 
@@ -136,9 +140,9 @@ _lock = threading.Lock()
 def _the_driver() -> _Driver | None:
     global _driver
     if _driver is None:
-        lib = context._lib()
+        lib, cuda = driver.raw(), driver.bindings()
         try:
-            _driver = _Driver(lib) if lib else False
+            _driver = _Driver(lib, cuda) if lib and cuda else False
         except AttributeError:
             _driver = False
     return _driver or None
@@ -274,6 +278,6 @@ def rewrite(graph: int) -> tuple[int, int, str]:
         for node, params in cloned:
             _replace(drv, clone.value or 0, node, params, kernels)
     except Refused as e:
-        drv.destroy_graph(clone)
+        drv.destroy_graph(clone.value or 0)
         return graph, 0, str(e)
     return clone.value or 0, len(cloned), ""

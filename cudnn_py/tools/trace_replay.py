@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._generated.attributes import ATTRIBUTES, AttributeSpec
+from ..backend import loader
+from ..backend import trace as trace_module
+from ..backend.descriptor import Descriptor
+from ..backend.enums import enum_class
+from ..backend.handle import create_handle, destroy_handle
+from ..backend.types import ENUM_OF_TYPE
 from ..errors import CudnnError, DescriptorError, status_name
-from . import loader
-from . import trace as trace_module
-from .descriptor import Descriptor
-from .enums import enum_class
-from .handle import create_handle, destroy_handle
-from .types import ENUM_OF_TYPE
 
 MAX_COUNT = 1 << 20  # elements in one record; more is refused as malformed
 MAX_DESCRIPTORS = 1 << 12  # descriptor elements in one record (a Get creates that many)

@@ -3,7 +3,7 @@
 
 **What is replayed.** A *binding* (plan, workspace pointer, every operand pointer; ``execute.py``) executed by the
 fast path twice in a row with the same handle is recorded once: its handle is pointed at this thread's private
-capture stream (``backend/capture.py``), ``cudnnBackendExecute`` runs under a thread-local stream capture (which
+capture stream (``cuda/capture.py``), ``cudnnBackendExecute`` runs under a thread-local stream capture (which
 enqueues nothing), the handle gets its stream back, and the instantiated graph is launched on that stream, now
 and on every later call with the same binding and handle. A replayed graph runs the very kernels, with the very
 arguments, that the execute it recorded enqueued; the operands' *contents* are read when it runs, as they are by
@@ -23,7 +23,7 @@ kernels accumulate with atomics, so neither two executes nor an execute and a re
 both are equally correct.
 
 **Cheaper launches.** cuDNN's attention executes begin with a 4-byte memset. A recording instantiates such small
-memset nodes as kernel nodes that write the same bytes (``backend/graph_memsets.py``: the same graph launches about
+memset nodes as kernel nodes that write the same bytes (``cuda/graph_memsets.py``: the same graph launches about
 1 us faster on the H200; the kernel is PTX, compiled by the driver once per context). A graph whose memsets cannot
 be rewritten is launched as captured, and :meth:`Replays.stats` says why (``memsets_kept``).
 ``CUDNN_PY_REPLAY_MEMSET_KERNELS=0`` keeps every recording's memset nodes.
@@ -38,8 +38,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import capture, out_params
 from ..backend import handle as _handle_mod
+from ..cuda import capture
 from .switches import switched_off
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
@@ -84,7 +84,7 @@ class Replays:
         self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
-        # small memset nodes of a recording instantiated as kernel nodes (backend/graph_memsets.py) unless
+        # small memset nodes of a recording instantiated as kernel nodes (cuda/graph_memsets.py) unless
         # CUDNN_PY_REPLAY_MEMSET_KERNELS=0 (the "VARIABLE=value" that turned it off, else None)
         self.memsets_off = switched_off(MEMSET_KERNELS_ENV)
         self.memsets_replaced = 0
@@ -104,8 +104,8 @@ class Replays:
         self.last = replay
         return replay
 
-    def consider(self, binding: tuple, owner: Any, handle: int, stream: int, backend_execute: Callable[..., int],
-                 buffers: out_params.OutParams) -> bool:
+    def consider(self, binding: tuple, owner: Any, handle: int, stream: int,
+                 backend_execute: Callable[..., int]) -> bool:
         """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
         handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
         last = self._pending.get(id(owner))
@@ -118,8 +118,8 @@ class Replays:
         if plan.id in self._refused_plans:
             return False
         lib = capture.driver()
-        if lib is None or lib.cuStreamIsCapturing(stream, buffers.status_addr) != 0 \
-                or buffers.status.value != capture.CU_STREAM_CAPTURE_STATUS_NONE:
+        if lib is None or (got := lib.cuStreamIsCapturing(stream))[0] != 0 \
+                or got[1] != capture.CU_STREAM_CAPTURE_STATUS_NONE:
             return False  # the caller is capturing this stream: it records the execute itself
         try:
             side = capture.side_stream()

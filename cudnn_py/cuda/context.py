@@ -1,4 +1,4 @@
-"""The CUDA context a cuDNN call runs in, read and set through the driver API (``libcuda.so.1``, via ctypes).
+"""The CUDA context a cuDNN call runs in, read and set through the driver API (cuda.bindings: ``driver.py``).
 
 A cuDNN handle belongs to the context that was current when ``cudnnCreate`` made it, and cuDNN loads kernels into
 and launches them on *the current* context. A graph built for device 1 and executed while device 0's context is
@@ -6,60 +6,34 @@ current would launch on the wrong GPU. So cudnn_py records each handle's context
 makes it current (:class:`bound`) when another one is, restoring the caller's context afterwards — the device
 guard torch puts around its own ops.
 
-Reading the current context costs one ctypes call (about 0.3 us): the execute fast path makes it on every call
-(inlined, see :func:`reader`) in a process that sees several devices (:func:`several_devices`), and only a
-context other than the handle's leaves the fast path.
+Reading the current context costs one driver call (about 0.15 us through cuda.bindings, see ``driver.py``): the
+execute fast path makes it on every call (inlined, see :func:`reader`) in a process that sees several devices
+(:func:`several_devices`), and only a context other than the handle's leaves the fast path.
 
-Without a driver that exports these entry points (the CPU test stub of ``tests/support`` exports only the six
-symbols cuDNN's engines need) every function here reports "unknown" (None) and nothing is switched: there is
-nothing to execute on then.
+Without a driver that cuda.bindings can use (or without cuda-bindings; the CPU test stub of ``tests/support``
+exports only the six symbols cuDNN's engines need) every function here reports "unknown" (None) and nothing is
+switched: there is nothing to execute on then.
 """
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 from ..errors import CudaDriverError
-from . import out_params
+from . import driver
 
-_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
-_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
-
-_driver: Any = None  # the ctypes libcuda once looked up; False: none with these entry points
-_vp = ctypes.c_void_p
-_PROTOTYPES: dict[str, list] = {  # entry point -> argument types (typed)
-    "cuCtxGetCurrent": [_vp], "cuCtxSetCurrent": [_vp], "cuCtxGetDevice": [_vp],
-    "cuPointerGetAttribute": [_vp, ctypes.c_int, ctypes.c_uint64], "cuDeviceGetCount": [_vp]}
-
-
-def typed(lib: Any, prototypes: dict[str, list]) -> bool:
-    """Give each named entry point of ``lib`` its argument types and a CUresult (int) result; False, typing none,
-    where one of them is missing (an older driver, the CPU stub). The one place libcuda's entry points get types
-    (this module's, capture.py's, graph_memsets.py's): ctypes shares one function object per name."""
-    try:
-        functions = [(getattr(lib, name), argtypes) for name, argtypes in prototypes.items()]
-    except AttributeError:
-        return False
-    for fn, argtypes in functions:
-        fn.argtypes, fn.restype = argtypes, ctypes.c_int
-    return True
+_driver: Any = None  # cuda.bindings' driver once looked up; False: none usable
 
 
 def _lib() -> Any:
     global _driver
     if _driver is None:
-        try:
-            lib = ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            _driver = False
-        else:
-            _driver = lib if typed(lib, _PROTOTYPES) else False
+        _driver = driver.bindings() or False
     return _driver
 
 
 def reader() -> Any:
-    """``cuCtxGetCurrent`` as a ctypes function (None without a driver), for callers that inline reading the
-    current context (the execute fast path, with this thread's ``out_params`` buffer)."""
+    """cuda.bindings' ``cuCtxGetCurrent`` (``() -> (CUresult, CUcontext)``; None without a driver), for callers
+    that inline reading the current context (the execute fast path)."""
     lib = _lib()
     return lib.cuCtxGetCurrent if lib else None
 
@@ -71,15 +45,17 @@ def several_devices() -> bool:
     """Whether this process sees more than one CUDA device (True when that cannot be told yet). With one device
     there is one primary context, the one every handle cudnn_py makes belongs to, and a thread with no current
     context gets it from its first execute, which always takes the slow path: the execute fast path then skips
-    reading the current context (its only per-call cost, ~0.3 us). Contexts a caller creates themselves
+    reading the current context (its only per-call cost, ~0.15 us). Contexts a caller creates themselves
     (cuCtxCreate) are not covered then; cudnn_py never creates one."""
     global _several_devices
     if _several_devices is None:
         lib = _lib()
-        n = ctypes.c_int()
-        if not lib or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:  # before cuInit: ask again next time
+        if not lib:
             return True
-        _several_devices = n.value > 1
+        err, n = lib.cuDeviceGetCount()
+        if int(err) != 0:  # before cuInit: ask again next time
+            return True
+        _several_devices = int(n) > 1
     return _several_devices
 
 
@@ -88,28 +64,22 @@ def current() -> int | None:
     get = reader()
     if get is None:
         return None
-    p = out_params.this_thread()
-    return (p.context.value or 0) if get(p.context_addr) == 0 else 0
-
-
-_ctx_get_id: Any = None  # cuCtxGetId, typed; False: the driver lacks it (older than CUDA 12.0)
+    err, ctx = get()
+    return int(ctx) if int(err) == 0 else 0
 
 
 def current_id() -> int | None:
     """The process-unique id of this thread's current context (``cuCtxGetId``, CUDA >= 12.0), or None: no driver,
     no current context, or a driver without ids. What per-context caches key on: a context's address can be
     reused by one created after it is destroyed, its id cannot (a stream or module of the old one would be used)."""
-    global _ctx_get_id
     ctx = current()
     if not ctx:
         return None
-    if _ctx_get_id is None:
-        lib = _lib()
-        _ctx_get_id = lib.cuCtxGetId if lib and typed(lib, {"cuCtxGetId": [_vp, _vp]}) else False
-    if not _ctx_get_id:
+    try:
+        err, ctx_id = _lib().cuCtxGetId(ctx)
+    except RuntimeError:  # "function not found": a driver older than CUDA 12.0
         return None
-    out = ctypes.c_ulonglong()
-    return out.value if _ctx_get_id(ctx, ctypes.byref(out)) == 0 else None
+    return int(ctx_id) if int(err) == 0 else None
 
 
 def set_current(ctx: int) -> None:
@@ -117,9 +87,9 @@ def set_current(ctx: int) -> None:
     lib = _lib()
     if not lib:
         return
-    status = lib.cuCtxSetCurrent(ctx or None)
-    if status != 0:
-        raise CudaDriverError(f"cuCtxSetCurrent(0x{ctx:x}) failed with CUresult {status}")
+    (err,) = lib.cuCtxSetCurrent(ctx or 0)
+    if int(err) != 0:
+        raise CudaDriverError(f"cuCtxSetCurrent(0x{ctx:x}) failed with CUresult {int(err)}")
 
 
 def device_of_current() -> int | None:
@@ -127,8 +97,8 @@ def device_of_current() -> int | None:
     lib = _lib()
     if not lib:
         return None
-    out = ctypes.c_int()
-    return out.value if lib.cuCtxGetDevice(ctypes.byref(out)) == 0 else None
+    err, dev = lib.cuCtxGetDevice()
+    return int(dev) if int(err) == 0 else None
 
 
 def device_of_pointer(ptr: int) -> int | None:
@@ -137,13 +107,12 @@ def device_of_pointer(ptr: int) -> int | None:
     lib = _lib()
     if not lib or not ptr:
         return None
-    managed = ctypes.c_uint()
-    if lib.cuPointerGetAttribute(ctypes.byref(managed), _CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr) != 0 or managed.value:
+    attribute = lib.CUpointer_attribute
+    err, managed = lib.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr)
+    if int(err) != 0 or managed:
         return None
-    ordinal = ctypes.c_int()
-    if lib.cuPointerGetAttribute(ctypes.byref(ordinal), _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != 0:
-        return None
-    return ordinal.value
+    err, ordinal = lib.cuPointerGetAttribute(attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    return int(ordinal) if int(err) == 0 else None
 
 
 class bound:

@@ -1,10 +1,11 @@
-"""Stream capture through the CUDA driver API (``libcuda.so.1``, via ctypes): what replaying an execute takes.
+"""Stream capture through the CUDA driver API (cuda.bindings, ``cuGraphLaunch`` raw: ``driver.py``): what
+replaying an execute takes.
 
-``plans/replay.py`` records one ``cudnnBackendExecute`` into a CUDA graph on a private stream and launches the
+``plans/execute_replay.py`` records one ``cudnnBackendExecute`` into a CUDA graph on a private stream and launches the
 instantiated graph on later calls with the same operands; this module is the driver side of that and nothing else:
 
-* :func:`driver` - the ctypes libcuda with the capture entry points typed, or None (no driver, or one without
-  them: the CPU test stub exports only what cuDNN's engines need);
+* :func:`driver` - the capture entry points (cuda.bindings' calling convention: ``(CUresult, *values)``) and
+  ``cuGraphLaunch`` (ctypes: ``(exec, stream) -> int``), or None (no driver cudnn_py can use, see ``driver.py``);
 * :func:`side_stream` - this thread's private capture stream in the current context (non-blocking, created once);
 * :func:`capture` - begin (thread-local mode) / run / end / instantiate, returning the executable graph or why not
   (its small memset nodes as kernel nodes, on request: ``graph_memsets.py``);
@@ -17,32 +18,40 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import CudaDriverError, CudaUnavailableError
 from . import context, graph_memsets
+from . import driver as _driver_mod
 
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 
-_vp = ctypes.c_void_p
-_PROTOTYPES: dict[str, list] = {  # entry point -> argument types (context.typed)
-    "cuStreamCreate": [_vp, ctypes.c_uint], "cuStreamBeginCapture_v2": [_vp, ctypes.c_int],
-    "cuStreamEndCapture": [_vp, _vp], "cuStreamIsCapturing": [_vp, _vp],
-    "cuGraphInstantiateWithFlags": [_vp, _vp, ctypes.c_ulonglong], "cuGraphLaunch": [_vp, _vp],
-    "cuGraphDestroy": [_vp], "cuGraphExecDestroy": [_vp]}
-_typed: Any = None  # the typed libcuda; False: none with these entry points
+_BINDINGS = ("cuStreamCreate", "cuStreamEndCapture", "cuStreamIsCapturing", "cuGraphDestroy", "cuGraphExecDestroy")
+_entry_points: Any = None  # the namespace driver() returns; False: no usable driver
 
 
 def driver() -> Any:
-    """libcuda with the capture entry points typed, or None where the driver lacks them."""
-    global _typed
-    if _typed is None:
-        lib = context._lib()
-        _typed = lib if lib and context.typed(lib, _PROTOTYPES) else False
-    return _typed or None
+    """The entry points capture and replay use, or None where the driver lacks them: those of ``_BINDINGS``
+    (cuda.bindings) and ``cuGraphLaunch`` (ctypes, typed ``(exec, stream) -> CUresult``: the execute hot path's
+    launch, raw for the reason ``driver.py`` gives)."""
+    global _entry_points
+    if _entry_points is None:
+        cuda, lib = _driver_mod.bindings(), _driver_mod.raw()
+        if cuda is None or lib is None or not _driver_mod.typed(lib, {"cuGraphLaunch": [ctypes.c_void_p] * 2}):
+            _entry_points = False
+        else:
+            _entry_points = types.SimpleNamespace(
+                cuGraphLaunch=lib.cuGraphLaunch, **{name: getattr(cuda, name) for name in _BINDINGS},
+                # the mode as the binding's enum (it refuses an int); cuda.bindings' cuGraphInstantiate is the
+                # driver's cuGraphInstantiateWithFlags
+                cuStreamBeginCapture=lambda stream, mode: cuda.cuStreamBeginCapture(
+                    stream, cuda.CUstreamCaptureMode(mode)),
+                cuGraphInstantiateWithFlags=cuda.cuGraphInstantiate)
+    return _entry_points or None
 
 
 _side_streams: dict[tuple[int, int], int] = {}  # (thread id, context id) -> this thread's capture stream there
@@ -62,11 +71,10 @@ def side_stream() -> int:
     key = (threading.get_ident(), ctx)
     s = _side_streams.get(key)
     if s is None:
-        out = ctypes.c_void_p()
-        status = lib.cuStreamCreate(ctypes.byref(out), CU_STREAM_NON_BLOCKING)
-        if status != 0:
-            raise CudaDriverError(f"cuStreamCreate failed with CUresult {status}")
-        s = _side_streams[key] = out.value or 0
+        err, made = lib.cuStreamCreate(CU_STREAM_NON_BLOCKING)
+        if int(err) != 0:
+            raise CudaDriverError(f"cuStreamCreate failed with CUresult {int(err)}")
+        s = _side_streams[key] = int(made)
     return s
 
 
@@ -87,43 +95,42 @@ def capture(stream: int, run: Callable[[], int], memsets_as_kernels: bool = Fals
     lib = driver()
     if lib is None:
         return Captured(0, 0, "the CUDA driver has no stream capture entry points")
-    begun = lib.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-    if begun != 0:
-        return Captured(0, 0, f"cuStreamBeginCapture failed with CUresult {begun}")
+    (begun,) = lib.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    if int(begun) != 0:
+        return Captured(0, 0, f"cuStreamBeginCapture failed with CUresult {int(begun)}")
     status = -1
     try:
         status = run()
     finally:  # the capture is always ended: the stream stays usable whatever run() did
-        graph = ctypes.c_void_p()
-        ended = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
+        ended, got = lib.cuStreamEndCapture(stream)
+    graph = int(got) if int(ended) == 0 and got is not None else 0
     rewritten = 0
     try:
         if status != 0:
             return Captured(status, 0, f"the captured call returned status {status}")
-        if ended != 0 or not graph.value:
-            return Captured(status, 0, f"cuStreamEndCapture failed with CUresult {ended} (a call not allowed under "
-                                       "capture)")
+        if not graph:
+            return Captured(status, 0, f"cuStreamEndCapture failed with CUresult {int(ended)} (a call not allowed "
+                                       "under capture)")
         replaced, kept = 0, ""
         if memsets_as_kernels:
             try:
-                target, replaced, kept = graph_memsets.rewrite(graph.value)
+                target, replaced, kept = graph_memsets.rewrite(graph)
             except Exception as e:  # an optimization: whatever it meets, the graph as captured still runs
-                target, replaced, kept = graph.value, 0, f"the rewrite failed: {e!r}"
-            if target != graph.value:
+                target, replaced, kept = graph, 0, f"the rewrite failed: {e!r}"
+            if target != graph:
                 rewritten = target
-        exec_ = ctypes.c_void_p()
-        made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), rewritten or graph, 0)
-        if rewritten and (made != 0 or not exec_.value):  # the rewritten graph did not instantiate: the captured one
-            kept = f"the graph with kernel nodes for its memsets did not instantiate (CUresult {made})"
+        made, exec_ = lib.cuGraphInstantiateWithFlags(rewritten or graph, 0)
+        if rewritten and (int(made) != 0 or not int(exec_ or 0)):  # the rewritten graph did not: the captured one
+            kept = f"the graph with kernel nodes for its memsets did not instantiate (CUresult {int(made)})"
             replaced = 0
-            made = lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, 0)
-        if made != 0 or not exec_.value:
-            return Captured(status, 0, f"cuGraphInstantiateWithFlags failed with CUresult {made}")
-        return Captured(status, exec_.value, "", replaced, kept)
+            made, exec_ = lib.cuGraphInstantiateWithFlags(graph, 0)
+        if int(made) != 0 or not int(exec_ or 0):
+            return Captured(status, 0, f"cuGraphInstantiateWithFlags failed with CUresult {int(made)}")
+        return Captured(status, int(exec_), "", replaced, kept)
     finally:
         if rewritten:
             lib.cuGraphDestroy(rewritten)
-        if graph.value:
+        if graph:
             lib.cuGraphDestroy(graph)  # the exec keeps what it needs
 
 
