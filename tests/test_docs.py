@@ -263,7 +263,7 @@ def test_every_python_block_is_marked():
 def test_outputs_are_shown_somewhere():
     """The comparison has something to compare, on both kinds of machine's pages."""
     shown = [(b.mark, o) for page in PAGES for b in page_blocks(page) for o in b.outputs]
-    assert any(mark == "runnable" for mark, _ in shown)
+    assert any(mark == "runnable" for mark, _ in shown) and any(mark == "gpu" for mark, _ in shown)
     assert any(o.stderr for _, o in shown) and any(o.nodriver for _, o in shown)
 
 
