@@ -76,14 +76,22 @@ def _row_major(shape):
 
 
 class Tensor:
-    """The attributes cudnn_py reads from a torch.Tensor."""
+    """The attributes cudnn_py (and 1.32's torch wrapper, cudnn_py.wrapper) read from a torch.Tensor; like torch's,
+    it has ``__dlpack__`` (what makes an argument a framework tensor for the wrapper), but being a ``torch`` tensor
+    it is always read through its attributes, never its capsule."""
 
-    def __init__(self, shape, stride=None, dtype=float16, device=CUDA0, ptr=None):
+    def __init__(self, shape, stride=None, dtype=float16, device=CUDA0, ptr=None, requires_grad=False):
         self._shape = tuple(shape)
         self._stride = tuple(stride) if stride is not None else _row_major(self._shape)
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device, self.requires_grad = dtype, device, requires_grad
         self._ptr = new_address() if ptr is None else ptr
         self.alloc_stream = None
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("cudnn_py reads a torch tensor's attributes, never its DLPack capsule")
+
+    def __dlpack_device__(self):
+        return (2, self.device.index or 0) if self.device.type == "cuda" else (1, 0)
 
     shape = property(lambda self: self._shape)
 
@@ -127,6 +135,13 @@ class Tensor:
     def cpu(self) -> Tensor:
         return Tensor(self._shape, self._stride, self.dtype, FakeDevice("cpu"), new_address())
 
+    def permute(self, *order) -> Tensor:
+        return Tensor([self._shape[i] for i in order], [self._stride[i] for i in order], self.dtype, self.device,
+                      self._ptr)
+
+    def detach(self) -> Tensor:
+        return Tensor(self._shape, self._stride, self.dtype, self.device, self._ptr)
+
 
 Tensor.__module__ = "torch"
 
@@ -137,13 +152,17 @@ class FakeTorchStream:
 
 
 class FakeTorch(types.ModuleType):
-    """``sys.modules['torch']`` for these tests: per-device current streams, ``torch.cuda.stream``, ``empty``."""
+    """``sys.modules['torch']`` for these tests: per-device current streams, the current device, ``torch.cuda.stream``,
+    ``empty`` and ``empty_strided`` (each call logged in ``allocated``), the dtypes."""
 
     def __init__(self):
         super().__init__("torch")
-        self.Tensor, self.uint8 = Tensor, uint8
+        self.Tensor, self.dtype = Tensor, FakeDtype
+        self.float16, self.bfloat16, self.float32, self.uint8 = float16, bfloat16, float32, uint8
         self.current = {}  # device -> raw current stream
+        self.current_device = 0  # torch.cuda.current_device()
         self.allocations: list[weakref.ref] = []
+        self.allocated: list[tuple] = []  # ("empty", size, device, dtype) / ("empty_strided", size, stride, ...)
         self.raw_calls = 0
         self.syncs: list = []
         torch = self
@@ -163,18 +182,25 @@ class FakeTorch(types.ModuleType):
 
         self._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw)
         self.cuda = types.SimpleNamespace(
-            is_available=lambda: True, stream=stream,
-            current_stream=lambda device=None: FakeTorchStream(torch.current.get(device or 0, 0), device or 0),
+            is_available=lambda: True, stream=stream, current_device=lambda: torch.current_device,
+            current_stream=lambda device=None: FakeTorchStream(
+                torch.current.get(torch.current_device if device is None else device, 0),
+                torch.current_device if device is None else device),
             default_stream=lambda device=None: FakeTorchStream(0, device or 0),
             ExternalStream=lambda ptr, device=None: FakeTorchStream(ptr, _index(device)),
             synchronize=lambda device=None: torch.syncs.append(device))
 
     def empty(self, size, dtype=None, device=None):
+        self.allocated.append(("empty", size, device, dtype))
         dev = _index(device)
         t = Tensor((size,), None, dtype or float32, FakeDevice("cuda", dev))
         t.alloc_stream = self.current.get(dev, 0)  # what the caching allocator ties the block to
         self.allocations.append(weakref.ref(t))
         return t
+
+    def empty_strided(self, size, stride, dtype=None, device=None):
+        self.allocated.append(("empty_strided", list(size), list(stride), device, dtype))
+        return Tensor(size, stride, dtype or float32, FakeDevice("cuda", _index(device)))
 
 
 def _index(device) -> int:
@@ -360,12 +386,17 @@ def handles(monkeypatch):
     return fake_default_handles(monkeypatch)
 
 
-@pytest.fixture
-def torch(monkeypatch):
+def install_fake_torch(monkeypatch) -> FakeTorch:
+    """A FakeTorch as ``sys.modules['torch']`` for one test."""
     t = FakeTorch()
     monkeypatch.setitem(sys.modules, "torch", t)
     monkeypatch.setattr(interop, "_placements", {})  # placements remember the framework module they read
     return t
+
+
+@pytest.fixture
+def torch(monkeypatch):
+    return install_fake_torch(monkeypatch)
 
 
 @pytest.fixture

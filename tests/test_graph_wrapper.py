@@ -2,8 +2,9 @@
 validated by the real cuDNN without a GPU, set_io_tuples, the two call forms, the default handle, and what the
 wrapper refuses.
 
-torch is not installed here: a fake ``torch`` module in ``sys.modules`` stands in for it (tensors carry
-``__dlpack__``, which is what makes an argument a framework tensor for the wrapper). The graph is validated and
+torch is not installed here: the fake ``torch`` module of ``tests/test_execute_correctness.py`` stands in for it
+in ``sys.modules`` (its tensors carry ``__dlpack__``, which is what makes an argument a framework tensor for the
+wrapper). The graph is validated and
 its operation graph finalized for real (deviceless); the plan stages (heuristics need a GPU) and execute are
 replaced by recorders, so the tests see which modes were asked for and which variant pack would have run.
 The GPU runs are in tests/test_gpu_graph_wrapper.py."""
@@ -14,115 +15,23 @@ import inspect
 import json
 import sys
 import threading
-import types
 from pathlib import Path
 
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py import interop
 from cudnn_py.facade import wrapper as wrapper_mod
+from tests import test_execute_correctness as harness
+from tests.test_execute_correctness import FakeTorchStream as Stream
+from tests.test_execute_correctness import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
 SURFACE = json.loads((ROOT / "tests" / "data" / "module_surface_1_32.json").read_text())
 H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 
 
-# ------------------------------------------------------------------------------------------------- fake torch
-class dtype:
-    def __init__(self, name: str, itemsize: int):
-        self.name, self.itemsize = name, itemsize
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-    __str__ = __repr__
-
-
-dtype.__module__ = "torch"
-float16, bfloat16, float32, uint8 = dtype("float16", 2), dtype("bfloat16", 2), dtype("float32", 4), dtype("uint8", 1)
-_addresses = iter(range(0x7F00_0000_0000, 0x7FFF_0000_0000, 0x10000))
-
-
-class Device:
-    def __init__(self, type: str, index: int | None = None):
-        self.type, self.index = type, index
-
-
-def _row_major(shape):
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
-
-
-class Tensor:
-    """What the wrapper and cudnn_py read from a torch.Tensor (``__dlpack__`` marks it a framework tensor)."""
-
-    def __init__(self, shape, stride=None, dtype=float16, requires_grad=False, ptr=None):
-        self.shape = tuple(shape)
-        self._stride = tuple(stride) if stride is not None else _row_major(self.shape)
-        self.dtype, self.device, self.requires_grad = dtype, Device("cuda", 0), requires_grad
-        self._ptr = next(_addresses) if ptr is None else ptr
-        self.detached_from = None
-
-    def __dlpack__(self, stream=None):
-        raise AssertionError("the wrapper never needs the capsule of a tensor whose class it knows")
-
-    def __dlpack_device__(self):
-        return (2, 0)
-
-    def stride(self):
-        return self._stride
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def detach(self) -> Tensor:
-        t = Tensor(self.shape, self._stride, self.dtype, False, self._ptr)
-        t.detached_from = self
-        return t
-
-    def permute(self, *order) -> Tensor:
-        return Tensor([self.shape[i] for i in order], [self._stride[i] for i in order], self.dtype, False, self._ptr)
-
-
-Tensor.__module__ = "torch"
-
-
-class Stream:
-    def __init__(self, ptr: int, device_index: int = 0):
-        self.cuda_stream, self.device_index = ptr, device_index
-
-
-class FakeTorch(types.ModuleType):
-    def __init__(self):
-        super().__init__("torch")
-        self.Tensor, self.dtype = Tensor, dtype
-        self.float16, self.bfloat16, self.float32, self.uint8 = float16, bfloat16, float32, uint8
-        self.allocated: list[tuple] = []
-        self.device, self.streams = 0, {}
-        torch = self
-        self.cuda = types.SimpleNamespace(
-            current_stream=lambda: Stream(torch.streams.get(torch.device, 0), torch.device),
-            current_device=lambda: torch.device, is_available=lambda: True)
-
-    def empty(self, size, device=None, dtype=None):
-        self.allocated.append(("empty", size, device, dtype))
-        return Tensor((size,), None, dtype)
-
-    def empty_strided(self, size, stride, device=None, dtype=None):
-        self.allocated.append(("empty_strided", list(size), list(stride), device, dtype))
-        return Tensor(size, stride, dtype)
-
-
-@pytest.fixture
-def torch(monkeypatch):
-    t = FakeTorch()
-    monkeypatch.setitem(sys.modules, "torch", t)
-    monkeypatch.setattr(interop, "_placements", {})
-    return t
+# the execute tests' fake torch (tests/test_execute_correctness.py): its tensors, streams, allocator and fixture
+torch = harness.torch
 
 
 class Planning:
@@ -427,7 +336,7 @@ def test_handle_and_workspace_rules(torch, planning, monkeypatch):
         auto.relu(x, name="r").set_output(True)
     assert auto._Graph__graph.handle is None  # "auto" is not given to pygraph
     auto.set_io_tuples([x], ["r::OUT_0"])
-    torch.streams[0] = 0xABC
+    torch.current[0] = 0xABC
     auto(x)
     assert made == [0] and bound[-1][1] == 0xABC and planning.packs[-1][1]["handle"] is bound[-1][0]
 

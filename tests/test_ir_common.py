@@ -91,3 +91,21 @@ def test_an_adopted_output_exists_only_when_its_argument_is_given():
     assert not out.exists({}, {"rng_dump": None}) and not out.exists({}, None)
     assert out.exists({}, {"rng_dump": object()})
     assert Output("D", given=("d",), adopt="d").given == ("d",)  # not twice
+
+
+def test_the_ir_has_one_integer_check():
+    """Op arguments (int_at_least) and tensor attributes (set_alignment, ...) go through tensor.checked_int: the
+    same refusals, the same words."""
+    from cudnn_py.ir.tensor import checked_int
+
+    assert checked_int(np.int32(5), 0, 8) == 5 and checked_int(-7) == -7
+    for value, low, high, error, message in [(8, 0, 8, ValueError, r"needs an int in \[0, 8\), got 8"),
+                                             (-1, 0, None, ValueError, "needs an int >= 0, got -1"),
+                                             (2**31, None, 2**31, ValueError, r"needs an int < 2\*\*31, got 2147483648"),
+                                             (1.0, None, None, TypeError, "needs an int, got 1.0")]:
+        with pytest.raises(error, match=f"^{message}$"):
+            checked_int(value, low, high)
+    with pytest.raises(TypeError, match=r"^tensor alignment needs an int in \[1, 2\*\*31\), got True$"):
+        cudnn.pygraph(io_data_type=F).tensor([4], name="x").set_alignment(True)
+    with pytest.raises(TypeError, match=r"^needs an int >= 1, got True$"):
+        int_at_least(1)(True)

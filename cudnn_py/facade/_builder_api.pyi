@@ -1,4 +1,4 @@
-# Generated from the op specs by `python -m cudnn_py._apigen`; do not edit
+# Generated from the op specs by `python bindings/apigen.py`; do not edit
 # (tests/test_api_signatures.py fails when it is stale).
 # ruff: noqa: E501
 import builtins

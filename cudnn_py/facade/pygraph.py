@@ -37,7 +37,7 @@ from ..plans.device_properties import DeviceProperties
 from ..plans.kernel_cache import KernelCache
 from ..plans.session import Phase, PlanningSession, SessionOptions
 
-if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python -m cudnn_py._apigen)
+if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python bindings/apigen.py)
     from ._builder_api import BuilderMethods
 else:
     BuilderMethods = object

@@ -74,16 +74,32 @@ def int_list(values: Any, what: str) -> Dims:
     return Dims(out)
 
 
-def _int_in(attr: str, value: Any, low: int, high: int = 2**63) -> int:
-    """An int (numpy ints too; bools, floats and strings refused, not converted) in [low, high)."""
+def _bound(n: int) -> str:
+    return f"2**{n.bit_length() - 1}" if n > 2**16 and n & (n - 1) == 0 else str(n)
+
+
+def checked_int(value: Any, low: int | None = None, high: int | None = None, what: str = "") -> int:
+    """``value`` as an int (numpy ints too; bools, floats and strings refused, not converted) in ``[low, high)``
+    (a bound that is None: none). The IR's one integer check (tensor attributes here, op arguments through
+    ``ops/common.py``'s ``int_at_least``): the message names ``what`` (if given), the rule and the value, e.g.
+    ``tensor alignment needs an int in [1, 2**31), got 0``."""
+    if low is not None and high is not None:
+        rule = f"an int in [{_bound(low)}, {_bound(high)})"
+    elif low is not None:
+        rule = f"an int >= {_bound(low)}"
+    elif high is not None:
+        rule = f"an int < {_bound(high)}"
+    else:
+        rule = "an int"
+    prefix = f"{what} needs" if what else "needs"
     if isinstance(value, bool):
-        raise InvalidTypeError(f"tensor {attr} must be an int, got {value!r}")
+        raise InvalidTypeError(f"{prefix} {rule}, got {value!r}")
     try:
         n = operator.index(value)
     except TypeError:
-        raise InvalidTypeError(f"tensor {attr} must be an int, got {value!r} ({type(value).__name__})") from None
-    if not low <= n < high:
-        raise InvalidValueError(f"tensor {attr} must lie in [{low}, {high}), got {n}")
+        raise InvalidTypeError(f"{prefix} {rule}, got {value!r}") from None
+    if (low is not None and n < low) or (high is not None and n >= high):
+        raise InvalidValueError(f"{prefix} {rule}, got {n}")
     return n
 
 
@@ -91,17 +107,17 @@ def _normalize(attr: str, value: Any) -> Any:
     if attr in ("dim", "stride"):
         return Dims() if value is None else int_list(value, attr)
     if attr == "uid":  # an int64 the backend keys the variant pack by
-        return _int_in(attr, value, 0)
+        return checked_int(value, 0, 2**63, what=f"tensor {attr}")
     if attr == "name":
         if not isinstance(value, str):
             raise InvalidTypeError(f"tensor name must be a str, got {value!r} ({type(value).__name__})")
         return value
     if attr == "alignment":
-        return _int_in(attr, value, 1, 2**31)
+        return checked_int(value, 1, 2**31, what=f"tensor {attr}")
     if attr in ("vector_count", "ragged_offset_multiplier"):
-        return _int_in(attr, value, 1, 2**31)
+        return checked_int(value, 1, 2**31, what=f"tensor {attr}")
     if attr == "vector_dimension":
-        return _int_in(attr, value, -1, 2**31)
+        return checked_int(value, -1, 2**31, what=f"tensor {attr}")
     if attr == "data_type":
         return from_any_dtype(value)
     if attr == "reordering_type":

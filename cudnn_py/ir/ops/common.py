@@ -2,7 +2,6 @@
 (``node_lowering.md`` §0.3), and the tensor checks run after inference."""
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +9,7 @@ from ...enums import data_type, dtype_info
 from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from .. import layout
 from ..node import Node
-from ..tensor import Tensor
+from ..tensor import Tensor, checked_int
 
 MAX_INT64 = 2**63  # cuDNN's dims, strides, element counts and byte sizes are int64
 
@@ -101,22 +100,14 @@ def optional_float(v: Any) -> float | None:
 
 def int_at_least(minimum: int | None, *, optional: bool = False):
     """A Param converter for an integer argument (numpy ints too; bools, floats and strings refused) that is
-    ``>= minimum`` (``None``: any int, e.g. an axis). ``optional``: None passes through as None. The spec
-    prefixes the error with the op and the argument (``OpSpec.node_params``); this names the value and the rule."""
-    rule = "an int" if minimum is None else f"an int >= {minimum}"
+    ``>= minimum`` (``None``: any int, e.g. an axis): the IR's integer check, ``tensor.checked_int``.
+    ``optional``: None passes through as None. The spec prefixes the error with the op and the argument
+    (``OpSpec.node_params``); this names the value and the rule."""
 
     def convert(v: Any) -> int | None:
         if v is None and optional:
             return None
-        if isinstance(v, bool):
-            raise InvalidTypeError(f"needs {rule}, got {v!r}")
-        try:
-            n = operator.index(v)
-        except TypeError:
-            raise InvalidTypeError(f"needs {rule}, got {v!r}") from None
-        if minimum is not None and n < minimum:
-            raise InvalidValueError(f"needs {rule}, got {n}")
-        return n
+        return checked_int(v, minimum)
     return convert
 
 

@@ -1,7 +1,9 @@
-"""Generate the typed builder surface and the API reference from the op specs (the one source).
+#!/usr/bin/env python3
+"""Generate the typed builder surface and the API reference from the op specs (the one source). A dev-time
+generator beside ``generate.py`` (not shipped: the package never imports it); it reads the checkout's ``cudnn_py``.
 
-    python -m cudnn_py._apigen            # rewrite cudnn_py/facade/_builder_api.pyi and docs/api.md
-    python -m cudnn_py._apigen --check    # exit 1 if either is stale (tests/test_api_signatures.py)
+    python bindings/apigen.py            # rewrite cudnn_py/facade/_builder_api.pyi and docs/api.md
+    python bindings/apigen.py --check    # exit 1 if either is stale (tests/test_api_signatures.py)
 
 * ``facade/_builder_api.pyi``: ``BuilderMethods``, one typed method per public op spec (``@overload`` where the
   spec also accepts the 1.23 order). ``pygraph`` derives from it for type checkers only (``TYPE_CHECKING``), so
@@ -18,10 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .ir.signatures import call_forms, format_call
-from .ir.spec import SPECS
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the checkout's package, whatever is installed
+
+from cudnn_py.ir.signatures import call_forms, format_call  # noqa: E402
+from cudnn_py.ir.spec import SPECS  # noqa: E402
+
 STUB = ROOT / "cudnn_py" / "facade" / "_builder_api.pyi"
 API_PAGE = ROOT / "docs" / "api.md"
 _ENUMS = ("attention_implementation", "convolution_mode", "data_type", "diagonal_alignment", "moe_grouped_matmul_mode",
@@ -34,7 +39,7 @@ def _public_specs() -> list[Any]:
 
 def stub_text() -> str:
     lines = [
-        "# Generated from the op specs by `python -m cudnn_py._apigen`; do not edit",
+        "# Generated from the op specs by `python bindings/apigen.py`; do not edit",
         "# (tests/test_api_signatures.py fails when it is stale).",
         "# ruff: noqa: E501",
         "import builtins",
@@ -88,7 +93,7 @@ def api_page() -> str:
     from cudnn_py.facade.pygraph import pygraph
 
     out = ["# API reference", "",
-           "Generated from the op specs and the package by `python -m cudnn_py._apigen` (do not edit; "
+           "Generated from the op specs and the package by `python bindings/apigen.py` (do not edit; "
            "`tests/test_api_signatures.py` fails when it is stale). The full text of each is its docstring: "
            "`help(cudnn.pygraph.matmul)`.", "",
            "A tensor argument (`Tensor | float | ArrayLike`) is a graph tensor, a python / numpy scalar (a fused "
@@ -139,7 +144,7 @@ def main(argv: list[str]) -> int:
     stale = [path for path, text in outputs().items() if not path.exists() or path.read_text() != text]
     if "--check" in argv:
         for path in stale:
-            print(f"stale: {path.relative_to(ROOT)} (run python -m cudnn_py._apigen)")
+            print(f"stale: {path.relative_to(ROOT)} (run python bindings/apigen.py)")
         return 1 if stale else 0
     for path, text in outputs().items():
         path.write_text(text)
