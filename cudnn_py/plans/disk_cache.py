@@ -467,6 +467,13 @@ class DiskCache:
             pass
         return Entry(entry.heuristics, entry.plan, entry.kernel_cache, entry.created, st.st_mtime)
 
+    def discard(self, key: Key, why: str) -> None:
+        """Delete the entry of ``key`` because its user found it bad after reading it (a plan that did not
+        rebuild, or rebuilt differently; a heuristics answer that does not fit), logging why on one line."""
+        if not isinstance(key, Key):
+            raise InvalidTypeError(f"DiskCache.discard: a Key, not {type(key).__name__}")
+        self._drop(self._file(key), why, None)
+
     def _drop(self, path: str, why: str, st: os.stat_result | None) -> None:
         """Delete a bad entry (only if it is still the file that was read) and log why, on one line."""
         why = " ".join(why.split())
