@@ -30,10 +30,16 @@ MODES = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 DATA = ROOT / "tests" / "data" / "serialized"
 
 
-def plan_json(version: int | None = None) -> str:
-    """A plan JSON cuDNN wrote (conv, 9.19), claiming the version given (the store checks it is the key's)."""
+def plan_json(version: int | None = None, rows: int = 64) -> str:
+    """A plan JSON cuDNN wrote (conv, 9.19), claiming the version given (the store checks it is the key's), its
+    tensors those of :func:`matmul`'s graph (a rebuild checks the plan is for the graph's tensors)."""
     doc = json.loads(json.loads((DATA / "plan_conv_cudnn91900.json").read_text())["plan"]["json"])
     doc["cudnnVersion"] = versions.runtime_version() if version is None else version
+    base = doc["operationGraph"]["tensors"][0]
+    shapes = {"1": ([1, rows, 32], [rows * 32, 32, 1], "CUDNN_DATA_HALF"), "2": ([1, 32, 16], [512, 16, 1],
+              "CUDNN_DATA_HALF"), "3": ([1, rows, 16], [rows * 16, 16, 1], "CUDNN_DATA_FLOAT")}
+    doc["operationGraph"]["tensors"] = [{**base, "name": n, "dim": d, "stride": st, "dataType": t}
+                                        for n, (d, st, t) in shapes.items()]
     return json.dumps(doc)
 
 
@@ -363,7 +369,8 @@ def test_a_hostile_entry_is_dropped_with_a_reason_and_the_graph_built_normally(g
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert len(dropped) == 1 and WHY[how] in dropped[0], dropped
     lines = g.session.disk.lines
-    assert any(line.startswith(("miss", "dropped")) for line in lines) and lines[-1].startswith("stored"), lines
+    assert any(line.startswith("dropped") and WHY[how] in line for line in lines), lines  # explain() shows it
+    assert lines[-1].startswith("stored"), lines
     assert disk_cache.DiskCache(gpu.dir).verify() == []  # stored afresh, and good
     gpu.new_process()
     assert gpu.build().session.plan().source == disk_planning.DISK
@@ -387,6 +394,22 @@ def test_a_plan_that_rebuilds_differently_is_dropped_and_built(gpu, rebuilt_as, 
     gpu.new_process()
     gpu.rebuilt_as = None
     assert gpu.build().session.plan().source == disk_planning.DISK
+
+
+def test_a_plan_json_of_other_tensors_is_dropped_before_cuDNN_sees_it(gpu, caplog):
+    gpu.build()
+    (path,) = gpu.entry_files()
+
+    def other_graph(doc):  # a well-formed plan of a larger matmul, put there on purpose (a valid checksum)
+        doc["payload"]["plan"]["json"] = plan_json(rows=4096)
+
+    _rewrite(path, other_graph)
+    gpu.new_process()
+    with caplog.at_level(logging.WARNING, logger="cudnn_py.plans"):
+        g = gpu.build()
+    assert gpu.rebuilt == [] and gpu.built == ["eng3_k24=2"] and g.session.plan().source == "finalized"
+    assert any("describes other tensors" in line for line in g.session.disk.lines)
+    assert any("describes other tensors" in r.getMessage() for r in caplog.records)
 
 
 def test_a_cuDNN_refusal_of_the_plan_json_is_dropped_and_built(gpu, monkeypatch):

@@ -438,8 +438,9 @@ class DiskCache:
         return os.path.join(self.path, key.digest() + SUFFIX)
 
     # ---- reading -----------------------------------------------------------------------------------------------
-    def get(self, key: Key) -> Entry | None:
-        """The entry for ``key``, checked in full, its last use bumped; None: a miss (none, or one dropped)."""
+    def get(self, key: Key, problems: list[str] | None = None) -> Entry | None:
+        """The entry for ``key``, checked in full, its last use bumped; None: a miss (none, or one dropped: why is
+        appended to ``problems`` when given, for the caller to show)."""
         if not isinstance(key, Key):
             raise InvalidTypeError(f"DiskCache.get: a Key, not {type(key).__name__}")
         if not self._usable():
@@ -450,7 +451,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except _Refused as e:
-            self._drop(path, str(e), e.st)
+            self._drop(path, str(e), e.st, problems)
             return None
         except OSError as e:
             _log.info("disk cache: cannot read %s (%s); a miss", path, e)
@@ -458,7 +459,7 @@ class DiskCache:
         try:
             entry = decode(data, key)
         except (EntryProblem, SerializedJSONError) as e:
-            self._drop(path, str(e), st)
+            self._drop(path, str(e), st, problems)
             return None
         now = time.time_ns()
         try:
@@ -474,9 +475,11 @@ class DiskCache:
             raise InvalidTypeError(f"DiskCache.discard: a Key, not {type(key).__name__}")
         self._drop(self._file(key), why, None)
 
-    def _drop(self, path: str, why: str, st: os.stat_result | None) -> None:
+    def _drop(self, path: str, why: str, st: os.stat_result | None, problems: list[str] | None = None) -> None:
         """Delete a bad entry (only if it is still the file that was read) and log why, on one line."""
         why = " ".join(why.split())
+        if problems is not None:
+            problems.append(why)
         try:
             now = os.lstat(path)
             if st is None or (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):

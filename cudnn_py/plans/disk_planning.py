@@ -200,8 +200,12 @@ def lookup(use: DiskUse, key: Key, heuristics_key: Any, modes: list[str]) -> Non
     if s.disabled is not None:
         not_used(use, f"the cache directory {s.path} is not writable ({s.disabled})")
         return
-    entry = s.get(key)  # checked in full; a bad entry is dropped (and logged) by the store and is a miss
+    problems: list[str] = []
+    entry = s.get(key, problems)  # checked in full; a bad entry is dropped (and logged) by the store: a miss
     if entry is None:
+        for why in problems:
+            use.note(f"dropped: {why}; the graph is built as if there were no cache")
+            _trace("dropped", key, why)
         use.note(f"miss ({key.digest()[:16]} in {s.path})")
         use.store_after_build = True
         _trace("miss", key)
@@ -235,9 +239,57 @@ def drop(use: DiskUse, why: str) -> None:
         _stored.discard(use.key.digest())
 
 
-def rebuild(use: DiskUse, config: EngineConfig, handle: int) -> ExecutionPlan | None:
+def _io(pairs: Any) -> dict[int, tuple[str, int, int]]:
+    """uid -> (data type, elements, element span) of the tensors in memory (not virtual, not by value), from
+    (uid, dims, strides, data type, virtual, by value) rows: what a plan reads and writes, independent of how a
+    rank is padded."""
+    out = {}
+    for uid, dims, strides, data_type, virtual, by_value in pairs:
+        if virtual or by_value:
+            continue
+        count, span = 1, 1
+        for d, st in zip(dims, strides):
+            count *= int(d)
+            span += (int(d) - 1) * int(st)
+        out[int(uid)] = (str(getattr(data_type, "name", data_type)), count, span)
+    return out
+
+
+def graph_io(fingerprint: tuple | None) -> dict[int, tuple[str, int, int]] | None:
+    """The in-memory tensors of an operation graph (``_io``), from its fingerprint; None: no fingerprint."""
+    if fingerprint is None:
+        return None
+    rows = []
+    for kind, items in fingerprint:
+        if kind != "CUDNN_BACKEND_TENSOR_DESCRIPTOR":
+            continue
+        a = {item[0]: item[2] for item in items}
+        rows.append((_one(a, "UNIQUE_ID", -1), a.get("CUDNN_ATTR_TENSOR_DIMENSIONS", ()),
+                     a.get("CUDNN_ATTR_TENSOR_STRIDES", ()), _one(a, "DATA_TYPE", "?"),
+                     bool(_one(a, "IS_VIRTUAL", False)), bool(_one(a, "IS_BY_VALUE", False))))
+    return _io(rows)
+
+
+def _one(attributes: dict[str, Any], name: str, default: Any) -> Any:
+    """The single value of tensor attribute ``CUDNN_ATTR_TENSOR_<name>`` in a fingerprint (default: not set)."""
+    v = attributes.get("CUDNN_ATTR_TENSOR_" + name)
+    return v[0] if isinstance(v, tuple) and len(v) == 1 else default
+
+
+def plan_io(text: str) -> dict[int, tuple[str, int, int]]:
+    """The in-memory tensors a plan JSON (already through ``json_check``'s schema) describes (``_io``)."""
+    tensors = json.loads(text)["operationGraph"]["tensors"]
+    return _io((t["name"], t["dim"], t["stride"], t["dataType"], t.get("isVirtual", False), t.get("isByValue", False))
+               for t in tensors)
+
+
+def rebuild(use: DiskUse, config: EngineConfig, handle: int,
+            io: dict[int, tuple[str, int, int]] | None = None) -> ExecutionPlan | None:
     """The entry's plan for ``config``, rebuilt from its JSON and checked (engine, knobs, workspace); None: no plan
-    for this config's engine and knobs, or it failed (the entry is then dropped, and the plan is to be built)."""
+    for this config's engine and knobs, or it failed (the entry is then dropped, and the plan is to be built).
+    ``io``: this graph's in-memory tensors (:func:`graph_io`); a plan JSON describing others is refused before
+    cuDNN sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
+    would read and write other sizes than the operands have)."""
     record = use.plan
     if record is None:
         return None
@@ -245,6 +297,13 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int) -> ExecutionPlan | 
     if (config.engine_index, plan_cache.chosen(config.knobs)) != (record.engine, want):
         return None  # a plan of another config (a filter, build_plans(ALL), an explicit config): not this one's
     use.plan = None  # used once: the config's plan is then the session's
+    if io is not None:
+        theirs = plan_io(record.json)
+        if theirs != io:
+            diff = sorted(set(theirs.items()) ^ set(io.items()))[:4]
+            drop(use, f"its plan describes other tensors than this graph's (uid, data type, elements, span "
+                      f"differing: {diff})")
+            return None
     try:
         plan = plan_cache.checked_rebuild(record.json, record.engine, want, record.workspace, handle)
     except (CudnnError, ValueError) as e:

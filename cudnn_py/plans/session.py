@@ -649,7 +649,8 @@ class PlanningSession:
                 record = self.disk.plan
                 if plan is None and record is not None and self.lowered is not None and \
                         self.lowered.handle is not None:
-                    plan = disk_planning.rebuild(self.disk, self._configs[i], self.lowered.handle)
+                    plan = disk_planning.rebuild(self.disk, self._configs[i], self.lowered.handle,
+                                                 disk_planning.graph_io(self._operation_graph_fingerprint()))
                     if plan is not None and cache_key is not None:  # the next build here: from memory
                         plan_cache.remember_json(cache_key, record.json, record.engine, dict(record.knobs),
                                                  record.workspace)
