@@ -260,7 +260,7 @@ def test_a_miss_stores_and_the_next_process_builds_from_the_entry_without_heuris
     assert report["engine_configs"][0]["plan_origin"] == "disk cache"
     assert report["heuristics"][0]["result"].endswith("(from the disk cache)")
     text = g2.explain()
-    assert "disk cache (plans built by earlier processes):" in text and "(from disk cache)" in text
+    assert "disk cache (plans built by earlier processes):" in text and "-> built [disk cache]" in text
     # the third build of this "process": from memory, the disk not read again
     before = path.stat().st_mtime_ns
     g3 = gpu.build()

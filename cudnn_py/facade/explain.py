@@ -209,7 +209,7 @@ def text(doc: dict) -> str:
             ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
             out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
                        f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}"
-                       f"{' (from ' + c['plan_origin'] + ')' if 'plan_origin' in c else ''}"
+                       f"{' [' + c['plan_origin'] + ']' if 'plan_origin' in c else ''}"
                        f"{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")

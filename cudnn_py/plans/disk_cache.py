@@ -1,8 +1,8 @@
 """The disk cache: a store of planning results kept across processes (the storage half of issue #29).
 
-**Not used by planning yet.** Whether ``PlanningSession`` reads and writes it, and whether it is on by default, is
-decided from measurements on the GPU (next step of #29). Today only ``python -m cudnn_py cache show|verify|clear``
-and the tests use it; no option or variable turns it on for builds.
+Planning reads and writes it through ``disk_planning.py`` (on by default, ``CUDNN_PY_CACHE=0`` turns it off: that
+module says why, what the key holds and what a hit skips); ``python -m cudnn_py cache show|verify|clear`` shows,
+verifies and empties it. This module stores text and checks what it reads back; it makes no cuDNN call.
 
 What it stores, per :class:`Key` (the operation graph's fingerprint as a string, the cuDNN version, the device's
 compute capability and SM count, and the planning options that change the result), one :class:`Entry`: the
