@@ -142,10 +142,10 @@ def _config(session: Any, i: int, c: Any) -> dict:
 
 
 def _origin(source: str) -> str:
-    """Where a plan came from, in one word: built, in-process cache, disk cache, deserialized."""
+    """Where a plan came from, in a few words: built, in-process plan cache, disk cache, deserialized."""
     from ..plans import disk_planning, plan_cache
 
-    return {"finalized": "built", plan_cache.REBUILT: "in-process cache", disk_planning.DISK: "disk cache"}.get(
+    return {"finalized": "built", plan_cache.REBUILT: "in-process plan cache", disk_planning.DISK: "disk cache"}.get(
         source, source)
 
 
@@ -209,7 +209,7 @@ def text(doc: dict) -> str:
             ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
             out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
                        f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}"
-                       f"{' [' + c['plan_origin'] + ']' if 'plan_origin' in c else ''}"
+                       f"{' [' + c['plan_origin'] + ']' if c.get('plan_origin', 'built') != 'built' else ''}"
                        f"{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")
