@@ -280,8 +280,8 @@ def _parser() -> argparse.ArgumentParser:
                          "report}; dot: Graphviz source")
     ep.add_argument("--render", metavar="PATH", help="also write the Graphviz image (format from the extension, "
                                                     "e.g. g.svg; one graph: use --graph) - needs Graphviz's dot")
-    cache_help = ("the disk cache of planning results (CUDNN_PY_CACHE_DIR; not used by planning yet): show, "
-                  "verify or clear it")
+    cache_help = ("the disk cache of planning results (CUDNN_PY_CACHE_DIR; planning uses it unless "
+                  "CUDNN_PY_CACHE=0): show, verify or clear it")
     cp = sub.add_parser("cache", help=cache_help, description=cache_help[0].upper() + cache_help[1:] + ".")
     csub = cp.add_subparsers(dest="cache_cmd", metavar="ACTION", required=True)
     for action, text in (("show", "where the cache is, its entries, total size and limit, oldest and newest use"),
@@ -366,7 +366,7 @@ def _when(t: float) -> str:
 
 def cache_command(action: str, directory: str | None) -> int:
     """``cache show|verify|clear``: nothing is created; a directory that does not exist is an empty cache."""
-    from .plans import disk_cache
+    from .plans import disk_cache, disk_planning
 
     cache = disk_cache.DiskCache(directory)
     if os.path.exists(cache.path) and not os.path.isdir(cache.path):
@@ -377,7 +377,9 @@ def cache_command(action: str, directory: str | None) -> int:
         total = sum(s.size for s in stored)
         where = "--dir" if directory else disk_cache.DIR_ENV if os.environ.get(disk_cache.DIR_ENV) else "default"
         exists = "" if os.path.isdir(cache.path) else " (does not exist yet)"
-        print(f"disk cache: {cache.path}{exists} (from {where}); not used by planning yet")
+        off = disk_planning.off_reason()
+        print(f"disk cache: {cache.path}{exists} (from {where}); planning "
+              f"{'does not use it (' + off + ')' if off else 'uses it'}")
         print(f"entries: {len(stored)}, {total} bytes ({total / 2**20:.1f} MiB) of a limit of {cache.max_bytes} "
               f"bytes ({cache.max_bytes / 2**20:.1f} MiB)")
         if stored:

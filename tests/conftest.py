@@ -19,6 +19,25 @@ from tests.support.libcuda_stub import ensure_driver
 DRIVER = ensure_driver()
 
 
+def _private_disk_cache() -> None:
+    """The disk cache (plans/disk_planning.py) is on by default and lives in the user's cache home: the tests
+    never touch that one. Every test process (and the subprocesses it starts, which inherit the environment) gets
+    a directory of its own, removed at exit, and planning's use of the cache is off unless a test turns it on
+    (``CUDNN_PY_CACHE=1``): tests that empty the in-process caches to see a fresh build must not be answered from
+    an entry an earlier test wrote."""
+    import atexit
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="cudnn_py-test-cache-")
+    atexit.register(shutil.rmtree, path, True)
+    os.environ["CUDNN_PY_CACHE_DIR"] = path
+    os.environ["CUDNN_PY_CACHE"] = "0"
+
+
+_private_disk_cache()
+
+
 @functools.cache
 def gpu_available() -> bool:
     if DRIVER != "real":

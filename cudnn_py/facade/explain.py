@@ -76,6 +76,9 @@ def report(g: Any) -> dict:
     doc["engine_configs"] = [_config(session, i, c) for i, c in enumerate(configs)]
     for c in doc["engine_configs"]:  # the rank each mode gave it (a config several modes returned is kept once)
         c["rank_by_mode"] = {m: names.index(c["name"]) for m, names in ranked if c["name"] in names}
+    disk = getattr(session, "disk", None)  # plans/disk_planning.py: what the disk cache gave this graph
+    if disk is not None and disk.lines:
+        doc["disk_cache"] = list(disk.lines)
     doc["default_plan"] = session.candidate
     if session.candidate is not None and session.candidate < len(configs):
         doc["default_plan_name"] = configs[session.candidate].name
@@ -133,8 +136,17 @@ def _config(session: Any, i: int, c: Any) -> dict:
         entry["filtered_because"] = session.barred[i]
     if plan is not None:
         entry["plan_workspace"] = plan.workspace
-        entry["plan_source"] = plan.source  # finalized, deserialized, or rebuilt by the plan cache
+        entry["plan_source"] = plan.source  # finalized, deserialized, or rebuilt by the plan cache / disk cache
+        entry["plan_origin"] = _origin(plan.source)
     return entry
+
+
+def _origin(source: str) -> str:
+    """Where a plan came from, in a few words: built, in-process plan cache, disk cache, deserialized."""
+    from ..plans import disk_planning, plan_cache
+
+    return {"finalized": "built", plan_cache.REBUILT: "in-process plan cache", disk_planning.DISK: "disk cache"}.get(
+        source, source)
 
 
 def formatted(doc: dict, format: str) -> str:
@@ -184,6 +196,9 @@ def text(doc: dict) -> str:
     if doc.get("heuristics"):
         out.append("\nheuristics:")
         out += [f"  {h['mode']}: {h['result']}" for h in doc["heuristics"]]
+    if doc.get("disk_cache"):
+        out.append("\ndisk cache (plans built by earlier processes):")
+        out += [f"  {line}" for line in doc["disk_cache"]]
     if doc.get("engine_configs"):
         out.append("\nengine configs (rank: name (mode#rank in that mode), workspace, notes, knobs -> plan):")
         for c in doc["engine_configs"]:
@@ -194,7 +209,7 @@ def text(doc: dict) -> str:
             ranks = ", ".join(f"{m.replace('CUDNN_HEUR_MODE_', '')}#{r}" for m, r in c.get("rank_by_mode", {}).items())
             out.append(f"  {c['rank']}: {c['name']} ({ranks or c['source']}), ws {c.get('workspace', '?')}, "
                        f"[{notes}], knobs {{{knobs}}} -> {c['plan']}{': ' + why if why else ''}"
-                       f"{' (' + c['plan_source'] + ')' if c.get('plan_source', 'finalized') != 'finalized' else ''}"
+                       f"{' [' + c['plan_origin'] + ']' if c.get('plan_origin', 'built') != 'built' else ''}"
                        f"{default}")
     if doc.get("default_plan") is not None:
         out.append(f"\ndefault plan: {doc['default_plan']} ({doc.get('default_plan_name', '?')})")

@@ -1,8 +1,8 @@
 """The disk cache: a store of planning results kept across processes (the storage half of issue #29).
 
-**Not used by planning yet.** Whether ``PlanningSession`` reads and writes it, and whether it is on by default, is
-decided from measurements on the GPU (next step of #29). Today only ``python -m cudnn_py cache show|verify|clear``
-and the tests use it; no option or variable turns it on for builds.
+Planning reads and writes it through ``disk_planning.py`` (on by default, ``CUDNN_PY_CACHE=0`` turns it off: that
+module says why, what the key holds and what a hit skips); ``python -m cudnn_py cache show|verify|clear`` shows,
+verifies and empties it. This module stores text and checks what it reads back; it makes no cuDNN call.
 
 What it stores, per :class:`Key` (the operation graph's fingerprint as a string, the cuDNN version, the device's
 compute capability and SM count, and the planning options that change the result), one :class:`Entry`: the
@@ -438,8 +438,9 @@ class DiskCache:
         return os.path.join(self.path, key.digest() + SUFFIX)
 
     # ---- reading -----------------------------------------------------------------------------------------------
-    def get(self, key: Key) -> Entry | None:
-        """The entry for ``key``, checked in full, its last use bumped; None: a miss (none, or one dropped)."""
+    def get(self, key: Key, problems: list[str] | None = None) -> Entry | None:
+        """The entry for ``key``, checked in full, its last use bumped; None: a miss (none, or one dropped: why is
+        appended to ``problems`` when given, for the caller to show)."""
         if not isinstance(key, Key):
             raise InvalidTypeError(f"DiskCache.get: a Key, not {type(key).__name__}")
         if not self._usable():
@@ -450,7 +451,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except _Refused as e:
-            self._drop(path, str(e), e.st)
+            self._drop(path, str(e), e.st, problems)
             return None
         except OSError as e:
             _log.info("disk cache: cannot read %s (%s); a miss", path, e)
@@ -458,7 +459,7 @@ class DiskCache:
         try:
             entry = decode(data, key)
         except (EntryProblem, SerializedJSONError) as e:
-            self._drop(path, str(e), st)
+            self._drop(path, str(e), st, problems)
             return None
         now = time.time_ns()
         try:
@@ -467,9 +468,18 @@ class DiskCache:
             pass
         return Entry(entry.heuristics, entry.plan, entry.kernel_cache, entry.created, st.st_mtime)
 
-    def _drop(self, path: str, why: str, st: os.stat_result | None) -> None:
+    def discard(self, key: Key, why: str) -> None:
+        """Delete the entry of ``key`` because its user found it bad after reading it (a plan that did not
+        rebuild, or rebuilt differently; a heuristics answer that does not fit), logging why on one line."""
+        if not isinstance(key, Key):
+            raise InvalidTypeError(f"DiskCache.discard: a Key, not {type(key).__name__}")
+        self._drop(self._file(key), why, None)
+
+    def _drop(self, path: str, why: str, st: os.stat_result | None, problems: list[str] | None = None) -> None:
         """Delete a bad entry (only if it is still the file that was read) and log why, on one line."""
         why = " ".join(why.split())
+        if problems is not None:
+            problems.append(why)
         try:
             now = os.lstat(path)
             if st is None or (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):

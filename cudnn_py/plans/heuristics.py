@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Descriptor
-from ..errors import CudnnError
+from ..errors import CudnnError, InvalidValueError
 from .engine_config import CachedEngineConfig, EngineConfig, KnobReader
 from .lru import LruCache
 
@@ -55,6 +55,7 @@ class _Answer:
     per_mode: tuple[tuple[str, str], ...]
     ranked: tuple[tuple[str, tuple[int, ...]], ...]
     pending: tuple[str, ...] = ()  # modes a deferred query had not asked yet
+    origin: str = "cached"  # what the reports say of a hit: "cached", or where a seeded answer was read
 
 
 _cache = LruCache()  # cache key -> _Answer
@@ -69,10 +70,52 @@ def clear_cache() -> None:
     _cache.empty()
 
 
+def has(cache_key: Any) -> bool:
+    """Whether the query cache holds an answer for ``cache_key`` (not counted as a use)."""
+    with _cache.lock:
+        return cache_key in _cache
+
+
+def answer_document(cache_key: Any) -> dict | None:
+    """The cached answer of ``cache_key`` as plain JSON values (``disk_cache.check_heuristics_answer``'s schema:
+    what the disk cache stores), or None: no answer."""
+    with _cache.lock:
+        answer = _cache.get(cache_key)
+    if answer is None:
+        return None
+    return {"configs": [{"engine": e, "knobs": [list(k) for k in knobs], "mode": mode}
+                        for e, knobs, mode in answer.configs],
+            "per_mode": [list(row) for row in answer.per_mode],
+            "ranked": [[m, list(order)] for m, order in answer.ranked],
+            "pending": list(answer.pending)}
+
+
+def seed(cache_key: Any, doc: dict, modes: list[str], note: str) -> None:
+    """Put an answer read elsewhere (the disk cache: ``doc`` already checked against
+    ``check_heuristics_answer``'s schema) into the query cache under ``cache_key``, as if a query of ``modes`` had
+    returned it; ``note`` replaces "cached" in each mode's report (``explain()`` says where it came from). An
+    answer that does not fit ``modes`` (a mode not asked, nothing to build) raises InvalidValueError and is not
+    kept."""
+    configs = tuple((int(c["engine"]), tuple((int(t), int(v)) for t, v in c["knobs"]), str(c["mode"]))
+                    for c in doc["configs"])
+    asked = set(modes)
+    used = {m for _, _, m in configs} | {m for m, _ in doc["per_mode"]} | {m for m, _ in doc["ranked"]} | \
+        set(doc["pending"])
+    if not configs:
+        raise InvalidValueError("the stored heuristics answer has no engine config")
+    if not used <= asked:
+        raise InvalidValueError(f"the stored heuristics answer names modes {sorted(used - asked)} that were not "
+                                f"asked ({sorted(asked)})")
+    answer = _Answer(configs, tuple((str(m), str(r)) for m, r in doc["per_mode"]),
+                     tuple((str(m), tuple(int(i) for i in order)) for m, order in doc["ranked"]),
+                     tuple(str(m) for m in doc["pending"]), origin=note)
+    _cache.store(cache_key, answer, HEURISTICS_CACHE_SIZE)
+
+
 def _answered(operation_graph: Descriptor, answer: _Answer) -> HeuristicsResult:
     configs: list[EngineConfig] = [CachedEngineConfig(operation_graph, index, list(knobs), source)
                                    for index, knobs, source in answer.configs]
-    return HeuristicsResult(configs=configs, per_mode=[(m, f"{r} (cached)") for m, r in answer.per_mode],
+    return HeuristicsResult(configs=configs, per_mode=[(m, f"{r} ({answer.origin})") for m, r in answer.per_mode],
                             ranked=[(m, [configs[i] for i in order]) for m, order in answer.ranked], cached=True,
                             pending=list(answer.pending))
 

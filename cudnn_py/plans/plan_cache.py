@@ -49,7 +49,7 @@ REBUILT = "rebuilt from the JSON of the same plan built earlier in this process 
 class _Entry:
     json: str
     engine_index: int
-    knobs: dict[int, int]  # as applied (_chosen)
+    knobs: dict[int, int]  # as applied (chosen)
     workspace: int  # cuDNN's, without the program's workspace-resident intermediates
 
 
@@ -73,10 +73,23 @@ def key(fingerprint: tuple | None, config: EngineConfig, sm_count: int | None, d
     return (fingerprint, config.engine_index, tuple(config.knobs), sm_count, device, handle)
 
 
-def _chosen(knobs: Any) -> dict[int, int]:
+def chosen(knobs: Any) -> dict[int, int]:
     """Knob choices as cuDNN applies them: a plan read back from JSON also lists the engine's other knobs at -1 (its
     default; seen on the H200 for engines 6 and 7: ``k14=-1``, ``k17=-1``), which a heuristics config leaves out."""
     return {t: v for t, v in knobs if v != -1}
+
+
+def checked_rebuild(text: str, engine_index: int, knobs: dict[int, int], workspace: int,
+                    handle: int) -> ExecutionPlan:
+    """A plan rebuilt from ``text`` (its JSON) that must have the recorded engine, knob choices (as applied,
+    :func:`chosen`) and cuDNN workspace size: the check of this cache and of the disk cache (``disk_planning``).
+    Raises CudnnError (cuDNN refused the JSON) or InvalidValueError (the plan differs)."""
+    plan = ExecutionPlan.from_json(text, handle)
+    got = (plan.config.engine_index, chosen(plan.config.knobs), plan.workspace)
+    want = (engine_index, knobs, workspace)
+    if got != want:
+        raise InvalidValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
+    return plan
 
 
 def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPlan | None:
@@ -85,11 +98,7 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
     if entry is None:
         return None
     try:
-        plan = ExecutionPlan.from_json(entry.json, handle)
-        got = (plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
-        want = (entry.engine_index, entry.knobs, entry.workspace)
-        if got != want:
-            raise InvalidValueError(f"the rebuilt plan has (engine, knobs, workspace) {got}, the entry {want}")
+        plan = checked_rebuild(entry.json, entry.engine_index, entry.knobs, entry.workspace, handle)
     except (CudnnError, ValueError) as e:
         _cache.drop(cache_key)
         with _cache.lock:
@@ -112,7 +121,12 @@ def remember(cache_key: tuple, plan: ExecutionPlan) -> None:
     except CudnnError as e:
         _log.info("plan cache: plan %s has no JSON representation (%s); not cached", plan.name, e)
         return
-    entry = _Entry(text, plan.config.engine_index, _chosen(plan.config.knobs), plan.workspace)
-    _cache.store(cache_key, entry, PLAN_CACHE_SIZE)
+    remember_json(cache_key, text, plan.config.engine_index, chosen(plan.config.knobs), plan.workspace)
+
+
+def remember_json(cache_key: tuple, text: str, engine_index: int, knobs: dict[int, int], workspace: int) -> None:
+    """Record a plan by its JSON (the disk cache hands over the JSON a plan was just rebuilt from and checked
+    against, so the graph's next build in this process is served from here without reading the disk)."""
+    _cache.store(cache_key, _Entry(text, engine_index, dict(knobs), workspace), PLAN_CACHE_SIZE)
     with _cache.lock:
         stats["entries_made"] += 1

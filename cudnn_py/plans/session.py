@@ -49,6 +49,7 @@ from ..cuda import context as cuda_context
 from ..errors import (
     CudaUnavailableError,
     CudnnError,
+    CudnnPyError,
     NotImplementedOptionError,
     PhaseError,
     UsageError,
@@ -59,7 +60,7 @@ from ..ir.graph import weak_callable
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
-from . import cuda_graph, device_gates, errata, heuristics, plan_cache, serialize
+from . import cuda_graph, device_gates, disk_planning, errata, heuristics, plan_cache, serialize
 from .device_properties import DeviceProperties
 from .engine_config import CachedEngineConfig, EngineConfig, make_engine
 from .execute import Executor
@@ -129,6 +130,7 @@ class PlanningSession:
         self.lowering = "as built"  # or how the program was lowered again (AUTO's composite attention fallback)
         self.cached_queries: list[tuple[Any, list[str]]] = []  # (cache key, modes) of queries answered from the cache
         self._fingerprint: tuple[Descriptor, tuple | None] | None = None  # (operation graph, its fingerprint)
+        self.disk = disk_planning.DiskUse()  # what the disk cache gave this graph (disk_planning.py; explain)
         self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (_fast)
         self._on_default_plan_change = weak_callable(on_default_plan_change)  # a bound method of the graph: weakly
 
@@ -423,8 +425,12 @@ class PlanningSession:
                                               f"{get_last_error_string()}")
         self._advance(Phase.ENGINE_CONFIGS)
 
-    def _query(self, modes: list[str], defer: bool = False) -> heuristics.HeuristicsResult:
+    def _query(self, modes: list[str], defer: bool = False, disk: bool = True) -> heuristics.HeuristicsResult:
         key = self._heuristics_key(modes)
+        if disk and key is not None and not self._configs and not heuristics.has(key):
+            # a graph this process has not planned: an earlier process may have (the in-process caches answer
+            # the graphs planned here before, so the steady state never reaches the disk)
+            self._disk_lookup(key, modes)
         kw: dict[str, Any] = self._for_device()
         if key is not None:  # (given only when set, as _for_device's)
             kw["cache_key"] = key
@@ -432,6 +438,29 @@ class PlanningSession:
         if res.cached:
             self.cached_queries.append((key, modes))
         return res
+
+    def _disk_lookup(self, heuristics_key: Any, modes: list[str]) -> None:
+        """Look the graph up in the disk cache (``disk_planning.py``): a hit seeds the query cache under
+        ``heuristics_key`` and keeps the entry's plan for the build; why it is not used goes to explain()."""
+        use, lowered = self.disk, self.lowered
+        off = disk_planning.off_reason()
+        if off is not None:
+            return disk_planning.not_used(use, f"off ({off})")
+        if self.options.kernel_cache is not None or self.options.dynamic_shapes or self.options.override_shapes:
+            return disk_planning.not_used(use, "a graph with a kernel cache or dynamic / override shapes (its plans "
+                                               "hold more than their JSON)")
+        if lowered is None or lowered.handle is None or lowered.operation_graph is None or self.device is None:
+            return disk_planning.not_used(use, "no device handle on the operation graph")
+        try:
+            fingerprint = disk_planning.portable_fingerprint(self._operation_graph_fingerprint())
+            key = disk_planning.make_key(fingerprint, versions.runtime_version(), self.device, modes,
+                                         self.options.sm_count)
+        except disk_planning.NotPortable as e:
+            return disk_planning.not_used(use, str(e))
+        except (CudnnPyError, NotImplementedError, OSError) as e:  # the device's facts
+            return disk_planning.not_used(use, f"the device's compute capability / SM count: {e}")
+        disk_planning.lookup(use, key, heuristics_key, modes)
+        return None
 
     def _resolve_deferred(self) -> bool:
         """Query the modes a query deferred (heuristics.resume) and add their configs; True if that added any."""
@@ -480,11 +509,15 @@ class PlanningSession:
         queries, self.cached_queries = self.cached_queries, []
         self.configs, self.failures, self.heuristics_ranked = [], {}, []
         self.heuristics_report.append(("cache", f"cached configs did not build ({why}); queried afresh"))
+        if self.disk.from_disk:  # the answer was the disk entry's: it goes too (cuDNN's answer is stored instead)
+            self.disk.from_disk = False
+            disk_planning.drop(self.disk, f"the configs of its heuristics answer did not build ({why})")
         with self.on_device():
             for key, modes in queries:
                 heuristics.forget(key)
                 self._resolve_deferred()  # an earlier query's modes keep their place in the index space
-                self._take(self._query(modes, defer=True))  # cuDNN's answer, cached in place of the one forgotten
+                # cuDNN's answer, cached in place of the one forgotten
+                self._take(self._query(modes, defer=True, disk=False))
         return bool(self._configs)
 
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
@@ -613,6 +646,14 @@ class PlanningSession:
                 if cache_key is not None:
                     assert self.lowered is not None and self.lowered.handle is not None
                     plan = plan_cache.rebuild(cache_key, self._configs[i], self.lowered.handle)
+                record = self.disk.plan
+                if plan is None and record is not None and self.lowered is not None and \
+                        self.lowered.handle is not None:
+                    plan = disk_planning.rebuild(self.disk, self._configs[i], self.lowered.handle,
+                                                 disk_planning.graph_io(self._operation_graph_fingerprint()))
+                    if plan is not None and cache_key is not None:  # the next build here: from memory
+                        plan_cache.remember_json(cache_key, record.json, record.engine, dict(record.knobs),
+                                                 record.workspace)
                 if plan is None:
                     plan = ExecutionPlan.build(self._configs[i], **self._with_cache())
                     if cache_key is not None:
@@ -642,11 +683,17 @@ class PlanningSession:
                 lowered is None or lowered.handle is None or lowered.operation_graph is None or \
                 not plan_cache.enabled():
             return None
-        og = lowered.operation_graph
+        return plan_cache.key(self._operation_graph_fingerprint(), self._configs[i], self.options.sm_count,
+                              self.device, lowered.handle)
+
+    def _operation_graph_fingerprint(self) -> tuple | None:
+        """``Descriptor.fingerprint`` of the operation graph, computed once per operation graph (the plan cache
+        and the disk cache both key by it)."""
+        assert self.lowered is not None and self.lowered.operation_graph is not None
+        og = self.lowered.operation_graph
         if self._fingerprint is None or self._fingerprint[0] is not og:  # (lowered again, or finalized again)
             self._fingerprint = (og, og.fingerprint())
-        return plan_cache.key(self._fingerprint[1], self._configs[i], self.options.sm_count, self.device,
-                              lowered.handle)
+        return self._fingerprint[1]
 
     def build_plans(self, build_all: bool = False) -> None:
         """Build the best-ranked plan that builds (``build_all``: every plan), and make the best one the default."""
@@ -664,6 +711,22 @@ class PlanningSession:
                             for i, c in enumerate(self._configs))
             raise cudnnGraphNotSupportedError(f"No execution plans support the graph: {why}")
         self._set_candidate(min(self.plans))
+        if self.disk.store_after_build:
+            self._disk_store()
+
+    def _disk_store(self) -> None:
+        """Write the disk cache's entry for this graph (a miss, or an entry dropped): its heuristics answer and
+        default plan, with cuDNN's workspace (without the program's intermediates, which the session adds)."""
+        assert self.candidate is not None
+        plan = self.plans[self.candidate]
+        if plan.source not in ("finalized", plan_cache.REBUILT):
+            return
+        scratch = self.executor.scratch_bytes if self.executor is not None else 0
+        t0 = time.perf_counter()
+        with self.on_device():
+            disk_planning.remember(self.disk, plan, plan.workspace - scratch)
+        _log.info("graph %r: disk cache store: %s (%.2f ms)", self.graph.name,
+                  self.disk.lines[-1] if self.disk.lines else "nothing", _ms_since(t0))
 
     def _build_first(self, start: int, build_all: bool) -> bool:
         """Build the plans of configs ``start``.. in order, stopping at the first that builds unless ``build_all``;
