@@ -18,9 +18,10 @@ and any configuration whose graph cuDNN refuses. Each fallback is said once per 
 Graphs are cached per configuration (shapes, strides, dtype, device, causal, scale, GQA, mask layout,
 requires_grad, deterministic) in an LRU map (``install(cache_size=...)``), built with ``pygraph(io_data_type=q's
 type, intermediate FLOAT, compute FLOAT)`` and executed without a handle, so on torch's current stream; workspaces
-come from torch's caching allocator. A configuration that needs gradients builds its forward (with Stats) and its
-backward together, so a refusal is known before the forward runs: the backward (a ``torch.autograd.Function``) runs
-cudnn_py's ``sdpa_backward`` from the forward's O and Stats.
+come from torch's caching allocator. A call like one seen before finds its graphs through one key tuple of cheap
+reads instead of deciding again (the steady state: see ``Provider``). A configuration that needs gradients builds
+its forward (with Stats) and its backward together, so a refusal is known before the forward runs: the backward (a
+``torch.autograd.Function``) runs cudnn_py's ``sdpa_backward`` from the forward's O and Stats.
 
 How it is hooked into torch: where torch has the attention-implementation registry
 (``torch.nn.attention.register_flash_attention_impl`` / ``activate_flash_attention_impl``), the provider registers
@@ -75,7 +76,7 @@ class Config:
         object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in self.__dataclass_fields__)))
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[attr-defined, no-any-return]
+        return self._hash  # type: ignore[attr-defined]
 
     @property
     def o_dims(self) -> tuple:
@@ -154,6 +155,8 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
         raise Fallback(f"autocast to {autocast} is on (inputs are {q.dtype})")
     if not isinstance(dropout_p, (int, float)) or dropout_p != 0.0:
         raise Fallback(f"dropout_p={dropout_p}: torch's dropout RNG stream cannot be reproduced by cuDNN's")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise Fallback(f"a scale of type {type(scale).__name__} (torch decides what it makes of it)")
     (b, h_q, s_q, d), (bk, h_k, s_kv, dk), (bv, h_v, s_v, _d_v) = q.shape, k.shape, v.shape
     if not (b == bk == bv) or s_kv != s_v or d != dk or h_k != h_v:
         raise Fallback("q, k, v shapes do not fit together")
@@ -616,7 +619,7 @@ class Provider:
         if self._apply is None:
             cls = self._autograd()
             base = getattr(getattr(self.torch, "_C", None), "_FunctionBase", None)
-            raw = getattr(base, "__dict__", {}).get("apply")
+            raw: Any = getattr(base, "__dict__", {}).get("apply")
             self._apply = raw.__get__(None, cls) if hasattr(raw, "__get__") else cls.apply
         return self._apply
 

@@ -692,10 +692,10 @@ class Executor:
                 # which checks them in full, and so does a caller's workspace object (execute checks its device).
                 if workspace is not None and workspace.__class__ is not int:
                     return slow(variant_pack, workspace, handle)
-                binding = executor._cached_binding((plan_id, ws, *ptrs))
-                if binding is None:
+                cached = executor._cached_binding((plan_id, ws, *ptrs))
+                if cached is None:
                     return slow(variant_pack, workspace, handle)
-                status = backend_execute(h, plan_ptr, binding[3])
+                status = backend_execute(h, plan_ptr, cached[3])
                 if status != 0:
                     raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                                     detail=f"plan {plan.name}")
