@@ -18,9 +18,10 @@ and any configuration whose graph cuDNN refuses. Each fallback is said once per 
 Graphs are cached per configuration (shapes, strides, dtype, device, causal, scale, GQA, mask layout,
 requires_grad, deterministic) in an LRU map (``install(cache_size=...)``), built with ``pygraph(io_data_type=q's
 type, intermediate FLOAT, compute FLOAT)`` and executed without a handle, so on torch's current stream; workspaces
-come from torch's caching allocator. A configuration that needs gradients builds its forward (with Stats) and its
-backward together, so a refusal is known before the forward runs: the backward (a ``torch.autograd.Function``) runs
-cudnn_py's ``sdpa_backward`` from the forward's O and Stats.
+come from torch's caching allocator. A call like one seen before finds its graphs through one key tuple of cheap
+reads instead of deciding again (the steady state: see ``Provider``). A configuration that needs gradients builds
+its forward (with Stats) and its backward together, so a refusal is known before the forward runs: the backward (a
+``torch.autograd.Function``) runs cudnn_py's ``sdpa_backward`` from the forward's O and Stats.
 
 How it is hooked into torch: where torch has the attention-implementation registry
 (``torch.nn.attention.register_flash_attention_impl`` / ``activate_flash_attention_impl``), the provider registers
@@ -35,6 +36,7 @@ Importing this module does not import torch; ``install()`` does.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import threading
@@ -68,6 +70,13 @@ class Config:
     gqa: bool
     requires_grad: bool
     deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        # hashed once: the steady state refreshes the graph cache's order at every call (LRU.touch)
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in self.__dataclass_fields__)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
 
     @property
     def o_dims(self) -> tuple:
@@ -120,7 +129,8 @@ class Fallback(Exception):
 
 
 def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False) -> Config:
-    """The Config of a call cudnn_py can serve, or raise Fallback naming why not. Reads only public torch API."""
+    """The Config of a call cudnn_py can serve, or raise Fallback naming why not. Reads only public torch API (and
+    torch._C's functorch-transform flag where it exists)."""
     T = torch.Tensor
     if not all(type(t) is T for t in (q, k, v)) or (attn_mask is not None and type(attn_mask) is not T):
         raise Fallback("an operand is not a plain torch.Tensor (a subclass or another type)")
@@ -128,6 +138,9 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
     has_tf = getattr(overrides, "has_torch_function", None)
     if has_tf is not None and has_tf((q, k, v) if attn_mask is None else (q, k, v, attn_mask)):
         raise Fallback("__torch_function__ handling is active")
+    functorch_active = _functorch_flag(torch)
+    if functorch_active is not None and functorch_active():
+        raise Fallback("a functorch transform (vmap, grad, jacrev, ...) is active")
     if any(getattr(t, "is_nested", False) for t in (q, k, v)):
         raise Fallback("nested tensors")
     if not (q.dim() == k.dim() == v.dim() == 4):
@@ -142,6 +155,8 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
         raise Fallback(f"autocast to {autocast} is on (inputs are {q.dtype})")
     if not isinstance(dropout_p, (int, float)) or dropout_p != 0.0:
         raise Fallback(f"dropout_p={dropout_p}: torch's dropout RNG stream cannot be reproduced by cuDNN's")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise Fallback(f"a scale of type {type(scale).__name__} (torch decides what it makes of it)")
     (b, h_q, s_q, d), (bk, h_k, s_kv, dk), (bv, h_v, s_v, _d_v) = q.shape, k.shape, v.shape
     if not (b == bk == bv) or s_kv != s_v or d != dk or h_k != h_v:
         raise Fallback("q, k, v shapes do not fit together")
@@ -168,7 +183,11 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
             raise Fallback(f"an attn_mask of shape {tuple(attn_mask.shape)} (served: (1|b, 1|h, s_q, s_kv), unit "
                            "last stride)")
         bias = (dims, strides)
-    if any(t.data_ptr() % 16 for t in ((q, k, v) if attn_mask is None else (q, k, v, attn_mask))):
+    try:
+        misaligned = any(t.data_ptr() % 16 for t in ((q, k, v) if attn_mask is None else (q, k, v, attn_mask)))
+    except RuntimeError as exc:  # a tensor without storage (a functorch wrapper outside its transform, ...)
+        raise Fallback(f"an operand whose data pointer cannot be read ({_short(exc, 120)})") from None
+    if misaligned:
         raise Fallback("an operand not aligned to 16 bytes")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
@@ -177,6 +196,12 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
     return Config(q=_layout(q), k=_layout(k), v=_layout(v), bias=bias, dtype=dtype, device=int(q.device.index or 0),
                   causal=bool(is_causal), scale=float(scale), gqa=h_q != h_k, requires_grad=needs_grad,
                   deterministic=deterministic)
+
+
+def _functorch_flag(torch) -> Callable[[], bool] | None:
+    """torch._C's "is a functorch transform active" (a private name: None where this torch lacks it)."""
+    flag = getattr(getattr(torch, "_C", None), "_are_functorch_transforms_active", None)
+    return flag if callable(flag) else None
 
 
 def mask_layout(mask) -> tuple:
@@ -269,15 +294,28 @@ def _plan(cudnn, g) -> None:
 
 @dataclass
 class Entry:
-    """The built graphs of one served Config."""
+    """The built graphs of one served Config, and what each call of it needs, computed once: the output and
+    Stats dims, O's strides, the gradients' layouts, the graph tensors the feeds are keyed by."""
     cfg: Config
     fwd: Any
     fwd_t: dict
     bwd: dict = field(default_factory=dict)  # dO strides (None: contiguous) -> (graph, tensors) or None (refused)
 
+    def __post_init__(self) -> None:
+        cfg = self.cfg
+        self.o_dims = cfg.o_dims
+        self.o_strides = row_major(cfg.o_dims)
+        b, h, s_q, _ = cfg.q[0]
+        self.stats_dims = (b, h, s_q, 1) if cfg.requires_grad else None
+        self.grad_layouts = tuple((like[0], grad_strides(*like)) for like in (cfg.q, cfg.k, cfg.v))
+        t = self.fwd_t
+        # (q, k, v, O, Stats, bias) tensors of the forward graph (None where the graph has none)
+        self.fwd_keys = tuple(t.get(n) for n in ("q", "k", "v", "o", "stats", "bias"))
+
 
 class Unsupported:
-    """A Config whose graphs cuDNN refused (cached too, so it is not rebuilt on every call)."""
+    """A configuration served by torch: a Config whose graphs cuDNN refused, or (in the per-call key map) a call
+    that decide() sent to torch. Cached, so it is neither rebuilt nor re-decided on every call."""
 
     def __init__(self, reason: str):
         self.reason = reason
@@ -310,6 +348,14 @@ class LRU:
             self._d.popitem(last=False)
             self.evictions += 1
 
+    def touch(self, key: Hashable) -> None:
+        """A hit found without get() (the steady state's key map): counted, and made the most recently used."""
+        try:
+            self._d.move_to_end(key)
+        except KeyError:  # evicted meanwhile (another thread): the key map is being cleared
+            return
+        self.hits += 1
+
     def __len__(self) -> int:
         return len(self._d)
 
@@ -323,27 +369,45 @@ class LRU:
         self._d.clear()
 
 
+# keywords torch's signature accepts after n positional arguments (3..6): the steady-state binding
+_KW_AFTER = {n: frozenset(("attn_mask", "dropout_p", "is_causal")[n - 3:]) | {"scale", "enable_gqa"}
+             for n in (3, 4, 5, 6)}
+
+
 # ------------------------------------------------------------------------------------------------- the provider
 class Provider:
-    """The serving state: the graph cache, the fallback log, the original function. One per install()."""
+    """The serving state: the graph cache, the per-call key map, the fallback log, the original function. One per
+    install().
+
+    A call takes one of two paths that decide alike. The steady state (``function``): torch's arguments bound
+    without building a dict; the checks of torch's *state* that decide() makes (compiling, plain tensors,
+    ``__torch_function__``, functorch transforms, autocast, alignment) made again on every call; then a key of
+    everything else decide() reads (each operand's shape, strides, dtype, device, nesting, requires_grad; the
+    mask's too; grad mode, determinism; is_causal, scale, enable_gqa, dropout_p and its type), one tuple, looked
+    up in ``by_key``: the Entry (or the Unsupported) a full decide() gave for that same key. Anything else (a key
+    never seen, an unusual call) takes the general path (``__call__``): _bind, decide(), the graph cache, and the
+    key remembered. The key map is cleared when the graph cache evicts (it never holds an entry the cache
+    dropped) and when it outgrows ``4 x cache_size`` keys.
+
+    Execution goes through each graph's bound execute (``Executor.fast``), which checks every operand (its
+    signature against the one fully checked for its slot, new pointers in full) on every call."""
 
     def __init__(self, torch, original: Callable, cache_size: int = DEFAULT_CACHE_SIZE, build: Callable | None = None):
         self.torch = torch
         self.original = original
         self.cache = LRU(cache_size)
+        self.by_key: dict = {}
         self._logged: set = set()
         self._lock = threading.Lock()
         self._build = build or self._build_entry
         self._function_class: Any = None
+        self._apply: Any = None
         self.served = self.fallbacks = 0
-
-        def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
-            return self(*args, **kwargs)
-
-        scaled_dot_product_attention.__doc__ = getattr(original, "__doc__", None)
-        scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]
-        scaled_dot_product_attention.cudnn_py_provider = self  # type: ignore[attr-defined]
-        self.function = scaled_dot_product_attention
+        function = self._steady_state()
+        function.__doc__ = getattr(original, "__doc__", None)
+        function.__wrapped__ = original  # type: ignore[attr-defined]
+        function.cudnn_py_provider = self  # type: ignore[attr-defined]
+        self.function = function
 
     # -- logging once per configuration
     def note_fallback(self, reason: str, what: tuple) -> None:
@@ -359,8 +423,21 @@ class Provider:
                        "k %s, v %s, %s on %s (is_causal=%s, enable_gqa=%s, attn_mask=%s, dropout_p=%s): %s",
                        q, k, v, dtype, device, causal, gqa, mask, dropout, reason)
 
-    # -- the call
+    def _fall_back(self, reason: str, args: tuple, kwargs: dict, call: dict | None = None) -> Any:
+        self.fallbacks += 1
+        if call is None:
+            call = _bind(args, kwargs)
+        self.note_fallback(reason, _describe(call["q"], call["k"], call["v"], call["attn_mask"], call["dropout_p"],
+                                             call["is_causal"], call["enable_gqa"]))
+        return self.original(*args, **kwargs)
+
+    # -- the general path
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._general(args, kwargs, None)
+
+    def _general(self, args: tuple, kwargs: dict, key: tuple | None) -> Any:
+        """Bind, decide, find or build the graphs; remember the outcome under ``key`` (the steady state's key of
+        this call, None when it has none) so that the next call with that key skips all this."""
         torch = self.torch
         compiler = getattr(torch, "compiler", None)
         is_compiling = getattr(compiler, "is_compiling", None)
@@ -370,22 +447,26 @@ class Provider:
             call = _bind(args, kwargs)
         except TypeError:
             return self.original(*args, **kwargs)  # torch raises its own error
+        entry: Entry | Unsupported
         try:
             cfg = decide(torch, **call)
-            entry = self._entry(cfg)
-            if isinstance(entry, Unsupported):
-                raise Fallback(entry.reason)
         except Fallback as why:
-            self.fallbacks += 1
-            self.note_fallback(str(why), _describe(call["q"], call["k"], call["v"], call["attn_mask"],
-                                                   call["dropout_p"], call["is_causal"], call["enable_gqa"]))
-            return self.original(*args, **kwargs)
+            entry = Unsupported(str(why))
+        else:
+            entry = self._entry(cfg)
+        if key is not None:
+            if len(self.by_key) >= 4 * self.cache.maxsize:
+                self.by_key.clear()
+            self.by_key[key] = entry
+        if isinstance(entry, Unsupported):
+            return self._fall_back(entry.reason, args, kwargs, call)
+        return self._run(entry, call["q"], call["k"], call["v"], call["attn_mask"])
+
+    def _run(self, entry: Entry, q, k, v, mask) -> Any:
         self.served += 1
-        q, k, v, bias = call["q"], call["k"], call["v"], call["attn_mask"]
-        if bias is not None:
-            bias = as_4d(bias)
-        if cfg.requires_grad:
-            return self._autograd().apply(q, k, v, bias, entry, self)
+        bias = None if mask is None else as_4d(mask)
+        if entry.cfg.requires_grad:
+            return self._autograd_apply()(q, k, v, bias, entry, self)
         return self.forward(entry, q, k, v, bias)[0]
 
     def _entry(self, cfg: Config) -> Entry | Unsupported:
@@ -395,8 +476,66 @@ class Provider:
                 entry = self._build(cfg)
             except Exception as exc:  # a refusal of any kind: cuDNN's, the IR's, planning's
                 entry = Unsupported(f"cudnn_py refused the graph: {type(exc).__name__}: {_short(exc)}")
+            evicted = self.cache.evictions
             self.cache.put(cfg, entry)
+            if self.cache.evictions != evicted:  # the key map must not keep (and serve) what the cache dropped
+                self.by_key.clear()
         return entry
+
+    # -- the steady state
+    def _steady_state(self) -> Callable[..., Any]:
+        """The function installed as torch's: the per-call path described in the class docstring, with torch's
+        functions bound as closure locals. Every check it skips is one whose inputs are in the key."""
+        torch, provider, general = self.torch, self, self._general
+        T, by_key, kw_after, cache = torch.Tensor, self.by_key, _KW_AFTER, self.cache
+        compiler = getattr(torch, "compiler", None)
+        is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        has_tf = getattr(getattr(torch, "overrides", None), "has_torch_function", None) or (lambda _ts: False)
+        functorch_active = _functorch_flag(torch) or (lambda: False)
+        autocast_on = _autocast_probe(torch)
+        grad_enabled, deterministic = torch.is_grad_enabled, torch.are_deterministic_algorithms_enabled
+
+        def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
+            n = len(args)
+            allowed = kw_after.get(n)
+            if allowed is None or (kwargs and not kwargs.keys() <= allowed) or is_compiling():
+                return general(args, kwargs, None)
+            q, k, v = args[0], args[1], args[2]
+            get = kwargs.get
+            mask = args[3] if n > 3 else get("attn_mask")
+            dropout_p = args[4] if n > 4 else get("dropout_p", 0.0)
+            is_causal = args[5] if n > 5 else get("is_causal", False)
+            # torch's state, as decide() checks it (any of these: the general path decides and says why)
+            if q.__class__ is not T or k.__class__ is not T or v.__class__ is not T or (
+                    mask is not None and mask.__class__ is not T) or autocast_on() or functorch_active() or \
+                    has_tf((q, k, v) if mask is None else (q, k, v, mask)):
+                return general(args, kwargs, None)
+            try:  # (a tensor without sizes or storage raises: the general path sends it to torch)
+                grad = grad_enabled()
+                needs = grad and (q.requires_grad or k.requires_grad or v.requires_grad)
+                key = (q.shape, q.stride(), q.dtype, q.device, q.is_nested,
+                       k.shape, k.stride(), k.dtype, k.device, k.is_nested,
+                       v.shape, v.stride(), v.dtype, v.device, v.is_nested,
+                       None if mask is None else (mask.shape, mask.stride(), mask.dtype, mask.device,
+                                                  mask.requires_grad),
+                       grad, needs, needs and deterministic(), is_causal, get("scale"), get("enable_gqa", False),
+                       dropout_p, dropout_p.__class__)
+                misaligned = (q.data_ptr() | k.data_ptr() | v.data_ptr() |
+                              (0 if mask is None else mask.data_ptr())) & 15
+            except RuntimeError:
+                return general(args, kwargs, None)
+            try:
+                entry = by_key.get(key)
+            except TypeError:  # an unhashable argument (torch refuses it): the general path
+                return general(args, kwargs, None)
+            if entry is None or misaligned:
+                return general(args, kwargs, None if misaligned else key)
+            if entry.__class__ is Unsupported:
+                return provider._fall_back(entry.reason, args, kwargs)
+            cache.touch(entry.cfg)  # (an LRU: what is used stays)
+            return provider._run(entry, q, k, v, mask)
+
+        return scaled_dot_product_attention
 
     def _build_entry(self, cfg: Config) -> Entry:
         import cudnn_py as cudnn
@@ -412,35 +551,33 @@ class Provider:
         logger.info("cudnn_py.torch: built the attention graphs for %s", cfg)
         return entry
 
-    # -- execution (torch's current stream: no handle)
+    # -- execution (torch's current stream: no handle). Outputs are new tensors on every call (autograd saves
+    # them); their pointers change, and the graphs' bound execute checks them (see plans/execute.py).
     def forward(self, entry: Entry, q, k, v, bias) -> tuple:
-        torch, cfg, ts = self.torch, entry.cfg, entry.fwd_t
-        o = torch.empty(cfg.o_dims, dtype=q.dtype, device=q.device)
-        feeds = {ts["q"]: q, ts["k"]: k, ts["v"]: v, ts["o"]: o}
-        stats = None
-        if cfg.requires_grad:
-            b, h, s_q, _ = cfg.q[0]
-            stats = torch.empty((b, h, s_q, 1), dtype=torch.float32, device=q.device)
-            feeds[ts["stats"]] = stats
+        t_q, t_k, t_v, t_o, t_stats, t_bias = entry.fwd_keys
+        o = q.new_empty(entry.o_dims)  # q's dtype and device
+        if entry.stats_dims is None:
+            stats = None
+            feeds = {t_q: q, t_k: k, t_v: v, t_o: o}
+        else:
+            stats = q.new_empty(entry.stats_dims, dtype=self.torch.float32)
+            feeds = {t_q: q, t_k: k, t_v: v, t_o: o, t_stats: stats}
         if bias is not None:
-            feeds[ts["bias"]] = bias
+            feeds[t_bias] = bias
         entry.fwd.execute(feeds, None)
         return o, stats
 
     def backward(self, entry: Entry, q, k, v, o, stats, bias, d_o) -> tuple:
-        torch, cfg = self.torch, entry.cfg
         if d_o.dtype != q.dtype:
             d_o = d_o.to(q.dtype)
         if d_o.data_ptr() % 16:  # the graphs' tensors are 16-byte aligned: a fresh buffer is
             d_o = d_o.clone() if d_o.is_contiguous() else d_o.contiguous()
-        strides = tuple(int(s) for s in d_o.stride())
-        variant = None if strides == row_major(cfg.o_dims) else strides
-        built = self._backward_graph(entry, variant, d_o) if variant is not None else entry.bwd[None]
+        strides = d_o.stride()
+        built = entry.bwd[None] if strides == entry.o_strides else self._backward_graph(entry, tuple(strides), d_o)
         if built is None:
             d_o, built = d_o.contiguous(), entry.bwd[None]
         g, ts = built
-        grads = [torch.empty_strided(like[0], grad_strides(*like), dtype=q.dtype, device=q.device)
-                 for like in (cfg.q, cfg.k, cfg.v)]
+        grads = [q.new_empty_strided(dims, strides) for dims, strides in entry.grad_layouts]
         feeds = {ts["q"]: q, ts["k"]: k, ts["v"]: v, ts["o"]: o, ts["dO"]: d_o, ts["stats"]: stats,
                  ts["dQ"]: grads[0], ts["dK"]: grads[1], ts["dV"]: grads[2]}
         if bias is not None:
@@ -472,6 +609,30 @@ class Provider:
         if self._function_class is None:
             self._function_class = _make_function(self.torch)
         return self._function_class
+
+    def _autograd_apply(self) -> Callable[..., Any]:
+        """How a call with gradients enters the Function: torch's C-level apply where this torch has it (what
+        ``Function.apply`` calls once it has found no functorch transform active and no ``setup_context``, both
+        true here: the call path checked the first, the Function defines no second; it also unwraps dead functorch
+        wrappers, which have no storage and so never reach this point: their data pointer cannot be read), else
+        ``Function.apply``."""
+        if self._apply is None:
+            cls = self._autograd()
+            base = getattr(getattr(self.torch, "_C", None), "_FunctionBase", None)
+            raw: Any = getattr(base, "__dict__", {}).get("apply")
+            self._apply = raw.__get__(None, cls) if hasattr(raw, "__get__") else cls.apply
+        return self._apply
+
+
+def _autocast_probe(torch) -> Callable[[], bool]:
+    """A cheap "is CUDA autocast on" for the steady state (any autocast sends the call to the general path, which
+    decides whether it is autocast to the inputs' own dtype)."""
+    enabled = torch.is_autocast_enabled
+    try:
+        enabled("cuda")
+    except TypeError:  # torch < 2.4: no device argument
+        return enabled
+    return functools.partial(enabled, "cuda")
 
 
 def _make_function(torch) -> Any:

@@ -46,8 +46,9 @@ class FakeDtype:
     __str__ = __repr__
 
 
-float16, bfloat16, float32, uint8 = (FakeDtype(n) for n in ("float16", "bfloat16", "float32", "uint8"))
-_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
+float16, bfloat16, float32, float64, uint8, bool_ = (
+    FakeDtype(n) for n in ("float16", "bfloat16", "float32", "float64", "uint8", "bool"))
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "uint8": 1, "bool": 1}
 
 
 class FakeDevice:
@@ -76,9 +77,11 @@ def _row_major(shape):
 
 
 class Tensor:
-    """The attributes cudnn_py (and 1.32's torch wrapper, cudnn_py.wrapper) read from a torch.Tensor; like torch's,
-    it has ``__dlpack__`` (what makes an argument a framework tensor for the wrapper), but being a ``torch`` tensor
-    it is always read through its attributes, never its capsule."""
+    """The attributes cudnn_py (cudnn_py.torch, and 1.32's torch wrapper, cudnn_py.wrapper) read from a
+    torch.Tensor; like torch's, it has ``__dlpack__`` (what makes an argument a framework tensor for the wrapper),
+    but being a ``torch`` tensor it is always read through its attributes, never its capsule."""
+
+    is_nested = False
 
     def __init__(self, shape, stride=None, dtype=float16, device=CUDA0, ptr=None, requires_grad=False):
         self._shape = tuple(shape)
@@ -94,12 +97,39 @@ class Tensor:
         return (2, self.device.index or 0) if self.device.type == "cuda" else (1, 0)
 
     shape = property(lambda self: self._shape)
+    is_cuda = property(lambda self: self.device.type == "cuda")
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def detach(self) -> Tensor:
+        return Tensor(self._shape, self._stride, self.dtype, self.device, self._ptr)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    def permute(self, *order: int) -> Tensor:
+        return Tensor([self._shape[i] for i in order], [self._stride[i] for i in order], self.dtype, self.device,
+                      self._ptr, self.requires_grad)
+
+    def unsqueeze(self, d: int) -> Tensor:  # torch's stride for the new dim: size x stride of the dim after it
+        shape, stride = list(self._shape), list(self._stride)
+        stride.insert(d, shape[d] * stride[d] if d < len(shape) else 1)
+        shape.insert(d, 1)
+        return Tensor(shape, stride, self.dtype, self.device, self._ptr, self.requires_grad)
+
+    def new_empty(self, shape, dtype=None) -> Tensor:  # a fresh allocation: a new address
+        return Tensor(shape, None, dtype or self.dtype, self.device)
+
+    def new_empty_strided(self, shape, stride, dtype=None) -> Tensor:
+        return Tensor(shape, stride, dtype or self.dtype, self.device)
 
     def data_ptr(self) -> int:
         return self._ptr
 
-    def stride(self):
-        return self._stride
+    def stride(self, dim=None):
+        return self._stride if dim is None else self._stride[dim]
 
     def get_device(self) -> int:
         return self.device.index if self.device.type == "cuda" else -1
@@ -134,13 +164,6 @@ class Tensor:
 
     def cpu(self) -> Tensor:
         return Tensor(self._shape, self._stride, self.dtype, FakeDevice("cpu"), new_address())
-
-    def permute(self, *order) -> Tensor:
-        return Tensor([self._shape[i] for i in order], [self._stride[i] for i in order], self.dtype, self.device,
-                      self._ptr)
-
-    def detach(self) -> Tensor:
-        return Tensor(self._shape, self._stride, self.dtype, self.device, self._ptr)
 
 
 Tensor.__module__ = "torch"
@@ -448,6 +471,41 @@ def test_cached_path_checks_a_dtype_view_of_the_output(path, torch):
     with pytest.warns(RuntimeWarning, match=r"tensor 'C' \(uid \d+\).*same size.*read as data_type.HALF"):
         run({A: a, B: b, C: c.view(bfloat16)})
     assert len(ex._backend_execute.calls) == 3
+
+
+def test_pointers_seen_before_run_from_the_bound_execute_and_are_still_checked(torch, monkeypatch):
+    """A framework's fresh outputs at every call (cudnn_py.torch): pointers other than the last call's, each set
+    checked in full once (when its variant pack is built, by execute). After that the bound execute takes the
+    cached pack itself (no execute call), with every operand still re-checked against its slot's signature: an
+    operand changed at a seen address is refused as before, and tracing sends every call to execute."""
+    from cudnn_py.backend import trace
+
+    ex, A, B, C = square_matmul()
+    entered = []
+    real = ex.execute
+    monkeypatch.setattr(ex, "execute", lambda *a, **kw: entered.append(1) or real(*a, **kw))
+    fast = ex.fast(FakePlan())
+    a, b, c1 = operands()
+    c2 = Tensor((2, 16, 16))
+    for c in (c1, c2):  # each pointer set once through execute: checked, its variant pack built
+        fast({A: a, B: b, C: c}, None, HANDLE)
+    assert len(entered) == 2
+    for c in (c1, c2, c1, c2):
+        fresh = Tensor((2, 16, 16), ptr=c.data_ptr())  # a new object at an address seen before
+        fast({A: a, B: b, C: fresh}, None, HANDLE)
+    assert len(entered) == 2, "pointers seen before left the bound execute"
+    calls = ex._backend_execute.calls
+    assert [ptrs for _, ptrs, _ in calls[2:]] == [ex.pointers({A: a, B: b, C: c}) for c in (c1, c2, c1, c2)]
+    assert ex._last[2] == ex.pointers({A: a, B: b, C: c2})  # published, as execute publishes it
+    with pytest.raises(ValueError, match=r"tensor 'A' \(uid \d+\).*strides"):
+        fast({A: a.transpose(1, 2), B: b, C: c1}, None, HANDLE)
+    with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\).*32-bit"):
+        fast({A: a, B: b, C: c2.view(float32)}, None, HANDLE)
+    assert len(calls) == 6, "a changed operand reached cuDNN"
+    monkeypatch.setattr(trace, "active", object())  # tracing: every call is execute's (and traced there)
+    monkeypatch.setattr(ex, "_enqueue", lambda *a, **kw: entered.append("enqueued"))
+    fast({A: a, B: b, C: c1}, None, HANDLE)
+    assert entered[-1] == "enqueued" and len(calls) == 6
 
 
 @pytest.mark.parametrize("path", ["fast", "execute"])

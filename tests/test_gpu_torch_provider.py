@@ -146,6 +146,35 @@ def test_training_steps_replay_the_cached_graphs(installed):
     assert installed.served == 3 and len(installed.cache) == 1 and installed.cache.misses == 1
 
 
+@pytest.mark.parametrize("grad", [True, False])
+def test_repeated_calls_in_the_steady_state_against_float64(installed, grad):
+    """The steady state: one configuration called again and again with fresh random inputs, each call's output
+    fresh too (kept alive on some calls, so the allocator hands out other addresses, and some seen before), the
+    forward (and the gradients) of every call against float64; decided and built once."""
+    dtype, fwd_tol, grad_tol = DTYPES["bf16"]
+    served, misses = installed.served, installed.cache.misses
+    kept = []
+    for i in range(8):
+        q, k, v = inputs(dtype, 2, 4, 2, 160, 160, 64)
+        leaves = [t.detach().clone().requires_grad_(grad) for t in (q, k, v)]
+        with torch.set_grad_enabled(grad):
+            o = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
+        ref_leaves = [t.detach().double().requires_grad_(grad) for t in (q, k, v)]
+        with torch.set_grad_enabled(grad):
+            o_ref = reference(*ref_leaves, 1 / 8, causal=True)
+        assert rel_err(o, o_ref) < fwd_tol, f"call {i}"
+        if grad:
+            d_o = torch.randn_like(o)
+            grads = torch.autograd.grad(o, leaves, d_o)
+            grads_ref = torch.autograd.grad(o_ref, ref_leaves, d_o.double())
+            for name, g, g_ref in zip(("dq", "dk", "dv"), grads, grads_ref):
+                assert rel_err(g, g_ref) < grad_tol, f"call {i}, {name}"
+        if i % 3 == 1:
+            kept.append(o)
+    assert installed.served == served + 8 and installed.cache.misses == misses + 1
+    assert len(installed.by_key) == 1
+
+
 def test_dropout_falls_back_to_torch_and_says_so_once(installed, caplog):
     q, k, v = inputs(torch.float16, 2, 4, 4, 128, 128, 64)
     with caplog.at_level(logging.WARNING, logger="cudnn_py.torch"):

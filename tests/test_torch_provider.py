@@ -15,83 +15,48 @@ import pytest
 
 import cudnn_py as cudnn
 import cudnn_py.torch as ct
+from tests import test_execute_correctness as harness
 
+registered_fake_handles = harness.registered_fake_handles  # (the harness's fake handles as live, where asked for)
 
 # ------------------------------------------------------------------------------------------------- fake torch
-class DType:
-    def __init__(self, name):
-        self.name = name
+# The fake tensors, dtypes and devices of the execute harness (test_execute_correctness.py): one fake of torch's
+# tensor for the whole suite. The fake module below is the provider's view of torch (grad mode, autocast, the
+# attention registry), which the execute harness's FakeTorch (streams, the allocator) does not need.
+Device = harness.FakeDevice
+CUDA0 = harness.CUDA0
 
-    def __repr__(self):
-        return f"torch.{self.name}"
 
-
-class Device:
-    def __init__(self, type_="cuda", index=0):
-        self.type, self.index = type_, index
-
-    def __eq__(self, other):
-        return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
-
-    def __hash__(self):
-        return hash((self.type, self.index))
-
-    def __repr__(self):
-        return f"{self.type}:{self.index}"
+def Tensor(shape, dtype, device=None, stride=None, requires_grad=False, ptr=0x10000):  # (a constructor)
+    return harness.Tensor(shape, stride, dtype, device or CUDA0, ptr, requires_grad)
 
 
 def contiguous(shape):
     return ct.row_major(shape)
 
 
-class Tensor:
-    def __init__(self, shape, dtype, device=None, stride=None, requires_grad=False, ptr=0x10000):
-        self.shape = tuple(shape)
-        self.dtype = dtype
-        self.device = device or Device()
-        self._stride = tuple(stride) if stride is not None else contiguous(self.shape)
-        self.requires_grad = requires_grad
-        self.is_nested = False
-        self._ptr = ptr
-
-    def dim(self):
-        return len(self.shape)
-
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
-
-    def stride(self, i=None):
-        return self._stride if i is None else self._stride[i]
-
-    def data_ptr(self):
-        return self._ptr
-
-    def unsqueeze(self, d):
-        assert d == 0
-        st = (self.shape[0] * self._stride[0]) if self.shape else 1
-        return Tensor((1, *self.shape), self.dtype, self.device, (st, *self._stride), self.requires_grad, self._ptr)
-
-
-Tensor.__module__ = "torch"
-
-
 def make_fake_torch(registry=False):
     torch = types.ModuleType("torch")
     torch.__version__ = "0.fake"
-    torch.Tensor = Tensor
-    for name in ("float16", "bfloat16", "float32", "float64", "bool"):
-        setattr(torch, name, DType(name))
+    torch.Tensor = harness.Tensor
+    for name in ("float16", "bfloat16", "float32", "float64"):
+        setattr(torch, name, getattr(harness, name))
+    torch.bool = harness.bool_
     torch.half = torch.float16
     torch.grad_enabled = True
     torch.is_grad_enabled = lambda: torch.grad_enabled
-    torch.are_deterministic_algorithms_enabled = lambda: False
+    torch.deterministic = False
+    torch.are_deterministic_algorithms_enabled = lambda: torch.deterministic
     torch.autocast_on = False
     torch.is_autocast_enabled = lambda device_type=None: torch.autocast_on
     torch.get_autocast_dtype = lambda device_type: torch.bfloat16
-    torch.overrides = types.SimpleNamespace(has_torch_function=lambda ts: False)
+    torch.tf_on = False  # a __torch_function__ mode active (read through the function torch has, as torch's is)
+    torch.overrides = types.SimpleNamespace(has_torch_function=lambda ts: torch.tf_on)
     torch.compiling = False
     torch.compiler = types.SimpleNamespace(is_compiling=lambda: torch.compiling)
+    torch.functorch_on = False
+    torch._C = types.SimpleNamespace(_are_functorch_transforms_active=lambda: torch.functorch_on,
+                                     _cuda_getCurrentRawStream=lambda device: 0)
     torch.cuda = types.SimpleNamespace(device=lambda d: contextlib.nullcontext())
     torch.calls = []
 
@@ -352,10 +317,10 @@ def test_fallback_decisions(torch, case):
 def test_subclasses_modes_and_autocast_fall_back(torch):
     q, k, v = qkv(torch)
 
-    class Sub(Tensor):
+    class Sub(harness.Tensor):
         pass
 
-    sub = Sub(q.shape, q.dtype)
+    sub = Sub(q.shape, None, q.dtype)
     with pytest.raises(ct.Fallback, match="plain torch.Tensor"):
         ct.decide(torch, sub, k, v)
     torch.overrides.has_torch_function = lambda ts: True
@@ -434,6 +399,230 @@ def test_served_calls_go_to_the_cached_entry(torch):
     assert F.scaled_dot_product_attention(q, k, v, is_causal=True) == "O"
     assert len(built) == 1 and len(ran) == 2 and not torch.calls
     assert prov.cache.hits == 1 and prov.cache.misses == 1 and prov.served == 2
+
+
+# ------------------------------------------------------------------------------------------------- the steady state
+@pytest.fixture
+def served(torch, monkeypatch):
+    """Installed, with builds and runs recorded instead of cuDNN's: (provider, builds, runs, decides). A call with
+    gradients enters the autograd Function as recorded too (the fake torch has no autograd)."""
+    ct.install()
+    prov = ct.provider()
+    builds, runs, decides = [], [], []
+    prov._build = lambda cfg: builds.append(cfg) or ct.Entry(cfg, None, {})
+    prov.forward = lambda entry, q, k, v, bias: runs.append((entry, q, k, v, bias)) or ("O", None)
+    prov._autograd_apply = lambda: lambda q, k, v, bias, entry, p: runs.append((entry, q, k, v, bias)) or "O(grad)"
+    real = ct.decide
+    monkeypatch.setattr(ct, "decide", lambda *a, **kw: decides.append(a[1:]) or real(*a, **kw))
+    return prov, builds, runs, decides
+
+
+def test_the_steady_state_decides_once_per_key(served, torch):
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    for i in range(5):  # fresh tensors (other addresses) of one layout: one decide, one build, the same entry
+        q, k, v = qkv(torch, ptr=0x100000 * (i + 1))
+        assert F.scaled_dot_product_attention(q, k, v, is_causal=True) == "O"
+        assert runs[-1][1] is q
+    assert len(decides) == 1 and len(builds) == 1 and len(runs) == 5 and len(prov.by_key) == 1
+    assert len({id(r[0]) for r in runs}) == 1
+    assert (prov.cache.hits, prov.cache.misses, prov.served) == (4, 1, 5)
+    # the same call spelled otherwise (positional is_causal; an explicit default): the key holds the bound values,
+    # so the same key; an explicit scale equal to the default is another key, decided once, the same Config
+    q, k, v = qkv(torch)
+    for _ in range(2):
+        F.scaled_dot_product_attention(q, k, v, None, 0.0, True)
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=False)
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.125)
+    assert len(decides) == 2 and len(builds) == 1 and all(r[0] is runs[0][0] for r in runs)
+
+
+def _changed(torch, change):
+    """(q, k, v) like qkv(torch)'s with one thing changed, and what the Config then says."""
+    if change == "strides":  # a (b, s, h, d) buffer seen as (b, h, s, d)
+        bshd = (100 * 4 * 64, 64, 4 * 64, 1)
+        return [Tensor((2, 4, 100, 64), torch.float16, stride=bshd) for _ in range(3)], lambda c: c.q[1] == bshd
+    if change == "dtype":
+        return qkv(torch, dtype=torch.bfloat16), lambda c: c.dtype == "bfloat16"
+    if change == "shape":
+        return qkv(torch, s=64), lambda c: c.q[0] == (2, 4, 64, 64)
+    if change == "device":
+        return qkv(torch, device=Device("cuda", 1)), lambda c: c.device == 1
+    if change == "requires_grad":
+        return qkv(torch, requires_grad=True), lambda c: c.requires_grad
+    raise AssertionError(change)
+
+
+@pytest.mark.parametrize("change", ["strides", "dtype", "shape", "device", "requires_grad"])
+def test_a_changed_operand_is_decided_again(served, torch, change):
+    """Another layout, dtype, shape, device or requires_grad on one operand set: not the steady state's key, so
+    decided in full and served by a configuration of its own; the first one's key still finds its entry."""
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    base = qkv(torch)
+    F.scaled_dot_product_attention(*base, is_causal=True)
+    first = runs[-1][0]
+    other, says = _changed(torch, change)
+    for _ in range(2):
+        F.scaled_dot_product_attention(*other, is_causal=True)
+    assert len(decides) == 2 and len(builds) == 2
+    assert runs[-1][0] is not first and says(runs[-1][0].cfg) and not says(first.cfg)
+    F.scaled_dot_product_attention(*base, is_causal=True)
+    assert runs[-1][0] is first and len(decides) == 2
+
+
+def test_grad_mode_determinism_and_the_mask_are_in_the_key(served, torch):
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    q, k, v = qkv(torch, requires_grad=True)
+    assert F.scaled_dot_product_attention(q, k, v) == "O(grad)"
+    torch.grad_enabled = False
+    assert F.scaled_dot_product_attention(q, k, v) == "O"  # no_grad: the inference configuration
+    assert not runs[-1][0].cfg.requires_grad
+    torch.grad_enabled = True
+    torch.deterministic = True
+    F.scaled_dot_product_attention(q, k, v)
+    assert runs[-1][0].cfg.deterministic and len(builds) == 3
+    torch.deterministic = False
+    F.scaled_dot_product_attention(q, k, v)
+    assert not runs[-1][0].cfg.deterministic and len(builds) == 3  # the first entry again
+    mask = Tensor((100, 100), torch.float16)
+    F.scaled_dot_product_attention(q, k, v, mask)
+    F.scaled_dot_product_attention(q, k, v, attn_mask=Tensor((1, 4, 100, 100), torch.float16))
+    assert len(builds) == 5 and runs[-1][0].cfg.bias[0] == (1, 4, 100, 100)
+    assert runs[-2][4].shape == (1, 1, 100, 100)  # the 2-D mask bound as 4-D
+    grad_mask = Tensor((100, 100), torch.float16, requires_grad=True)
+    assert F.scaled_dot_product_attention(q, k, v, grad_mask) == "torch's result"  # a mask needing grad: torch's
+
+
+STATE = {  # torch's state that the steady state checks at every call, as decide() does: (set it, the log says)
+    "subclass": (None, "plain torch.Tensor"),
+    "__torch_function__": (lambda t: setattr(t, "tf_on", True), "__torch_function__"),
+    "functorch": (lambda t: setattr(t, "functorch_on", True), "functorch transform"),
+    "autocast": (lambda t: setattr(t, "autocast_on", True), "autocast to torch.bfloat16"),
+    "misaligned": (None, "aligned to 16 bytes"),
+    "compiling": (lambda t: setattr(t, "compiling", True), None),  # torch's own op, unlogged (dynamo traces it)
+}
+
+
+@pytest.mark.parametrize("state", list(STATE))
+def test_torchs_state_is_checked_at_every_call(served, torch, state, caplog):
+    """A configuration in its steady state (decided, keyed) still goes to torch when torch's state or the operand
+    object says so, at the first call of that state and at every call after; it is served again afterwards."""
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    set_state, said = STATE[state]
+    q, k, v = qkv(torch)
+    for _ in range(2):
+        F.scaled_dot_product_attention(q, k, v)
+    served_before = prov.served
+    args = (q, k, v)
+    if state == "subclass":
+        class Sub(harness.Tensor):
+            pass
+
+        args = (Sub(q.shape, None, q.dtype, ptr=q.data_ptr()), k, v)
+    elif state == "misaligned":
+        args = (Tensor(q.shape, q.dtype, ptr=0x10008), k, v)
+    else:
+        set_state(torch)
+    with caplog.at_level(logging.WARNING, logger="cudnn_py.torch"):
+        for _ in range(3):
+            assert F.scaled_dot_product_attention(*args) == "torch's result"
+    assert prov.served == served_before and len(torch.calls) == 3
+    logged = [r.getMessage() for r in caplog.records if r.name == "cudnn_py.torch"]
+    if said is None:
+        assert logged == []
+    else:
+        assert len(logged) == 1 and said in logged[0], logged
+    torch.tf_on = torch.functorch_on = torch.autocast_on = torch.compiling = False  # torch's state as it was
+    F.scaled_dot_product_attention(q, k, v)
+    assert prov.served == served_before + 1 and len(builds) == 1
+
+
+def test_a_fallback_is_decided_once_per_key_and_logged_once(served, torch, caplog):
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    q, k, v = qkv(torch)
+    with caplog.at_level(logging.WARNING, logger="cudnn_py.torch"):
+        for _ in range(4):
+            assert F.scaled_dot_product_attention(q, k, v, dropout_p=0.2) == "torch's result"
+    assert len(decides) == 1 and prov.fallbacks == 4 and not builds
+    assert isinstance(next(iter(prov.by_key.values())), ct.Unsupported)
+    assert len([r for r in caplog.records if r.name == "cudnn_py.torch"]) == 1
+
+
+def test_odd_arguments_go_to_torch_without_a_crash(served, torch):
+    prov, builds, runs, decides = served
+    F = torch.nn.functional
+    q, k, v = qkv(torch)
+    assert F.scaled_dot_product_attention(q, k, v, scale=[0.1]) == "torch's result"  # unhashable: not keyed
+    assert F.scaled_dot_product_attention(q, k, v, scale="0.1") == "torch's result"
+    assert F.scaled_dot_product_attention(q, k, v, None, 0.0, False, 1) == "torch's result"  # a 7th positional
+    assert F.scaled_dot_product_attention(q, k, v, 0.0, attn_mask=None) == "torch's result"  # given twice
+    assert not builds and prov.served == 0
+
+
+def test_the_key_map_keeps_no_entry_the_cache_dropped_and_use_keeps_an_entry(torch):
+    ct.install(cache_size=2)
+    prov = ct.provider()
+    builds = []
+    prov._build = lambda cfg: builds.append(cfg.q[0][2]) or ct.Entry(cfg, None, {})
+    prov.forward = lambda entry, q, k, v, bias: ("O", None)
+    F = torch.nn.functional
+    call = lambda s: F.scaled_dot_product_attention(*qkv(torch, s=s))  # noqa: E731
+    call(16)
+    call(32)
+    call(16)  # a steady-state hit: 16 is the most recently used now
+    call(48)  # evicts 32 (not 16), and clears the key map
+    assert prov.cache.evictions == 1 and len(prov.by_key) == 1
+    call(16)
+    call(32)  # rebuilt: the cache dropped it
+    assert builds == [16, 32, 48, 32]
+    assert all(e.cfg in prov.cache for e in prov.by_key.values())
+
+
+@pytest.mark.usefixtures("registered_fake_handles")
+def test_the_steady_state_executes_through_the_checked_bound_execute(torch, monkeypatch):
+    """End to end with the execute harness: real forward graphs (validated on cuDNN, deviceless), their bound
+    execute (``Executor.fast``, as pygraph installs it) recording what cuDNN would run. Every call executes with its
+    own fresh output; and an entry of another layout under a call's key (which the key rules out) is still refused
+    by the execute's operand check: the provider's key is not what makes an operand safe."""
+    from cudnn_py import interop
+
+    harness.fake_default_handles(monkeypatch)
+    monkeypatch.setattr(interop, "_placements", {})
+    ct.install()
+    prov = ct.provider()
+    graphs = []
+
+    def build(cfg):
+        g, ts = ct.forward_graph(cudnn, cfg)
+        g.validate()
+        ex = g.session.executor
+        ex._backend_execute = harness.Recorder()
+        g.execute = ex.fast(harness.FakePlan())  # what pygraph installs as its execute after the first one
+        graphs.append(ex)
+        return ct.Entry(cfg, g, ts)
+
+    prov._build = build
+    torch.grad_enabled = False
+    F = torch.nn.functional
+    q, k, v = qkv(torch, ptr=None)
+    outs = [F.scaled_dot_product_attention(q, k, v, is_causal=True) for _ in range(3)]
+    (ex,) = graphs
+    assert len({o.data_ptr() for o in outs}) == 3
+    for o, (_handle, ptrs, _ws) in zip(outs, ex._backend_execute.calls):
+        assert {t.data_ptr() for t in (q, k, v, o)} <= set(ptrs)  # (beside the graph's own scalars)
+    assert len(ex._backend_execute.calls) == 3
+    # an entry built for (b, s, h, d) strides, served under the contiguous call's key: refused, nothing executed
+    bshd = [Tensor((2, 4, 100, 64), torch.float16, stride=(100 * 4 * 64, 64, 4 * 64, 1), ptr=None) for _ in range(3)]
+    F.scaled_dot_product_attention(*bshd, is_causal=True)
+    (key, entry), (other_key, other) = prov.by_key.items()
+    prov.by_key[key] = other
+    with pytest.raises(ValueError, match=r"tensor 'q' \(uid \d+\).*strides"):
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert len(graphs[1]._backend_execute.calls) == 1
 
 
 # ------------------------------------------------------------------------------------------------- the LRU bound

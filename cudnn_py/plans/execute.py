@@ -458,6 +458,17 @@ class Executor:
             raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
                             detail=f"plan {plan.name}")
 
+    def _cached_binding(self, key: tuple) -> tuple | None:
+        """The binding cached for ``key`` ((plan id, workspace, *pointers), as _binding_for keys it), published as
+        the last binding; None when there is none (the fast path then takes execute, which builds it)."""
+        with self._vp_lock:
+            binding = self._vp_cache.get(key)
+            if binding is None:
+                return None
+            self._vp_cache.move_to_end(key)
+        self._last = binding
+        return binding
+
     def _binding_for(self, plan: Any, variant_pack: dict, ws: int, ptrs: list[int], checked: bool) -> tuple:
         """The binding for these pointers: cached, or (pointers never seen with this plan) checked and built now.
         Publishes it as the last binding."""
@@ -501,7 +512,7 @@ class Executor:
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
         slots, template, checked = self._fast_slots, self._template, self._checked
-        backend_execute, plan_ptr, plan_ws = self._backend_execute, plan.ptr, plan.workspace
+        backend_execute, plan_ptr, plan_ws, plan_id = self._backend_execute, plan.ptr, plan.workspace, plan.id
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
         getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
         live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
@@ -671,8 +682,25 @@ class Executor:
                     return slow(variant_pack, workspace, handle)
                 ws = getter(workspace)
             binding = executor._last  # read once; holding it keeps its variant pack alive
-            if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs or trace.active is not None:
+            if trace.active is not None:
                 return slow(variant_pack, workspace, handle)
+            if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
+                # Other pointers than the last call's (a framework's fresh output tensors at every call): where a
+                # variant pack was built for these before, execute does no more than this path has done (every
+                # operand re-checked against its slot's signature, the handle, stream, context and workspace as
+                # above) before it takes that pack from its cache (_binding_for: no check on a hit) and executes.
+                # So does this, with neither replay nor recording (as execute). Pointers never seen go to execute,
+                # which checks them in full, and so does a caller's workspace object (execute checks its device).
+                if workspace is not None and workspace.__class__ is not int:
+                    return slow(variant_pack, workspace, handle)
+                cached = executor._cached_binding((plan_id, ws, *ptrs))
+                if cached is None:
+                    return slow(variant_pack, workspace, handle)
+                status = backend_execute(h, plan_ptr, cached[3])
+                if status != 0:
+                    raise error_for(status, "cudnnBackendExecute", kind="CUDNN_BACKEND_EXECUTION_PLAN",
+                                    detail=f"plan {plan.name}")
+                return None
             if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
                 if stream is None:
                     if cudnn_get_stream(h, out.stream) != 0:
