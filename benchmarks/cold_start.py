@@ -140,7 +140,7 @@ def _official_available() -> bool:
     return r.returncode == 0
 
 
-def _run(cell: str, case: str, cache_dir: str) -> dict:
+def _run(cell: str, case: str, cache_dir: str, timeout: float = CHILD_TIMEOUT) -> dict:
     env = {**os.environ, "CUDA_CACHE_DISABLE": "1", "PYTHONPATH": os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     env.pop("CUDNN_PY_TRACE", None)
@@ -149,9 +149,9 @@ def _run(cell: str, case: str, cache_dir: str) -> dict:
     lib = "official" if cell == "official" else "cudnn_py"
     try:
         r = subprocess.run([sys.executable, __file__, "--child", lib, "--case", case], capture_output=True,
-                           text=True, env=env, timeout=CHILD_TIMEOUT, cwd=ROOT)
+                           text=True, env=env, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {CHILD_TIMEOUT} s"}
+        return {"error": f"timed out after {timeout:.0f} s"}
     line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
     if r.returncode != 0 or line is None:
         tail = " | ".join((r.stderr or r.stdout).strip().splitlines()[-3:])[-400:]
@@ -178,6 +178,9 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
     ap.add_argument("--json", help="also write the runs and medians to this file")
     ap.add_argument("--out", help="a directory for cold_start.md (and cold_start.json)")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds for the whole run: no process starts after it, each gets what is left (default: none)")
+    ap.add_argument("--child-timeout", type=float, default=CHILD_TIMEOUT, help="seconds per process")
     ap.add_argument("--child", choices=("official", "cudnn_py"), help=argparse.SUPPRESS)
     ap.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -195,10 +198,18 @@ def main() -> None:
             for case in cases:
                 cache_dir = os.path.join(scratch, f"{case}-{i}")  # new and empty for this round's cold process
                 for cell in cells:
-                    r = _run(cell, case, cache_dir)
+                    left = args.budget - (time.perf_counter() - T_START) if args.budget else args.child_timeout
+                    if left < 5:
+                        print(f"# {case} {cell} round {i}: not run (the --budget is spent)", flush=True)
+                        continue
+                    t0 = time.perf_counter()
+                    r = _run(cell, case, cache_dir, min(left, args.child_timeout))
                     runs[case][cell].append(r)
-                    if "error" in r:
-                        print(f"# {case} {cell} round {i}: {r['error']}", file=sys.stderr, flush=True)
+                    # one line per process as it ends, so that a run cut short still shows what it measured
+                    what = r["error"] if "error" in r else (f"build {_ms(r.get('build_ms'))} ms, import to first "
+                                                            f"execute {_ms(r.get('import_to_first_execute_ms'))} ms, "
+                                                            f"plan {r.get('plan_source', '-')}")
+                    print(f"# {case} {cell} round {i}: {what} ({time.perf_counter() - t0:.1f} s)", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

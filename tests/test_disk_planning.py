@@ -326,9 +326,14 @@ def _tamper_plan(doc):
     doc["payload"]["plan"]["json"] = json.dumps(plan)
 
 
+def _foreign() -> int:
+    """A cuDNN version that is not the loaded one (9.19 on the CPU machine's 9.28, 9.28 on the H200's 9.19)."""
+    return 91900 if versions.runtime_version() != 91900 else 92800
+
+
 def _foreign_version(doc):
-    doc["key"]["cudnn_version"] = 91900
-    doc["payload"]["plan"]["json"] = plan_json(91900)
+    doc["key"]["cudnn_version"] = _foreign()
+    doc["payload"]["plan"]["json"] = plan_json(_foreign())
 
 
 def _other_device(doc):
@@ -434,7 +439,8 @@ def test_a_device_of_another_kind_or_another_cudnn_is_a_miss(gpu, monkeypatch):
     g = gpu.build()
     assert gpu.queries and gpu.built and g.session.disk.lines[0].startswith("miss")
     gpu.new_process()
-    monkeypatch.setattr(versions, "runtime_version", lambda: 91900)
+    foreign = _foreign()
+    monkeypatch.setattr(versions, "runtime_version", lambda: foreign)
     g = gpu.build()
     assert gpu.queries and g.session.disk.lines[0].startswith("miss")
     assert len(gpu.entry_files()) == 3  # one entry per (device kind, cuDNN)

@@ -12,7 +12,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
-from cudnn_py.cuda import capture, context
+from cudnn_py.cuda import capture, context, driver
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -26,7 +26,8 @@ FILLS = {  # element size -> (driver entry point, its value's ctypes type, the v
 
 
 def driver_call(name, *argtypes):
-    fn = getattr(context._lib(), name)
+    """The raw entry point (an int status back, as capture() expects of the call it captures)."""
+    fn = getattr(driver.raw(), name)
     fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
     return fn
 
