@@ -11,12 +11,13 @@ while the build reads ``_configs``, the configs so far. Plan indices are config 
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import enums
 from ..backend import versions
@@ -27,9 +28,11 @@ from .engine_config import EngineConfig
 from .plan import ExecutionPlan
 
 if TYPE_CHECKING:
+    from .phase import Phase
     from .session import PlanningSession
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class PlanList:
@@ -191,6 +194,34 @@ class PlanList:
         return self.plans[i]
 
 
+class OnPlanList(Generic[_T]):
+    """A session attribute that is its plan list's (read and written there)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, session: Any, owner: type | None = None) -> _T:
+        if session is None:  # (on the class)
+            return self  # type: ignore[return-value]
+        return getattr(session.plan_list, self.name)
+
+    def __set__(self, session: Any, value: _T) -> None:
+        setattr(session.plan_list, self.name, value)
+
+
+def gated(phase: Phase, method: Callable[..., _T]) -> Callable[..., _T]:
+    """The plan list's ``method`` as a session method of the same name and signature: ``PhaseError`` before
+    ``phase``, then the plan list's answer."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def gated(self: PlanningSession, *args: Any, **kwargs: Any) -> _T:
+        self._need(phase, name)
+        return getattr(self.plan_list, name)(*args, **kwargs)
+
+    return gated
+
+
 class knob:
     """An engine knob's range: the classic ``cudnn.knob`` (what ``get_knobs_for_engine`` returns), with read-only
     ``type``, ``max_value``, ``min_value`` and ``stride`` and a JSON ``repr``."""
@@ -218,6 +249,17 @@ class knob:
     def __repr__(self) -> str:
         return json.dumps({"type": str(self._type), "max_value": self._max_value, "min_value": self._min_value,
                            "stride": self._stride})
+
+
+def knobs_of(engine: Any) -> list[knob]:
+    """The knob ranges of an ENGINE descriptor, as the classic ``get_knobs_for_engine`` returns them."""
+    out = []
+    for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
+        out.append(knob(classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
+                        int(info.get("CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE")),
+                        int(info.get("CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE")),
+                        int(info.get("CUDNN_ATTR_KNOB_INFO_STRIDE"))))
+    return out
 
 
 def _note_name(note: Any) -> str:

@@ -34,14 +34,11 @@ Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
 """
 from __future__ import annotations
 
-import enum
-import functools
 import logging
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from .. import enums
 from ..backend import Descriptor, versions
@@ -61,78 +58,19 @@ from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
 from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
 from . import cached_planning, cuda_graph, device_gates, disk_planning, errata, heuristics, serialize
-from .device_properties import DeviceProperties
 from .engine_config import EngineConfig, make_engine
 from .execute import Executor
-from .kernel_cache import KernelCache
+from .phase import Phase, SessionOptions, need
 from .plan import ExecutionPlan
-from .plan_list import PlanList, classic_behavior, classic_knob, knob, knob_value
+from .plan_list import OnPlanList, PlanList, classic_behavior, gated, knob, knob_value, knobs_of
 
 __all__ = ["Phase", "PlanningSession", "SessionOptions", "knob", "versions_available"]
 
 _log = logging.getLogger(__name__)
 
 
-_T = TypeVar("_T")
-
-
 def _ms_since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
-
-
-class _OnPlanList(Generic[_T]):
-    """A session attribute that is its plan list's (read and written there)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, session: Any, owner: type | None = None) -> _T:
-        return getattr(session.plan_list, self.name)
-
-    def __set__(self, session: Any, value: _T) -> None:
-        setattr(session.plan_list, self.name, value)
-
-
-def _after(phase: Phase, method: Callable[..., _T]) -> Callable[..., _T]:
-    """The plan list's ``method`` as a session method of the same name and signature: ``PhaseError`` before
-    ``phase``, then the plan list's answer."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def gated(self: PlanningSession, *args: Any, **kwargs: Any) -> _T:
-        self._need(phase, name)
-        return getattr(self.plan_list, name)(*args, **kwargs)
-
-    return gated
-
-
-class Phase(enum.IntEnum):
-    BUILT = 0
-    VALIDATED = 1
-    OPERATION_GRAPH = 2
-    ENGINE_CONFIGS = 3
-    PLANS = 4
-    EXECUTABLE = 5
-
-
-# what to call to reach each phase (for the PhaseError message)
-_HOW = {Phase.VALIDATED: "validate()", Phase.OPERATION_GRAPH: "build_operation_graph()",
-        Phase.ENGINE_CONFIGS: "create_execution_plans()", Phase.PLANS: "build_plans()",
-        Phase.EXECUTABLE: "build_plans()"}
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    """The graph-level options the cuDNN side uses."""
-
-    handle: Any = None  # the graph's handle (classic pygraph(handle=)); None: this thread's default handle
-    sm_count: int | None = None  # ENGINEHEUR_SM_COUNT_TARGET
-    dynamic_shapes: bool = False  # OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED
-    override_shapes: bool = False  # OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21)
-    kernel_cache: KernelCache | None = None  # EXECUTION_PLAN_KERNEL_CACHE on every plan (kernel_cache.py)
-    # deviceless (AoT) planning for these properties: no handle anywhere, ENGINEHEUR_ / ENGINE_DEVICEPROP
-    device_properties: DeviceProperties | None = None
-    sm_version: int | None = None  # the target architecture (90 = SM 9.0) the device rules are checked against
 
 
 class PlanningSession:
@@ -172,21 +110,20 @@ class PlanningSession:
         return graph
 
     # the plan list's state, under the names the session has always given it (plan_list.py says what each is)
-    configs: _OnPlanList[list[EngineConfig]] = _OnPlanList()  # every config: the deferred modes are queried first
-    _configs: _OnPlanList[list[EngineConfig]] = _OnPlanList()  # the configs so far
-    _deferred: _OnPlanList[heuristics.HeuristicsResult | None] = _OnPlanList()
-    plans: _OnPlanList[dict[int, ExecutionPlan]] = _OnPlanList()
-    failures: _OnPlanList[dict[int, str]] = _OnPlanList()
-    barred: _OnPlanList[dict[int, str]] = _OnPlanList()
-    candidate: _OnPlanList[int | None] = _OnPlanList()
-    heuristics_report: _OnPlanList[list[tuple]] = _OnPlanList()
-    heuristics_ranked: _OnPlanList[list[tuple[str, list[Any]]]] = _OnPlanList()
+    configs: OnPlanList[list[EngineConfig]] = OnPlanList()  # every config: the deferred modes are queried first
+    _configs: OnPlanList[list[EngineConfig]] = OnPlanList()  # the configs so far
+    _deferred: OnPlanList[heuristics.HeuristicsResult | None] = OnPlanList()
+    plans: OnPlanList[dict[int, ExecutionPlan]] = OnPlanList()
+    failures: OnPlanList[dict[int, str]] = OnPlanList()
+    barred: OnPlanList[dict[int, str]] = OnPlanList()
+    candidate: OnPlanList[int | None] = OnPlanList()
+    heuristics_report: OnPlanList[list[tuple]] = OnPlanList()
+    heuristics_ranked: OnPlanList[list[tuple[str, list[Any]]]] = OnPlanList()
 
     # ---- phase bookkeeping -------------------------------------------------------------------------------------------
     def _need(self, phase: Phase, method: str) -> None:
         if self.phase < phase:
-            raise PhaseError(f"{method}() needs the {phase.name} phase, and the graph is at {self.phase.name}: "
-                             f"call {_HOW[phase]} first")
+            need(self.phase, phase, method)
 
     def _advance(self, phase: Phase) -> None:
         self.phase = max(self.phase, phase)
@@ -407,13 +344,7 @@ class PlanningSession:
         self._need(Phase.OPERATION_GRAPH, "get_knobs_for_engine")
         with self.on_device():
             engine = make_engine(self.operation_graph, int(engine_id), self._device_properties())
-        out = []
-        for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
-            out.append(knob(classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
-                            int(info.get("CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE")),
-                            int(info.get("CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE")),
-                            int(info.get("CUDNN_ATTR_KNOB_INFO_STRIDE"))))
-        return out
+        return knobs_of(engine)
 
     # ---- ENGINE_CONFIGS ---------------------------------------------------------------------------------------------
     def create_execution_plans(self, modes: list[Any]) -> None:
@@ -453,24 +384,20 @@ class PlanningSession:
         self._advance(Phase.ENGINE_CONFIGS)
 
     # ---- the plan list's filters and queries (plan_list.py), once engine configs exist -------------------------------
-    deselect_engines = _after(Phase.ENGINE_CONFIGS, PlanList.deselect_engines)
-    select_numeric_notes = _after(Phase.ENGINE_CONFIGS, PlanList.select_numeric_notes)
-    deselect_numeric_notes = _after(Phase.ENGINE_CONFIGS, PlanList.deselect_numeric_notes)
-    select_behavior_notes = _after(Phase.ENGINE_CONFIGS, PlanList.select_behavior_notes)
-    deselect_behavior_notes = _after(Phase.ENGINE_CONFIGS, PlanList.deselect_behavior_notes)
-    deselect_workspace_greater_than = _after(Phase.ENGINE_CONFIGS, PlanList.deselect_workspace_greater_than)
-    check_support = _after(Phase.ENGINE_CONFIGS, PlanList.check_support)
-    get_plan_name_at_index = _after(Phase.ENGINE_CONFIGS, PlanList.get_plan_name_at_index)
-    get_engine_and_knobs_at_index = _after(Phase.ENGINE_CONFIGS, PlanList.get_engine_and_knobs_at_index)
-    get_behavior_notes_for_plan_at_index = _after(Phase.ENGINE_CONFIGS, PlanList.get_behavior_notes_for_plan_at_index)
-    get_numerical_notes_for_plan_at_index = _after(Phase.ENGINE_CONFIGS,
-                                                   PlanList.get_numerical_notes_for_plan_at_index)
+    deselect_engines = gated(Phase.ENGINE_CONFIGS, PlanList.deselect_engines)
+    select_numeric_notes = gated(Phase.ENGINE_CONFIGS, PlanList.select_numeric_notes)
+    deselect_numeric_notes = gated(Phase.ENGINE_CONFIGS, PlanList.deselect_numeric_notes)
+    select_behavior_notes = gated(Phase.ENGINE_CONFIGS, PlanList.select_behavior_notes)
+    deselect_behavior_notes = gated(Phase.ENGINE_CONFIGS, PlanList.deselect_behavior_notes)
+    deselect_workspace_greater_than = gated(Phase.ENGINE_CONFIGS, PlanList.deselect_workspace_greater_than)
+    check_support = gated(Phase.ENGINE_CONFIGS, PlanList.check_support)
+    get_plan_name_at_index = gated(Phase.ENGINE_CONFIGS, PlanList.get_plan_name_at_index)
+    get_engine_and_knobs_at_index = gated(Phase.ENGINE_CONFIGS, PlanList.get_engine_and_knobs_at_index)
+    get_behavior_notes_for_plan_at_index = gated(Phase.ENGINE_CONFIGS, PlanList.get_behavior_notes_for_plan_at_index)
+    get_numerical_notes_for_plan_at_index = gated(Phase.ENGINE_CONFIGS, PlanList.get_numerical_notes_for_plan_at_index)
 
-    def get_execution_plan_count(self) -> int:
-        return self.plan_list.get_execution_plan_count()
-
-    def plan_entries(self) -> list[dict[str, Any]]:
-        return self.plan_list.plan_entries()
+    get_execution_plan_count = gated(Phase.BUILT, PlanList.get_execution_plan_count)  # (no phase needed)
+    plan_entries = gated(Phase.BUILT, PlanList.plan_entries)
 
     def _bar_erratic_engines(self) -> None:
         self.plan_list.bar_erratic_engines()
