@@ -1047,6 +1047,7 @@ def test_the_installed_execute_sends_classic_keywords_to_the_method(monkeypatch)
 def test_calls_with_tensor_uids_bind_the_execute_once():
     """A call with tensor_uids goes through pygraph.execute every time (the installed execute sends it there): the
     bound execute is made once, not again per call (which would rebuild it and lose its steady state)."""
+    from cudnn_py.engines.base import BACKEND_PLAN
     from cudnn_py.plans.session import Phase
 
     g = _tiny_add_graph()
@@ -1061,7 +1062,8 @@ def test_calls_with_tensor_uids_bind_the_execute_once():
             return lambda pack, ws=None, h=None, tensor_uids=None: classic(pack, ws, h, None, None, None, tensor_uids)
 
     session = Session()
-    g._planning_done = g._is_built = True
+    session.phase = Phase.EXECUTABLE  # planned for the cuDNN plan, and built (the facade reads both from these)
+    g._plans, g._session = [BACKEND_PLAN], session
     g._at = lambda phase: session if phase == Phase.EXECUTABLE else None
     for _ in range(3):
         g.execute([10, 20, 30], None, None, tensor_uids=[1, 2, 3])

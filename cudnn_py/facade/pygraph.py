@@ -13,17 +13,14 @@ cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOpt
 """
 from __future__ import annotations
 
-import functools
-import gc
-import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
 from ..engines.router import default_router, route
-from ..enums import build_plan_policy, heur_mode
+from ..enums import build_plan_policy
 from ..errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -33,52 +30,15 @@ from ..errors import (
     cudnnGraphNotSupportedError,
 )
 from ..ir import Graph, Tensor
-from ..plans.device_properties import DeviceProperties
-from ..plans.kernel_cache import KernelCache
 from ..plans.session import Phase, PlanningSession, SessionOptions
+from .gc_pause import without_gc
+from .mirror import OVERRIDES, mirror
+from .options import DEFAULT_HEURISTICS, check_planning_targets, heuristic_list, no_overrides, refuse_unimplemented
 
 if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python bindings/apigen.py)
     from ._builder_api import BuilderMethods
 else:
     BuilderMethods = object
-
-DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-_gc_lock = threading.Lock()
-_gc_paused = [0, False]  # [builds in progress, whether the collector was on when the first one began]
-
-
-def _without_gc(method: _F) -> _F:
-    """Run a build step with the cyclic garbage collector paused. Lowering a graph allocates thousands of small
-    objects, and each collection it triggers walks the young ones; in a process with a large heap (torch's), an
-    occasional full collection lands inside a build (an attention build's validate ranged 4-19 ms on the H200).
-    Nothing a build makes is cyclic garbage that must go at once. Nested and concurrent builds share one pause;
-    the collector is switched back on by the last one to finish, and only if it was on when the first began."""
-
-    @functools.wraps(method)
-    def paused(*args: Any, **kwargs: Any) -> Any:
-        with _gc_lock:
-            if _gc_paused[0] == 0:
-                _gc_paused[1] = gc.isenabled()
-                gc.disable()
-            _gc_paused[0] += 1
-        try:
-            return method(*args, **kwargs)
-        finally:
-            with _gc_lock:
-                _gc_paused[0] -= 1
-                if _gc_paused[0] == 0 and _gc_paused[1]:
-                    gc.enable()
-
-    return paused  # type: ignore[return-value]
-
-
-def _refuse_unimplemented(**given: Any) -> None:
-    """Classic constructor options cudnn_py does not implement yet: refused when given, never ignored."""
-    for name, value in given.items():
-        if value not in (None, False):
-            raise NotImplementedOptionError(f"pygraph({name}=...) is not implemented yet in cudnn_py")
 
 
 def _classic_execute(graph: Any) -> Callable[..., None]:
@@ -137,11 +97,11 @@ class pygraph(Graph, BuilderMethods):
     ) -> None:
         if kwargs:
             raise InvalidTypeError(f"pygraph() got unexpected keyword arguments {sorted(kwargs)}")
-        _refuse_unimplemented(cuda_graph_retention=cuda_graph_retention,
+        refuse_unimplemented(cuda_graph_retention=cuda_graph_retention,
                               is_cuda_graph_replay_expected=is_cuda_graph_replay_expected)
         if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0):
             raise InvalidValueError(f"pygraph(sm_count=...) must be a non-negative int, got {sm_count!r}")
-        _check_planning_targets(handle, sm_version, kernel_cache, device_property)
+        check_planning_targets(handle, sm_version, kernel_cache, device_property)
         super().__init__(name, io_data_type, intermediate_data_type, compute_data_type)
         self._handle = handle
         self._sm_count = sm_count
@@ -156,12 +116,10 @@ class pygraph(Graph, BuilderMethods):
         # routing
         self._engines: list[BaseEngine] = []
         self._router = router
-        self._plans: list[PlanConfig] = []
-        self._planning_done = False
+        self._plans: list[PlanConfig] = []  # empty until planned (create_execution_plans)
         self._plan_index = 0
         self._heuristics: list[Any] = list(DEFAULT_HEURISTICS)
         self._compiled: dict[int, CompiledPlan] = {}  # routed plan index -> built python plan
-        self._is_built = False
         # the cuDNN side
         self._session: PlanningSession | None = None
         self.on_change(self._drop_session)
@@ -176,6 +134,21 @@ class pygraph(Graph, BuilderMethods):
     device_property = property(lambda self: self._device_property)
     is_dynamic_shape_enabled = property(lambda self: self._is_dynamic_shape_enabled)
     is_built = property(lambda self: self._is_built)
+
+    # ---- where the graph is: derived from the routed plans and the session's phase, never kept beside them ---------
+    @property
+    def _planning_done(self) -> bool:
+        """Planned: create_execution_plans() (or create_execution_plan(), deserialize()) made the routed plans."""
+        return bool(self._plans)
+
+    @property
+    def _is_built(self) -> bool:
+        """The selected plan is built: a python engine's compiled, or the cuDNN session EXECUTABLE."""
+        if not self._plans:
+            return False
+        if self.selected_engine is not None:
+            return self._plan_index in self._compiled
+        return self._session is not None and self._session.phase >= Phase.EXECUTABLE
 
     def _is_dynamic(self) -> bool:
         return self._is_dynamic_shape_enabled
@@ -277,7 +250,6 @@ class pygraph(Graph, BuilderMethods):
         if not 0 <= index < len(self._plans):
             raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
         self._plan_index = index
-        self._is_built = index in self._compiled
         self.drop_fast_path()
         return self
 
@@ -302,7 +274,7 @@ class pygraph(Graph, BuilderMethods):
             raise PhaseError(f"call create_execution_plans() before {what}()")
 
     # ---- validation and the classic staged build --------------------------------------------------------------------
-    @_without_gc
+    @without_gc
     def validate(self) -> None:
         """IR inference and checks; then, with no python engines registered, the passes and cuDNN's own tensor /
         operation / operation-graph validation (which works without a GPU on cuDNN >= 9.8)."""
@@ -310,7 +282,7 @@ class pygraph(Graph, BuilderMethods):
         if not self._engines:
             self.session.validate()
 
-    @_without_gc
+    @without_gc
     def build_operation_graph(self) -> None:
         """Validate; without python engines also finalize the cuDNN operation graph (with a handle), so the
         classic queries (get_engine_count, get_knobs_for_engine) work before create_execution_plans()."""
@@ -319,7 +291,7 @@ class pygraph(Graph, BuilderMethods):
         if not self._engines:
             self._at(Phase.OPERATION_GRAPH)
 
-    @_without_gc
+    @without_gc
     def create_execution_plans(self, heuristics: Any = None) -> None:
         """Route once: python engines that accept the graph and the cuDNN entry (heuristic modes `heuristics`,
         default [A, FALLBACK]) form the ranked plan list; the graph freezes."""
@@ -328,11 +300,11 @@ class pygraph(Graph, BuilderMethods):
                                "use select_plan() to switch plans or build a new graph")
         if not self._is_validated:
             self.validate()
-        self._heuristics = _heuristic_list(heuristics)
+        self._heuristics = heuristic_list(heuristics)
         plans = route(self._router or default_router, self, self._engines)
         self._check_routed(plans)
         self._freeze()
-        self._plans, self._planning_done, self._plan_index = plans, True, 0
+        self._plans, self._plan_index = plans, 0
         if self.selected_engine is None:
             self._at(Phase.ENGINE_CONFIGS)
 
@@ -342,18 +314,10 @@ class pygraph(Graph, BuilderMethods):
             if not self._is_validated:
                 self.validate()
             self._freeze()
-            self._plans, self._planning_done, self._plan_index = [BACKEND_PLAN], True, 0
+            self._plans, self._plan_index = [BACKEND_PLAN], 0
         self._at(Phase.OPERATION_GRAPH).create_execution_plan(engine_id, dict(knobs or {}))
 
-    def check_support(self) -> None:
-        self._require_planned("check_support")
-        engine = self.selected_engine
-        if engine is not None:
-            engine.check_support(self)
-        else:
-            self._at(Phase.ENGINE_CONFIGS).check_support()
-
-    @_without_gc
+    @without_gc
     def build_plans(self, *args: Any, ctx: ExecutionContext | None = None, **kwargs: Any) -> None:
         """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
         build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan)."""
@@ -367,7 +331,6 @@ class pygraph(Graph, BuilderMethods):
             self._compile(ctx)
         else:
             self._at(Phase.ENGINE_CONFIGS).build_plans(build_all=policy is build_plan_policy.ALL)
-        self._is_built = True
 
     def build(self, heuristics: Any = None, ctx: ExecutionContext | None = None) -> None:
         """build(modes) runs the whole pipeline; build() with no modes is the classic overload that only
@@ -389,59 +352,40 @@ class pygraph(Graph, BuilderMethods):
             self._compiled[self._plan_index] = plan
         return plan
 
-    # ---- classic plan queries (cuDNN plan index space) ---------------------------------------------------------------
-    def get_execution_plan_count(self) -> int:
-        if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
-            return 0  # classic: nothing planned yet
-        return self._session.get_execution_plan_count()
-
-    def build_plan_at_index(self, index: int) -> None:
-        self._require_planned("build_plan_at_index")
-        self._at(Phase.ENGINE_CONFIGS).build_plan_at_index(index)
-        if self.selected_engine is None:
-            self._is_built = True
-
-    def get_plan_name_at_index(self, index: int) -> str:
-        self._require_planned("get_plan_name_at_index")
-        return self._at(Phase.ENGINE_CONFIGS).get_plan_name_at_index(index)
-
-    def get_workspace_size(self, handle: Any = None, override_uids: Any = None, override_shapes: Any = None,
-                           override_strides: Any = None) -> int:
-        self._require_planned("get_workspace_size")
-        _no_overrides("get_workspace_size", override_uids, override_shapes, override_strides)
-        if self.selected_engine is not None:
-            return self._compile(None).get_workspace_size()
-        return self._at(Phase.ENGINE_CONFIGS).get_workspace_size()
-
-    def get_workspace_size_plan_at_index(self, index: int, handle: Any = None, override_uids: Any = None,
-                                         override_shapes: Any = None, override_strides: Any = None) -> int:
-        self._require_planned("get_workspace_size_plan_at_index")
-        _no_overrides("get_workspace_size_plan_at_index", override_uids, override_shapes, override_strides)
-        return self._at(Phase.ENGINE_CONFIGS).get_workspace_size_plan_at_index(index)
-
-    def get_behavior_notes(self) -> list:
-        self._require_planned("get_behavior_notes")
-        if self.selected_engine is not None:
-            return list(self._compile(None).behavior_notes)
-        return self._at(Phase.ENGINE_CONFIGS).get_behavior_notes()
-
-    def get_behavior_notes_for_plan_at_index(self, index: int) -> list:
-        self._require_planned("get_behavior_notes_for_plan_at_index")
-        return self._at(Phase.ENGINE_CONFIGS).get_behavior_notes_for_plan_at_index(index)
-
-    def get_engine_count(self) -> int:
-        if not self._is_validated:
-            self.validate()
-        return self._at(Phase.OPERATION_GRAPH).get_engine_count()
-
-    def get_knobs_for_engine(self, engine_id: int) -> list:
-        if not self._is_validated:
-            self.validate()
-        return self._at(Phase.OPERATION_GRAPH).get_knobs_for_engine(engine_id)
-
-    def get_engine_and_knobs_at_index(self, index: int) -> Any:
-        self._require_planned("get_engine_and_knobs_at_index")
-        return self._at(Phase.ENGINE_CONFIGS).get_engine_and_knobs_at_index(index)
+    # ---- the classic methods the planning session answers under the same names: one row each (facade/mirror.py) --
+    get_engine_count = mirror("graph", "() -> int")
+    get_knobs_for_engine = mirror("graph", "(engine_id: int) -> list")
+    get_execution_plan_count = mirror("count", "() -> int")
+    check_support = mirror("planned", "() -> None", engine="engine.check_support(self)")
+    build_plan_at_index = mirror("planned", "(index: int) -> None")
+    get_plan_name_at_index = mirror("planned", "(index: int) -> str")
+    get_engine_and_knobs_at_index = mirror("planned", "(index: int) -> Any")
+    get_behavior_notes = mirror("planned", "() -> list", engine="list(self._compile(None).behavior_notes)")
+    get_behavior_notes_for_plan_at_index = mirror("planned", "(index: int) -> list")
+    get_workspace_size = mirror(
+        "planned", "(handle: Any = None, override_uids: Any = None, override_shapes: Any = None, "
+        "override_strides: Any = None) -> int", forward="", checks=(OVERRIDES,),
+        engine="self._compile(None).get_workspace_size()")
+    get_workspace_size_plan_at_index = mirror(
+        "planned", "(index: int, handle: Any = None, override_uids: Any = None, override_shapes: Any = None, "
+        "override_strides: Any = None) -> int", forward="index", checks=(OVERRIDES,))
+    # the classic plan filters (cuDNN plans; after create_execution_plans, as classic requires)
+    deselect_engines = mirror("planned", "(engine_names: list[str]) -> None", forward="list(engine_names)")
+    select_numeric_notes = mirror("planned", "(notes: list) -> None", forward="list(notes)")
+    deselect_numeric_notes = mirror("planned", "(notes: list) -> None", forward="list(notes)")
+    select_behavior_notes = mirror("planned", "(notes: list) -> None", forward="list(notes)")
+    deselect_behavior_notes = mirror("planned", "(notes: list) -> None", forward="list(notes)")
+    deselect_workspace_greater_than = mirror("planned", "(workspace_limit: int) -> None",
+                                             forward="int(workspace_limit)")
+    # CUDA graphs (plans/cuda_graph.py)
+    populate_cuda_graph = mirror(
+        "cuda_graph", "(handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None",
+        forward="int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph",
+        doc="Record the default cuDNN plan into the empty ``cudaGraph_t`` ``cuda_graph`` (``plans/cuda_graph.py``).")
+    update_cuda_graph = mirror(
+        "cuda_graph", "(handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None",
+        forward="int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph",
+        doc="Point a graph made by populate_cuda_graph() at other buffers (re-instantiate it to launch the update).")
 
     def backend_plan_entries(self) -> list[dict[str, Any]]:
         """The cuDNN plans behind the cuDNN entry, one dict each (see PlanningSession.plan_entries); [] before
@@ -449,29 +393,6 @@ class pygraph(Graph, BuilderMethods):
         if self._session is None or self._session.phase < Phase.ENGINE_CONFIGS:
             return []
         return self._session.plan_entries()
-
-    # ---- classic plan filters (cuDNN plans; after create_execution_plans, as classic requires) -----------------------
-    def _filters(self, what: str) -> PlanningSession:
-        self._require_planned(what)
-        return self._at(Phase.ENGINE_CONFIGS)
-
-    def deselect_engines(self, engine_names: list[str]) -> None:
-        self._filters("deselect_engines").deselect_engines(list(engine_names))
-
-    def select_numeric_notes(self, notes: list) -> None:
-        self._filters("select_numeric_notes").select_numeric_notes(list(notes))
-
-    def deselect_numeric_notes(self, notes: list) -> None:
-        self._filters("deselect_numeric_notes").deselect_numeric_notes(list(notes))
-
-    def select_behavior_notes(self, notes: list) -> None:
-        self._filters("select_behavior_notes").select_behavior_notes(list(notes))
-
-    def deselect_behavior_notes(self, notes: list) -> None:
-        self._filters("deselect_behavior_notes").deselect_behavior_notes(list(notes))
-
-    def deselect_workspace_greater_than(self, workspace_limit: int) -> None:
-        self._filters("deselect_workspace_greater_than").deselect_workspace_greater_than(int(workspace_limit))
 
     # ---- execution ---------------------------------------------------------------------------------------------------
     def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
@@ -482,7 +403,7 @@ class pygraph(Graph, BuilderMethods):
         if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
                 and override_strides is None:
             return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
-        _no_overrides("execute", override_uids, override_shapes, override_strides)
+        no_overrides("execute", override_uids, override_shapes, override_strides)
         if not self._planning_done:
             self.create_execution_plans()
         engine = self.selected_engine
@@ -490,7 +411,6 @@ class pygraph(Graph, BuilderMethods):
             buffers = self._variant_pack(tensor_dict, tensor_uids)
             ctx = self._exec_context(handle, workspace)
             plan = self._compile(ctx)
-            self._is_built = True
             plan.execute(self, buffers, ctx)
             return None
         if not self._is_built:
@@ -513,19 +433,9 @@ class pygraph(Graph, BuilderMethods):
         given.update({k: kwargs.pop(k) for k in names if k in kwargs})
         if kwargs:
             raise InvalidTypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
-        _no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
+        no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
         pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
         self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
-
-    def populate_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
-        """Record the default cuDNN plan into the empty ``cudaGraph_t`` ``cuda_graph`` (``plans/cuda_graph.py``)."""
-        self._cuda_graph_session("populate_cuda_graph").populate_cuda_graph(
-            int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph)
-
-    def update_cuda_graph(self, handle: Any, variant_pack: Any, workspace: Any, cuda_graph: Any) -> None:
-        """Point a graph made by populate_cuda_graph() at other buffers (re-instantiate it to launch the update)."""
-        self._cuda_graph_session("update_cuda_graph").update_cuda_graph(
-            int(handle if handle is not None else self._graph_handle()), variant_pack, workspace, cuda_graph)
 
     def _cuda_graph_session(self, what: str) -> PlanningSession:
         self._require_planned(what)
@@ -579,7 +489,7 @@ class pygraph(Graph, BuilderMethods):
         self._freeze()
         self._session = session
         self._is_validated = True
-        self._plans, self._planning_done, self._plan_index, self._is_built = [BACKEND_PLAN], True, 0, True
+        self._plans, self._plan_index = [BACKEND_PLAN], 0  # planned, and built (the session is EXECUTABLE)
 
     def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> dict[int, Any]:
         """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""
@@ -634,43 +544,6 @@ class pygraph(Graph, BuilderMethods):
         doc["plans"] = [{"engine_id": p.engine_id, "name": p.name} for p in self._plans]
         doc["selected_plan"] = self._plan_index if self._planning_done else None
         return doc
-
-
-def _check_planning_targets(handle: Any, sm_version: Any, kernel_cache: Any, device_property: Any) -> None:
-    """The classic planning options, checked at construction (a wrong object would fail only at build)."""
-    if sm_version is not None and (isinstance(sm_version, bool) or not isinstance(sm_version, int) or
-                                   not 10 <= sm_version < 1000):
-        raise InvalidValueError(f"pygraph(sm_version=...) is an architecture as major * 10 + minor (90 for SM 9.0, "
-                                f"100 for "
-                         f"SM 10.0), got {sm_version!r}")
-    if kernel_cache is not None and not isinstance(kernel_cache, KernelCache):
-        raise InvalidTypeError(f"pygraph(kernel_cache=...) takes what cudnn.create_kernel_cache() returns, not "
-                        f"{type(kernel_cache).__name__}")
-    if device_property is not None:
-        if not isinstance(device_property, DeviceProperties):
-            raise InvalidTypeError(f"pygraph(device_property=...) takes what cudnn.create_device_properties() "
-                                   f"returns, not "
-                            f"{type(device_property).__name__}")
-        if handle is not None:
-            raise InvalidValueError("pygraph(handle=..., device_property=...): a graph with device properties plans "
-                                    "without "
-                             "a handle (ahead of time, for the GPU they describe); give one or the other, and the "
-                             "handle to run on to execute(handle=...)")
-
-
-def _heuristic_list(heuristics: Any) -> list[Any]:
-    if heuristics is None:
-        return list(DEFAULT_HEURISTICS)
-    modes = [heuristics] if isinstance(heuristics, heur_mode) else list(heuristics)
-    bad = [m for m in modes if not isinstance(m, heur_mode)]
-    if bad:
-        raise InvalidTypeError(f"heuristic modes must be heur_mode members, got {bad}")
-    return modes
-
-
-def _no_overrides(method: str, *overrides: Any) -> None:
-    if any(o is not None for o in overrides):
-        raise NotImplementedOptionError(f"{method}() with shape overrides is not implemented yet in cudnn_py")
 
 
 def _stream_of(handle: Any) -> Any:

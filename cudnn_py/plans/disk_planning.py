@@ -28,7 +28,7 @@ than their JSON (the same rule as the in-process plan cache). On a hit:
 * the heuristics answer seeds the process's query cache (``heuristics.seed``), so the query is answered from it:
   no ENGINEHEUR is made (a trace of the build shows none). Its configs are rebuilt from engine index and knobs
   for this graph's operation graph, and one that does not build is handled as any cached answer's
-  (``PlanningSession._query_afresh``: cuDNN asked afresh; the entry is then dropped);
+  (``cached_planning.query_afresh``: cuDNN asked afresh; the entry is then dropped);
 * the plan record is rebuilt from its JSON with the planning handle (``plan_cache.checked_rebuild``: what
   ``deserialize`` does) and must have the recorded engine, knob choices and workspace; cuDNN's plan JSON carries
   the compiled kernels of runtime-compiled engines (``engine.payload.kernels[].cubin``), so nothing is compiled.
