@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.ir.ops.common import int_at_least
+from cudnn_py.ir.inference import int_at_least
 
 F = cudnn.data_type.FLOAT
 

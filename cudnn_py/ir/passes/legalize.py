@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ops.layout_ops.spec import slice_offset_bytes
 from .. import layout
 from ..node import Node
-from ..ops.layout_ops import slice_offset_bytes
 from ..program import Program
 from ..tensor import Tensor
 
