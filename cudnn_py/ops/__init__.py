@@ -20,7 +20,7 @@ ALL = (SPEC, LOWERING, REFERENCE)
 # order of the builder methods and of SPECS) follows it.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "attention": ALL,  # sdpa: the unified SDPA_FWD op or the composite
-    "attention_backward": (SPEC,),  # sdpa_backward (composite) and its attention_view
+    "attention_backward": ALL,  # sdpa_backward (composite) and its attention_view
     "attention_fp8": (SPEC, REFERENCE),  # sdpa_fp8 / sdpa_fp8_backward: composites only
     "attention_mxfp8": (SPEC, REFERENCE),  # sdpa_mxfp8 / sdpa_mxfp8_backward: composites only
     "conv": ALL,
@@ -32,8 +32,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "paged_cache": ALL,
     "pointwise": ALL,
     "quantize": ALL,
-    "reduction": (SPEC, LOWERING),
-    "rng": (SPEC, LOWERING),
+    "reduction": ALL,
+    "rng": ALL,
     "rope": ALL,
 }
 

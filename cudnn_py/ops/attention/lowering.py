@@ -57,15 +57,3 @@ def lower(node: Any, tensors: Any) -> list[Descriptor]:
         op.set(_PREFIX + "UNFUSE_FMA", True)
     op.finalize()
     return [op]
-
-
-@lowers("attention_view")
-def lower_view(node: Any, tensors: Any) -> list[Descriptor]:
-    """The backward's transposed views: an OPERATION_RESHAPE from X to Y (same memory, Y's dims and strides)."""
-    op = Descriptor("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_XDESC", tensors(node.inputs["X"]))
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_YDESC", tensors(node.outputs["Y"]))
-    if versions.available("CUDNN_ATTR_OPERATION_RESHAPE_MODE"):  # 9.22+: name the view (before: always one)
-        op.set("CUDNN_ATTR_OPERATION_RESHAPE_MODE", "CUDNN_RESHAPE_VIEW_ONLY")
-    op.finalize()
-    return [op]

@@ -714,6 +714,12 @@ def _dropout(rw: Any, node: Node, probs: Tensor, scores: list[int], out_type: An
                   out_data_type=out_type)
 
 
+def auto_kept_unified(node: Node) -> bool:
+    """Whether AUTO kept this node as the unified op with the composite to fall back to (not an explicit UNIFIED;
+    no block mask, which the composite does not take): the spec's ``composite_fallback``."""
+    return node.params.get("implementation") is attention_implementation.AUTO and "BLOCK_MASK" not in node.inputs
+
+
 def _stats_wanted(params: Mapping[str, Any]) -> bool:
     return bool(params["generate_stats"])
 
@@ -758,6 +764,7 @@ SDPA = OpSpec(
             Param("unfuse_fma", False, convert=bool)),
     order=SDPA_ORDER, varargs=True, out_dims=True, returns_list=True, unpack=_unpack, finish=_finish,
     expand=expand, requires=(UNIFIED_DESCRIPTOR,), min_version=UNIFIED_MIN_VERSION,
+    composite_fallback=auto_kept_unified,
     doc="sdpa(q, k, v, is_inference=None, attn_scale=None, bias=None, ..., generate_stats=None, "
         "implementation=AUTO, ...) -> [O, Stats] (Stats None unless generate_stats). " + (__doc__ or ""),
 )

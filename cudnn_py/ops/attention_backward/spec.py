@@ -373,7 +373,7 @@ SDPA_BACKWARD_ORDER = (
 DROPOUT_SCALE_INV_PORT = Port("DROPOUT_SCALE_INV", "dropout_scale_inv", optional=True)
 
 SDPA_BACKWARD = OpSpec(
-    method="sdpa_backward", kind="sdpa_backward",
+    method="sdpa_backward", kind="sdpa_backward", decomposed=True,
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("O", "o"), Port("DO", "dO"),
             Port("STATS", "stats"), Port("ATTN_SCALE", "attn_scale", optional=True),
             Port("BIAS", "bias", optional=True), Port("SEQ_LEN_Q", "seq_len_q", optional=True),

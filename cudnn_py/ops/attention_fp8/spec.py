@@ -299,7 +299,7 @@ SDPA_FP8_ORDER = (
     "compute_data_type", "name", "fn", "generate_stats", "score_max", "score_sum_exp", "sink_token")
 
 SDPA_FP8 = OpSpec(
-    method=FWD, kind=FWD,
+    method=FWD, kind=FWD, decomposed=True,
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("DESCALE_Q", "descale_q"),
             Port("DESCALE_K", "descale_k"), Port("DESCALE_V", "descale_v"), Port("DESCALE_S", "descale_s"),
             Port("SCALE_S", "scale_s"), Port("SCALE_O", "scale_o"),
@@ -332,7 +332,7 @@ SDPA_FP8_BACKWARD_ORDER = (
     "right_bound", "use_deterministic_algorithm", "dropout", "compute_data_type", "name", "sink_token", "dSink_token")
 
 SDPA_FP8_BACKWARD = OpSpec(
-    method=BWD, kind=BWD,
+    method=BWD, kind=BWD, decomposed=True,
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("O", "o"), Port("DO", "dO"), Port("STATS", "stats"))
     + tuple(Port(f"DESCALE_{x.upper()}", f"descale_{x}") for x in ("q", "k", "v", "o", "dO", "s", "dP"))
     + tuple(Port(f"SCALE_{x.upper()}", f"scale_{x}") for x in ("s", "dQ", "dK", "dV", "dP"))

@@ -330,7 +330,7 @@ SDPA_MXFP8_ORDER = (
     "compute_data_type", "name", "generate_stats", "sink_token", "unfuse_fma")
 
 SDPA_MXFP8 = OpSpec(
-    method=FWD, kind=FWD,
+    method=FWD, kind=FWD, decomposed=True,
     inputs=(Port("Q", "q"), Port("K", "k"), Port("V", "v"), Port("DESCALE_Q", "descale_q"),
             Port("DESCALE_K", "descale_k"), Port("DESCALE_V", "descale_v"),
             Port("ATTN_SCALE", "attn_scale", optional=True), Port("SINK_TOKEN", "sink_token", optional=True)),
@@ -356,7 +356,7 @@ SDPA_MXFP8_BACKWARD_ORDER = (
     "dSink_token")
 
 SDPA_MXFP8_BACKWARD = OpSpec(
-    method=BWD, kind=BWD,
+    method=BWD, kind=BWD, decomposed=True,
     inputs=(Port("Q", "q"), Port("Q_T", "q_T"), Port("K", "k"), Port("K_T", "k_T"), Port("V", "v"),
             Port("O", "o_f16"), Port("DO", "dO_f16"), Port("DO_MX", "dO"), Port("DO_MX_T", "dO_T"),
             Port("STATS", "stats"))

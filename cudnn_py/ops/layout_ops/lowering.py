@@ -11,10 +11,9 @@ from typing import Any
 from ...backend import Descriptor, versions
 from ...enums import reshape_mode
 from ...lowering.registry import lowers
-from .spec import slice_offset_bytes
+from .spec import NATIVE_SLICE
 
 RESHAPE_MODE = "CUDNN_ATTR_OPERATION_RESHAPE_MODE"
-NATIVE_SLICE = "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR"
 
 
 def _padding(t: Any, user_rank: int) -> int:
@@ -48,7 +47,7 @@ def lower_transpose(node: Any, tensors: Any) -> list[Descriptor]:
 
 @lowers("slice")
 def lower_slice(node: Any, tensors: Any) -> list[Descriptor]:
-    """Y is always a view of X: the executor binds Y's pointer to X's plus the offset (``slice_aliases``); the
+    """Y is always a view of X: the executor binds Y's pointer to X's plus the offset (the spec's ``aliases``); the
     legalize pass made Y non-virtual with the alignment the offset leaves."""
     x, y = node.inputs["X"], node.outputs["Y"]
     ranges = [(0, 1, 1)] * _padding(x, len(node.params["ranges"])) + list(node.params["ranges"])
@@ -61,11 +60,6 @@ def lower_slice(node: Any, tensors: Any) -> list[Descriptor]:
     op.set("CUDNN_ATTR_OPERATION_SLICE_LIMIT_INDICES", [r[1] for r in ranges])
     op.set("CUDNN_ATTR_OPERATION_SLICE_STRIDES", [r[2] for r in ranges])
     return [op.finalize()]
-
-
-def slice_aliases(program: Any) -> dict[int, tuple[int, int]]:
-    """Slice output uid -> (input uid, byte offset): the variant-pack replacements of the program's slices."""
-    return {n.outputs["Y"].uid: (n.inputs["X"].uid, slice_offset_bytes(n)) for n in program.nodes if n.op == "slice"}
 
 
 @lowers("concatenate")

@@ -127,6 +127,14 @@ def slice_offset_bytes(node: Node) -> int:
     return slice_offset_elements(ranges, user_strides) * dtype_info(x.data_type).bits // 8
 
 
+def slice_view(node: Node) -> dict[int, tuple[int, int]]:
+    """The slice's output is a view of its input: {Y's uid: (X's uid, byte offset)} (the spec's ``aliases``)."""
+    return {node.outputs["Y"].uid: (node.inputs["X"].uid, slice_offset_bytes(node))}
+
+
+NATIVE_SLICE = "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR"  # cuDNN >= 9.22; before, a slice is its view alone
+
+
 def infer_transpose(node: Node, ctx: InferenceContext) -> None:
     op = "transpose"
     x, y = node.inputs["X"], node.outputs["Y"]
@@ -187,6 +195,9 @@ SLICE = OpSpec(
     method="slice", kind="slice", inputs=(Port("X", "input"),), outputs=(Output("Y"),),
     infer=infer_slice, params=(Param("slices", (), convert=_slices),),
     order=("input", "slices", "compute_data_type", "name"), varargs=True, out_dims=True,
+    aliases=slice_view,
+    view_only_without=(NATIVE_SLICE, "a graph of slices alone (before cuDNN 9.22 a slice is a view with no "
+                       "operation: give it an op that reads it)"),
     doc="slice(input, slices=[]) -> Y = input[slices] (Python slices, negative indices, positive steps). Y is a "
         "view: it aliases input's memory. cuDNN >= 9.22 lowers it to the SLICE op, older ones to the view alone.")
 

@@ -130,7 +130,7 @@ DIAGONAL_BAND_MASK_OP = OpSpec(
 
 
 DIAGONAL_BAND_MASK = OpSpec(
-    method="diagonal_band_mask", kind="diagonal_band_mask",
+    method="diagonal_band_mask", kind="diagonal_band_mask", decomposed=True,
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
     params=(Param("left_bound", None, convert=int_at_least(0, optional=True)),
             Param("right_bound", None, convert=int_at_least(0, optional=True)),

@@ -88,6 +88,11 @@ _MODE_FIXED: dict[str, dict[str, Any]] = {
 }
 
 
+def _index_axis(node: Node) -> tuple[str, str] | None:
+    """GEN_INDEX's values index an axis of its output: the legalize pass moves ``axis`` with the output's axes."""
+    return ("axis", "OUT_0") if node.params.get("mode") == PREFIX + "GEN_INDEX" else None
+
+
 def _spec(method: str, mode: str, args: tuple[str, ...], params: tuple[Param, ...] = (),
           explicit_tail: tuple[str, ...] | None = None, legacy_tail: tuple[str, ...] | None = None,
           fixed: dict[str, Any] | None = None) -> OpSpec:
@@ -104,6 +109,7 @@ def _spec(method: str, mode: str, args: tuple[str, ...], params: tuple[Param, ..
         fixed={"mode": PREFIX + mode, **_MODE_FIXED.get(mode, {}), **(fixed or {})},
         order=order, legacy_order=legacy, varargs=not explicit,
         requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", PREFIX + mode),
+        node_type="POINTWISE", elementwise=True, axis_param=_index_axis,
         doc=f"{method}({', '.join(args)}) -> OUT_0: pointwise mode {PREFIX + mode}.",
     )
 
