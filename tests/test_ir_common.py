@@ -1,4 +1,4 @@
-"""The helpers every op family's spec and inference share (``cudnn_py/ir/ops/common.py``)."""
+"""The helpers every op family's spec and inference share (``cudnn_py/ir/inference.py``)."""
 from __future__ import annotations
 
 import numpy as np

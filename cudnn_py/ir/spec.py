@@ -12,8 +12,9 @@ An :class:`OpSpec` says everything the layers above need to know about an op, on
 * for a composite, ``expand``: the decomposition into primitive IR nodes (run by the decompose pass).
 
 The builder methods of ``pygraph`` are generated from the specs (:mod:`.builders`), with the real signatures.
-Lowering (``cudnn_py.lowering``) and the float64 reference engine (``cudnn_py.engines.reference``) register one
-function per ``kind`` beside the spec's family; a test checks that every spec has both.
+Each family's folder (``cudnn_py/ops/<family>/``) holds its specs, its lowerings (``@lowers(kind)``) and its float64
+references (``@reference(kind)``); ``tests/test_op_families.py`` checks that every spec has both (or declares
+``decomposed``). The hooks at the end of :class:`OpSpec` are what the generic passes ask of an op.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """MoE grouped matmul: per-expert matmuls over the row ranges first_token_offset gives (expert e owns rows
 offset[e] .. offset[e+1], the last expert up to the end), with token_index gathering the rows in GATHER mode
-and token_index * top_k + token_ks placing them in SCATTER mode (``ir/ops/moe.py`` gives the source).
+and token_index * top_k + token_ks placing them in SCATTER mode (``ops/moe/spec.py`` gives the source).
 
 Where the GPU leaves something unspecified (an index out of range, two rows scattered to one slot, a slot no row
 reaches) the oracle refuses the values instead of inventing an answer."""

@@ -9,7 +9,7 @@ from ...enums import to_backend_data_type
 from ...lowering.registry import lowers
 
 # batchnorm inference takes MEAN / INV_VARIANCE as inputs (kept as one op only before relu_backward ->
-# batchnorm_backward; decomposed into pointwise ops otherwise: ir/ops/norms.py); the training forms produce them
+# batchnorm_backward; decomposed into pointwise ops otherwise: ops/norms/spec.py); the training forms produce them
 _PORTS = {"X": "XDESC", "SCALE": "SCALE_DESC", "BIAS": "BIAS_DESC", "EPSILON": "EPSILON_DESC", "MEAN": "MEAN_DESC",
           "INV_VARIANCE": "INV_VARIANCE_DESC", "PREV_RUNNING_MEAN": "INPUT_RUNNING_MEAN_DESC",
           "PREV_RUNNING_VAR": "INPUT_RUNNING_VAR_DESC", "MOMENTUM": "EXP_AVG_FACTOR_DESC"}

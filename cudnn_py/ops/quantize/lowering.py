@@ -41,7 +41,7 @@ def lower_dequantize(node: Any, tensors: Any) -> list[Descriptor]:
     op.set(prefix + "YDESC", tensors(node.outputs["Y"]))
     op.set(prefix + "MATH_PREC", to_backend_data_type(node.params["compute_data_type"]))
     # a decomposition may give the backend the frontend's block size where it differs from the logical one (MXFP8
-    # attention: {1, 32} for every operand, whichever axis the scale blocks; ir/ops/attention_mxfp8.py)
+    # attention: {1, 32} for every operand, whichever axis the scale blocks; ops/attention_mxfp8/spec.py)
     sizes = node.params.get("backend_block_size", node.params["block_size"])
     op.set(prefix + "BLOCK_SIZE", [int(b) for b in sizes], type="CUDNN_TYPE_INT32")
     negative = bool(node.params["is_negative_scale"])
