@@ -30,14 +30,14 @@ def test_import_layers_are_kept():
 
 
 def test_import_linter_catches_an_upward_import(tmp_path):
-    """The contract is not vacuous: a lazy import of the facade from the lowering layer breaks it."""
+    """The contract is not vacuous: a lazy import of the facade from a family's lowering breaks it."""
     exe = _tool("lint-imports")
     shutil.copytree(ROOT / "cudnn_py", tmp_path / "cudnn_py")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    matmul = tmp_path / "cudnn_py" / "lowering" / "matmul.py"
-    matmul.write_text(matmul.read_text() + "\n\ndef _upward():\n    from ..facade import pygraph  # noqa\n")
+    matmul = tmp_path / "cudnn_py" / "ops" / "matmul" / "lowering.py"
+    matmul.write_text(matmul.read_text() + "\n\ndef _upward():\n    from ...facade import pygraph  # noqa\n")
     r = _run([exe], cwd=tmp_path)
-    assert r.returncode != 0 and "cudnn_py.lowering.matmul -> cudnn_py.facade" in r.stdout, r.stdout[-3000:]
+    assert r.returncode != 0 and "cudnn_py.ops.matmul.lowering -> cudnn_py.facade" in r.stdout, r.stdout[-3000:]
 
 
 def test_ruff_is_clean():

@@ -1,11 +1,11 @@
-"""The helpers every op family's spec and inference share (``cudnn_py/ir/ops/common.py``)."""
+"""The helpers every op family's spec and inference share (``cudnn_py/ir/inference.py``)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.ir.ops.common import int_at_least
+from cudnn_py.ir.inference import int_at_least
 
 F = cudnn.data_type.FLOAT
 

@@ -25,8 +25,8 @@ from ..enums import data_type, from_any_dtype
 from ..errors import InvalidValueError, frozen_error
 from . import layout
 from .builders import BuilderMixin
+from .inference import InferenceContext, check_tensor
 from .node import Node
-from .ops.common import InferenceContext, check_tensor
 from .tensor import Tensor
 
 

@@ -87,11 +87,12 @@ class NodeType(enum.Enum):
     MAMBA2_SUMMARY_BWD = 56
 
 
-def node_type_of(op: str, method: str | None) -> NodeType:
-    """The NodeType of a node of kind ``op`` built by the method ``method``: the method's name in capitals
-    (``_backward`` as ``_BWD``), POINTWISE for every pointwise method, COMPOSITE for what 1.32 has no kind for."""
-    if op == "pointwise":
-        return NodeType.POINTWISE
+def node_type_of(op: str, method: str | None, declared: str = "") -> NodeType:
+    """The NodeType of a node of kind ``op`` built by the method ``method``: the one its spec declares
+    (``node_type``: POINTWISE for every pointwise method), else the method's name in capitals (``_backward`` as
+    ``_BWD``), COMPOSITE for what 1.32 has no kind for."""
+    if declared:
+        return NodeType[declared]
     name = (method or op).upper()
     if name.endswith("_BACKWARD"):
         name = name[: -len("_BACKWARD")] + "_BWD"
@@ -138,7 +139,8 @@ class Node:
     @property
     def node_type(self) -> NodeType:
         """1.32's ``Node.node_type``."""
-        return node_type_of(self.op, self.spec.method if self.spec is not None else None)
+        spec = self.spec
+        return node_type_of(self.op, spec.method if spec is not None else None, spec.node_type if spec else "")
 
     @property
     def compute_data_type(self) -> Any:

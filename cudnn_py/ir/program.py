@@ -17,8 +17,8 @@ from typing import Any
 from ..enums import data_type, from_any_dtype
 from ..errors import UsageError
 from . import layout
+from .inference import InferenceContext, check_tensor
 from .node import Node
-from .ops.common import InferenceContext, check_tensor
 from .spec import SPECS, OpSpec
 from .tensor import Tensor
 

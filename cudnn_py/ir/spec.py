@@ -12,8 +12,9 @@ An :class:`OpSpec` says everything the layers above need to know about an op, on
 * for a composite, ``expand``: the decomposition into primitive IR nodes (run by the decompose pass).
 
 The builder methods of ``pygraph`` are generated from the specs (:mod:`.builders`), with the real signatures.
-Lowering (``cudnn_py.lowering``) and the float64 reference engine (``cudnn_py.engines.reference``) register one
-function per ``kind`` beside the spec's family; a test checks that every spec has both.
+Each family's folder (``cudnn_py/ops/<family>/``) holds its specs, its lowerings (``@lowers(kind)``) and its float64
+references (``@reference(kind)``); ``tests/test_op_families.py`` checks that every spec has both (or declares
+``decomposed``). The hooks at the end of :class:`OpSpec` are what the generic passes ask of an op.
 """
 from __future__ import annotations
 
@@ -123,6 +124,28 @@ class OpSpec:
     # tuple into its tensor ports); it raises for arguments that cannot be honoured
     unpack: Callable[[dict[str, Any]], None] | None = None
     doc: str = ""
+    # ---- hooks: what the generic passes, lowering and planning ask of an op (none of them tests an op's name) -------
+    # always decomposed by ``expand``: no lowering of its own (tests/test_op_families.py holds the spec to it)
+    decomposed: bool = False
+    # the classic ``NodeType`` member of its nodes ("" = the method's name in capitals, COMPOSITE if there is none)
+    node_type: str = ""
+    # each output element is a function of the inputs' elements at the same (broadcast) position, and of the
+    # position itself where ``axis_param`` names an axis: the legalize pass may fold a long vector and merge leading
+    # axes of a graph made of such ops alone
+    elementwise: bool = False
+    # (node) -> (param, output port) where a node param indexes an axis of that output (GEN_INDEX's axis), which the
+    # legalize pass moves with the output's axes when it pads or merges them, else None
+    axis_param: Callable[[Any], tuple[str, str] | None] | None = None
+    # (node) -> {output uid: (input uid, byte offset)}: outputs that are views into an input's memory (a slice's);
+    # the legalize pass makes them non-virtual with the alignment the offset leaves, and the executor binds each as
+    # its input's pointer plus the offset (the frontend's variant-pack replacement)
+    aliases: Callable[[Any], Mapping[int, tuple[int, int]]] | None = None
+    # (feature, what): where the running cuDNN lacks the catalog feature its lowering emits no operation (the node is
+    # its view alone), and a graph of such nodes alone is refused naming ``what``
+    view_only_without: tuple[str, str] | None = None
+    # (node) -> whether AUTO kept the node as one backend op with the composite to fall back to: planning lowers the
+    # graph again as the composite when the one op finds no engine (sdpa's unified SDPA_FWD op)
+    composite_fallback: Callable[[Any], bool] | None = None
 
     # ---- the classic call ------------------------------------------------------------------------------------------
     @property

@@ -68,15 +68,26 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
         lowered.operations.extend(ops)
         lowered.op_names.extend([node.name] * len(ops))
     if not lowered.operations:
-        if program.nodes:  # only ops that lower to nothing on this cuDNN: slices before 9.22 are views alone
-            versions.require("CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR", what="a graph of slices alone (before "
-                             "cuDNN 9.22 a slice is a view with no operation: give it an op that reads it)")
+        # only ops that lower to nothing on this cuDNN (their spec's view_only_without: slices before 9.22)
+        for feature, what in dict.fromkeys(n.spec.view_only_without for n in program.nodes
+                                           if n.spec is not None and n.spec.view_only_without):
+            versions.require(feature, what=what)
         raise InvalidValueError("the graph has no operations")
     if len(lowered.operations) > MAX_OPGRAPH_OPS:
         raise InvalidValueError(f"the graph lowers to {len(lowered.operations)} operations; cuDNN takes at most "
                          f"{MAX_OPGRAPH_OPS}")
     finalize_operation_graph(lowered, handle)
     return lowered
+
+
+def view_aliases(program: Any) -> dict[int, tuple[int, int]]:
+    """View uid -> (source uid, byte offset): the variant-pack replacements of the program's views (the outputs
+    their specs' ``aliases`` name: a slice's)."""
+    out: dict[int, tuple[int, int]] = {}
+    for n in program.nodes:
+        if n.spec is not None and n.spec.aliases is not None:
+            out.update(n.spec.aliases(n))
+    return out
 
 
 def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descriptor:

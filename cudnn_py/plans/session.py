@@ -56,7 +56,7 @@ from ..interop import data_ptr
 from ..ir.graph import weak_callable
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
-from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, slice_aliases
+from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, view_aliases
 from . import cached_planning, cuda_graph, device_gates, disk_planning, errata, heuristics, serialize
 from .engine_config import EngineConfig, make_engine
 from .execute import Executor
@@ -193,15 +193,12 @@ class PlanningSession:
         self.executor = self._make_executor(self.program, self.lowered)
 
     def _auto_unified_attention(self) -> list[str]:
-        """The sdpa nodes AUTO kept as one unified SDPA_FWD op."""
-        from ..enums import attention_implementation
-
-        kept = [n for n in (self.program.nodes if self.program is not None else ()) if n.op == "sdpa"]
-        if any(n.params.get("implementation") is not attention_implementation.AUTO for n in kept):
-            return []  # an explicit UNIFIED is not second-guessed
-        if any("BLOCK_MASK" in n.inputs for n in kept):
-            return []  # the composite takes no block mask: nothing to fall back to
-        return [n.name for n in kept]
+        """The sdpa nodes AUTO kept as one unified SDPA_FWD op (their spec's ``composite_fallback``)."""
+        kept = [(n, n.spec.composite_fallback) for n in (self.program.nodes if self.program is not None else ())
+                if n.spec is not None and n.spec.composite_fallback is not None]
+        if not all(fallback(n) for n, fallback in kept):
+            return []  # an explicit UNIFIED is not second-guessed; a block mask has no composite to fall back to
+        return [n.name for n, _ in kept]
 
     def _fall_back_to_composite_attention(self, report: str) -> None:
         """AUTO's unified attention found no engine: lower the graph again with the composite attention (the
@@ -236,7 +233,7 @@ class PlanningSession:
             if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
                 continue
             checked[uid] = program.user_tensor(uid) or t
-        aliases = slice_aliases(program)
+        aliases = view_aliases(program)
         for view, (source, _) in aliases.items():
             # the source is bound even where no operation reads it (a slice on cuDNN < 9.22 has no op), and
             # the view is a slot whether or not an operation reads it
@@ -557,7 +554,7 @@ class PlanningSession:
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
     def serialize(self, graph_doc: dict) -> bytes:
         """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
-        if self.program is not None and slice_aliases(self.program):
+        if self.program is not None and view_aliases(self.program):
             raise NotImplementedOptionError("serialize() of a graph with a slice is not implemented: the blob does "
                                             "not record the slice output's pointer offset")
         return serialize.dump(self.plan(), self.bound_tensors, graph_doc,

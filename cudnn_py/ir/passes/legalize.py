@@ -12,13 +12,15 @@
    same data described as 3-D runs. The leading axes are merged into one where every tensor allows it (contiguous
    over those axes, or all 1 there, so broadcasting is unchanged); GEN_INDEX axes follow, and a GEN_INDEX over a
    merged axis keeps the graph as it is.
+   (2. and 3. apply to graphs of ``elementwise`` ops alone; an op's ``axis_param`` - GEN_INDEX's axis - keeps 2. off
+   and moves with the axes in 3. and 4.)
 4. **Rank >= 3** for every tensor (4 where an op of the graph needs it: the unified band mask): leading unit dims
    (outer stride = the tensor's span). A rank-2 pointwise graph finalized and ran on cuDNN 9.19 / H200 but wrote only
    the first row of its output; the frontend's graphs are always >= 3-D. GEN_INDEX axes are shifted by the padding of
    their output.
-5. **Slice views**: a slice's output is a view into its input's memory (the executor binds its pointer to the
-   input's plus the offset), so in the program it is non-virtual, with the byte alignment the offset leaves of the
-   input's; the user's graph keeps the virtual flag the user chose.
+5. **Views**: an output its spec's ``aliases`` names (a slice's) is a view into an input's memory (the executor
+   binds its pointer to the input's plus the offset), so in the program it is non-virtual, with the byte alignment
+   the offset leaves of the input's; the user's graph keeps the virtual flag the user chose.
 The user keeps the rank they chose: operands are checked against the user's dims at execute.
 """
 from __future__ import annotations
@@ -27,7 +29,6 @@ from typing import Any
 
 from .. import layout
 from ..node import Node
-from ..ops.layout_ops import slice_offset_bytes
 from ..program import Program
 from ..tensor import Tensor
 
@@ -41,7 +42,7 @@ def run(program: Program, options: Any) -> None:
     _fold_long_vectors(program)
     _merge_leading_axes(program)
     _pad_ranks(program)
-    _slice_views(program)
+    _views(program)
 
 
 
@@ -76,8 +77,7 @@ def _reshape_fused_scalars(program: Program) -> None:
 
 # ---- 2. long pointwise vectors ------------------------------------------------------------------------------------
 def _fold_long_vectors(program: Program) -> None:
-    if not program.nodes or any(n.op != "pointwise" or n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX"
-                                for n in program.nodes):
+    if not program.nodes or any(not _elementwise(n) or _axis_param(n) is not None for n in program.nodes):
         return
     tensors = _distinct(program.nodes)
     data = [t for t in tensors if not t.is_pass_by_value]
@@ -104,7 +104,7 @@ def _fold_long_vectors(program: Program) -> None:
 
 # ---- 3. rank-4+ pointwise graphs to rank 3 ------------------------------------------------------------------------
 def _merge_leading_axes(program: Program) -> None:
-    if not program.nodes or any(n.op != "pointwise" for n in program.nodes):
+    if not program.nodes or any(not _elementwise(n) for n in program.nodes):
         return
     tensors = _distinct(program.nodes)
     rank = max(len(t.dim) for t in tensors)
@@ -120,16 +120,15 @@ def _merge_leading_axes(program: Program) -> None:
             continue
         if dims != lead or any(strides[i] != strides[i + 1] * int(t.dim[i + 1]) for i in range(k - 1)):
             return  # broadcast or padded over the leading axes: merging would change the meaning
-    for n in program.nodes:
-        if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX" and int(n.params["axis"]) < k:
-            return
+    indexed = [(n, hook[0]) for n in program.nodes if (hook := _axis_param(n)) is not None]
+    if any(int(n.params[param]) < k for n, param in indexed):
+        return
     for t in tensors:
         merged = layout.numel(t.dim[:k])
         t._raw_set("dim", [merged] + [int(d) for d in t.dim[k:]])
         t._raw_set("stride", [int(t.stride[k - 1])] + [int(s) for s in t.stride[k:]])
-    for n in program.nodes:
-        if n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
-            n.params["axis"] = int(n.params["axis"]) - (k - 1)
+    for n, param in indexed:
+        n.params[param] = int(n.params[param]) - (k - 1)
     program.log.append(f"legalize: pointwise graph of rank {rank} described as rank 3 (leading axes merged)")
 
 
@@ -152,22 +151,37 @@ def _pad_ranks(program: Program) -> None:
             t._raw_set("dim", dims)
             t._raw_set("stride", strides)
     for node in program.nodes:
-        if node.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
-            shift = pads.get(node.outputs["OUT_0"].uid, 0)
+        hook = _axis_param(node)
+        if hook is not None:
+            param, port = hook
+            shift = pads.get(node.outputs[port].uid, 0)
             if shift:
-                node.params["axis"] = int(node.params["axis"]) + shift
+                node.params[param] = int(node.params[param]) + shift
     if any(pads.values()):
         program.log.append(f"legalize: {sum(1 for p in pads.values() if p)} tensor(s) padded to rank {rank}")
 
 
-# ---- 5. slice views ------------------------------------------------------------------------------------------------
-def _slice_views(program: Program) -> None:
+# ---- 5. views ------------------------------------------------------------------------------------------------------
+def _views(program: Program) -> None:
     for node in program.nodes:
-        if node.op != "slice":
+        if node.spec is None or node.spec.aliases is None:
             continue
-        x, y = node.inputs["X"], node.outputs["Y"]
-        y._raw_set("is_virtual", False)
-        y._raw_set("alignment", min(int(x.alignment or 16), layout.pointer_alignment(slice_offset_bytes(node))))
+        by_uid = {t.uid: t for t in node.tensors()}
+        for view, (source, offset) in node.spec.aliases(node).items():
+            x, y = by_uid[source], by_uid[view]
+            y._raw_set("is_virtual", False)
+            y._raw_set("alignment", min(int(x.alignment or 16), layout.pointer_alignment(offset)))
+
+
+# ---- the spec hooks the rules read -----------------------------------------------------------------------------------
+def _elementwise(node: Node) -> bool:
+    return node.spec is not None and node.spec.elementwise
+
+
+def _axis_param(node: Node) -> tuple[str, str] | None:
+    """(param, output port) where the node's param indexes an axis of that output (GEN_INDEX), else None."""
+    hook = node.spec.axis_param if node.spec is not None else None
+    return hook(node) if hook is not None else None
 
 
 def _distinct(nodes: list[Node]) -> list[Tensor]:

@@ -1,0 +1,26 @@
+"""The unified diagonal band mask (``node_lowering.md`` §13): one OPERATION_DIAGONAL_BAND_MASK per bound. The
+composite form needs no lowering of its own: the decompose pass turned it into pointwise nodes."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...backend import Descriptor
+from ...lowering.registry import lowers
+
+
+@lowers("diagonal_band_mask_op")
+def lower(node: Any, tensors: Any) -> list[Descriptor]:
+    op = Descriptor("CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_XDESC", tensors(node.inputs["X"]))
+    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_BDESC", tensors(node.inputs["B"]))
+    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_YDESC", tensors(node.outputs["Y"]))
+    bound = node.inputs.get("BOUND")
+    if node.params["side"] == "left":
+        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_LEFT_BOUND_DESC", tensors(bound))
+        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE", "CUDNN_POINTWISE_CMP_GT")
+    else:
+        if bound is not None:
+            op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_SHIFT_RIGHT_BOUND_DESC", tensors(bound))
+        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE", "CUDNN_POINTWISE_CMP_GE")
+    op.finalize()
+    return [op]

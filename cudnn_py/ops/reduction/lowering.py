@@ -1,0 +1,32 @@
+"""Reduction nodes (``node_lowering.md`` §3): a REDUCTION descriptor (operator, compute type, determinism on
+the cuDNN versions that have it) and an OPERATION_REDUCTION over X → Y. The reduced axes are those where Y's dim
+is 1."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...backend import Descriptor, versions
+from ...enums import to_backend_data_type, to_backend_reduction_mode
+from ...lowering.registry import lowers
+
+DETERMINISM = "CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC"
+
+
+@lowers("reduction")
+def lower(node: Any, tensors: Any) -> list[Descriptor]:
+    p = node.params
+    red = Descriptor("CUDNN_BACKEND_REDUCTION_DESCRIPTOR")
+    red.set("CUDNN_ATTR_REDUCTION_COMP_TYPE", to_backend_data_type(p["compute_data_type"]))
+    red.set("CUDNN_ATTR_REDUCTION_OPERATOR", to_backend_reduction_mode(p["mode"]))
+    deterministic = bool(p.get("is_deterministic", False))
+    if deterministic:
+        versions.require(DETERMINISM, what=f"reduction {node.name!r} with is_deterministic=True")
+    if versions.available(DETERMINISM):
+        red.set(DETERMINISM, deterministic)
+    red.finalize()
+    op = Descriptor("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR")
+    op.set("CUDNN_ATTR_OPERATION_REDUCTION_XDESC", tensors(node.inputs["X"]))
+    op.set("CUDNN_ATTR_OPERATION_REDUCTION_YDESC", tensors(node.outputs["Y"]))
+    op.set("CUDNN_ATTR_OPERATION_REDUCTION_DESC", red)
+    op.finalize()
+    return [op]

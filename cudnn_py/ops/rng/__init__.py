@@ -1,0 +1,2 @@
+"""The dropout's internal RNG op: spec, lowering, float64 reference."""
+from ... import ir as _ir  # noqa: F401  (first: the IR registers every family's spec, this one's included)
