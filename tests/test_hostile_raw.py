@@ -655,15 +655,15 @@ def test_requirement_catalog_names_real_attributes_of_their_kind():
 
 
 def test_requirements_of_attributes_the_library_lacks_are_skipped(monkeypatch):
-    from cudnn_py.backend import descriptor
+    from cudnn_py.backend import checks
 
     kc = "CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR"
     if runtime_version() >= since("CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION"):
-        assert descriptor.missing_requirements(kc, {}) == [
+        assert checks.missing_requirements(kc, {}) == [
             "CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH or CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION"]
-    monkeypatch.setattr(descriptor, "runtime_version", lambda: 90400)  # 9.4: neither attribute exists yet
-    assert descriptor.missing_requirements(kc, {}) == []
-    assert descriptor.missing_requirements("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR", {}) == ["CUDNN_ATTR_ENGINECFG_ENGINE"]
+    monkeypatch.setattr(checks, "runtime_version", lambda: 90400)  # 9.4: neither attribute exists yet
+    assert checks.missing_requirements(kc, {}) == []
+    assert checks.missing_requirements("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR", {}) == ["CUDNN_ATTR_ENGINECFG_ENGINE"]
 
 
 # --------------------------------------------------------------------------------------------------- the fuzz

@@ -208,7 +208,7 @@ def test_truncated_sublibrary_dies_in_the_child_not_here(tmp_path, sub):
     lib = truncated_install(tmp_path, sub)
     if not (tmp_path / sub).exists():
         pytest.skip(f"this cuDNN has no {sub}")
-    kind, msg = load_with(str(lib), "loader.truncated_libraries = lambda path: []")
+    kind, msg = load_with(str(lib), "from cudnn_py.backend import vetting; vetting.truncated_libraries = lambda path: []")
     assert kind == "CudnnLibraryNotFoundError", msg
     assert "died of SIGBUS in finalize" in msg and sub in msg
 

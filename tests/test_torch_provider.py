@@ -413,7 +413,7 @@ def served(torch, monkeypatch):
     prov.forward = lambda entry, q, k, v, bias: runs.append((entry, q, k, v, bias)) or ("O", None)
     prov._autograd_apply = lambda: lambda q, k, v, bias, entry, p: runs.append((entry, q, k, v, bias)) or "O(grad)"
     real = ct.decide
-    monkeypatch.setattr(ct, "decide", lambda *a, **kw: decides.append(a[1:]) or real(*a, **kw))
+    monkeypatch.setattr(ct.serving, "decide", lambda *a, **kw: decides.append(a[1:]) or real(*a, **kw))  # read there
     return prov, builds, runs, decides
 
 

@@ -11,131 +11,50 @@ a handle is a live one (:mod:`.live`).
 ``get`` refuses reads cuDNN cannot answer (:mod:`.requirements` holds those tables, each entry with its source).
 The crashes no check can prevent are listed in ``requirements.RAW_ERRATA``.
 
-Ownership: a descriptor is destroyed exactly once — by ``destroy()``, by leaving a ``with`` block, or when it is
-garbage-collected. At interpreter exit the remaining ones are left to the OS: by then the CUDA context they may
-reference can already be gone, and destroying into it is how teardown crashes happen.
+What lives elsewhere: the registry of live descriptors and their destruction (:mod:`.owned`), the catalog lookups and
+the finalize checks (:mod:`.checks`), the conversions of values in and out, their display and trace (:mod:`.encoding`).
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
-import enum
-import itertools
-import weakref
-from fractions import Fraction
-from functools import cache
 from typing import Any
 
-from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE, AttributeSpec
-from .._generated.enums import ENUMS
+from .._generated.attributes import AttributeSpec
 from ..dtypes import BY_BACKEND
-from ..errors import DescriptorError, InvalidTypeError, UnsupportedAttributeError
-from . import json_check, live, trace, values
+from ..errors import DescriptorError, UnsupportedAttributeError
+from . import json_check, trace, values
 from .api import error_for, lib
-from .enums import CEnum, coerce, enum_class
-from .requirements import (
-    BACKEND_FILLED_KINDS,
-    FILLED_FROM_JSON,
-    GET_CRASHES_ALWAYS,
-    GET_CRASHES_WHEN_UNSET,
-    GRAPH_MODE_NEEDS,
-    HOST_POINTER_ATTRIBUTES,
-    MIN_HOST_ADDRESS,
-    REQUIRED,
+from .checks import (  # noqa: F401  (missing_requirements: imported from here too)
+    _kind_info,
+    _pick_type,
+    attribute_spec,
+    check_finalizable,
+    check_graph_mode,
+    descriptor_kind,
+    missing_requirements,
+    type_value,
 )
-from .types import ENUM_OF_TYPE, Int64VectorVector, element_ctype
-from .versions import runtime_version, since
-
-_ids = itertools.count(1)
-_ATTR_BY_VALUE = {spec.value: spec for spec in ATTRIBUTES.values()}
-
-
-@cache
-def type_value(type_name: str) -> int:
-    return int(enum_class("cudnnBackendAttributeType_t")[type_name])
-
-
-def attribute_spec(attr: Any) -> AttributeSpec:
-    """The catalog entry for an attribute given as enum member, C name or int value."""
-    if isinstance(attr, str):
-        try:
-            return ATTRIBUTES[attr]
-        except KeyError:
-            raise DescriptorError(f"unknown or untyped attribute {attr!r} (not in the generated catalog)") from None
-    if isinstance(attr, int):
-        try:
-            return _ATTR_BY_VALUE[int(attr)]
-        except KeyError:
-            raise DescriptorError(f"unknown or untyped attribute value {int(attr)}") from None
-    raise InvalidTypeError(f"attribute must be a CUDNN_ATTR_* name or enum member, not {type(attr).__name__}")
-
-
-def descriptor_kind(kind: Any) -> CEnum:
-    """The ``cudnnBackendDescriptorType_t`` member for a kind given as member, C name or int value. Only members of
-    the catalog: an unknown int (``Descriptor(2**40)``) would reach ``cudnnBackendCreateDescriptor`` truncated to
-    a C int — 2**40 creates a POINTWISE descriptor."""
-    if isinstance(kind, str):
-        return _kind_by_name(kind)
-    if isinstance(kind, bool) or not hasattr(type(kind), "__index__"):
-        raise DescriptorError(f"a descriptor kind is a CUDNN_BACKEND_* name or member, not {type(kind).__name__}")
-    if isinstance(kind, CEnum) and type(kind).__name__ != "cudnnBackendDescriptorType_t":
-        raise DescriptorError(f"{kind} is not a descriptor kind (a cudnnBackendDescriptorType_t member)")
-    value = kind.__index__()
-    if value not in _KIND_VALUES:
-        raise DescriptorError(f"unknown descriptor kind {value} (not a cudnnBackendDescriptorType_t value)")
-    return coerce("cudnnBackendDescriptorType_t", value)
-
-
-_KIND_VALUES = frozenset(v for _n, v, _s, _d in ENUMS["cudnnBackendDescriptorType_t"])
-
-
-@cache
-def _kind_by_name(name: str) -> CEnum:
-    try:
-        return coerce("cudnnBackendDescriptorType_t", name)
-    except ValueError:
-        raise DescriptorError(f"unknown descriptor kind {name!r}") from None
-
-
-def _destroy_ptr(ptr: int, kind: str, desc_id: int) -> None:
-    call = None if trace.active is None else trace.begin("cudnnBackendDestroyDescriptor", desc=desc_id, kind=kind)
-    status = lib().cudnnBackendDestroyDescriptor(ptr)
-    if call is not None:
-        call.end(status)
-
-
-class _Owner(weakref.ref):
-    """The registry's weak reference to a live Descriptor (``_live``: pointer -> this): when the Descriptor is
-    garbage-collected its callback destroys the backend descriptor. A reference costs a fraction of what
-    ``weakref.finalize`` plus a ``WeakValueDictionary`` entry did (4.4 µs per descriptor; lowering an attention
-    backward makes about 70)."""
-
-    __slots__ = ("ptr", "kind", "desc_id")  # set right after it is made: _Owner(descriptor, _collected)
-    ptr: int
-    kind: str
-    desc_id: int
-
-
-_exiting = False  # set at interpreter exit: what remains is left to the OS (see the module docstring)
-
-
-def _at_exit() -> None:
-    global _exiting
-    _exiting = True
-
-
-atexit.register(_at_exit)
-
-
-def _collected(ref: _Owner) -> None:
-    """A Descriptor was garbage-collected without destroy(): destroy its backend descriptor (not at exit)."""
-    if _exiting or _live.get(ref.ptr) is not ref:
-        return
-    del _live[ref.ptr]
-    try:
-        _destroy_ptr(ref.ptr, ref.kind, ref.desc_id)
-    except Exception:  # a collection callback must not raise (a library unloaded under it, say)
-        pass
+from .encoding import (
+    _DESCRIBED_AT_ONCE,
+    DescriptorBase,
+    _as_list,
+    _describe,
+    _fingerprint_item,
+    _from_c,
+    _handle_value,
+    _plain_converter,
+    _pointer_value,
+    _referenced,
+    _trace_values,
+    _type_of,
+    _Undescribed,
+    _Unknowable,
+)
+from .enums import CEnum
+from .owned import _collected, _destroy_ptr, _ids, _live, _Owner
+from .requirements import FILLED_FROM_JSON, GET_CRASHES_ALWAYS, GET_CRASHES_WHEN_UNSET, HOST_POINTER_ATTRIBUTES
+from .types import Int64VectorVector, element_ctype
+from .versions import runtime_version
 
 
 class _SetPlan:
@@ -157,18 +76,7 @@ class _SetPlan:
         self.plain_list = type_name not in ("CUDNN_TYPE_CHAR", "CUDNN_TYPE_FRACTION")
 
 
-@cache
-def _kind_info(cls: type, kind: Any, version: int) -> tuple[CEnum, str, int]:
-    """(member, C name, value) of a descriptor kind as given (``kind``, of class ``cls``), checked against the
-    loaded library (``version``) once per kind, class and library."""
-    member = descriptor_kind(kind)
-    since = DESCRIPTOR_SINCE.get(member.name, 0)
-    if since > version:
-        raise UnsupportedAttributeError(member.name, since, version)
-    return member, member.name, int(member)
-
-
-class Descriptor:
+class Descriptor(DescriptorBase):
     """An owned ``cudnnBackendDescriptor_t`` of one kind.
 
     >>> t = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
@@ -430,30 +338,10 @@ class Descriptor:
     def _check_finalizable(self) -> None:
         """What ``requirements`` says this kind needs before finalize (DescriptorError naming what is missing)."""
         kind = self.kind.name
-        if kind in BACKEND_FILLED_KINDS:
-            raise DescriptorError(
-                f"descriptor #{self.id}: a {kind} is filled in by cuDNN (read it with get() from the descriptor that "
-                f"holds it); there is nothing to finalize ({BACKEND_FILLED_KINDS[kind]})")
-        # the same kinds are finalized with the same attributes over and over: the answer is remembered per set
-        key = (kind, tuple(self._attrs), runtime_version())
-        missing = _MISSING.get(key)
-        if missing is None:
-            missing = _MISSING[key] = missing_requirements(kind, self._attrs)
-        if missing:
-            raise DescriptorError(
-                f"cannot finalize descriptor #{self.id} ({kind}): missing required attribute(s) "
-                f"{'; '.join(missing)} (attributes set: {', '.join(self._attrs) or 'none'})")
+        check_finalizable(self.id, kind, self._attrs)
         if kind == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR":
-            mode = self._attr("CUDNN_ATTR_OPERATIONGRAPH_MODE")
-            if mode in GRAPH_MODE_NEEDS:
-                needs, source = GRAPH_MODE_NEEDS[mode]
-                ops = self._keepalive.get("CUDNN_ATTR_OPERATIONGRAPH_OPS") or []
-                if not any(op.kind.name in needs for op in ops):
-                    have = sorted({op.kind.name for op in ops})
-                    raise DescriptorError(
-                        f"cannot finalize descriptor #{self.id}: CUDNN_ATTR_OPERATIONGRAPH_MODE = {mode} needs an "
-                        f"operation of kind {' or '.join(needs)}; the graph has {', '.join(have) or 'none'} "
-                        f"({source}). Leave the mode unset (AUTO) unless you know the graph's pattern.")
+            check_graph_mode(self.id, self._attr("CUDNN_ATTR_OPERATIONGRAPH_MODE"),
+                             self._keepalive.get("CUDNN_ATTR_OPERATIONGRAPH_OPS") or [])
 
     # ----------------------------------------------------------------------------------------------- fingerprint
     def fingerprint(self) -> tuple | None:
@@ -663,102 +551,11 @@ class ScalarReader:
         return buf[0]
 
 
-# --------------------------------------------------------------------------------------------------- helpers
-def _pick_type(spec: AttributeSpec, type: str | None) -> str:
-    if type is None:
-        return spec.types[0]
-    t = type if isinstance(type, str) else getattr(type, "name", str(type))
-    if t not in spec.types:
-        raise DescriptorError(f"{spec.name} does not accept {t}; it accepts {', '.join(spec.types)}")
-    return t
-
-
-def _as_list(value: Any, type_name: str, attr: str) -> list:
-    if type_name == "CUDNN_TYPE_CHAR":
-        return values.char_list(attr, value)
-    if type_name == "CUDNN_TYPE_FRACTION":
-        return values.fractions(attr, value)
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if hasattr(value, "tolist") and not isinstance(value, (CEnum, enum.Enum, Descriptor)):
-        try:
-            v = value.tolist()
-        except Exception as e:
-            raise DescriptorError(f"{attr}: cannot read {_type_of(value)} as a list: {e}") from None
-        return v if isinstance(v, list) else [v]
-    return [value]
-
-
-def _type_of(v: Any) -> str:
-    if isinstance(v, Descriptor):
-        return f"descriptor #{v.id} ({v.kind.name})"
-    r = repr(v)
-    return f"{type(v).__name__} {r if len(r) <= 40 else r[:37] + '...'}"
-
-
-def _pointer_value(v: Any, attr: str, i: int = 0, n: int = 1, host: bool = False) -> int:
-    """A VOID_PTR element: an int address, None (NULL), a ctypes pointer/object, or an object exposing an int
-    ``ptr`` (a cupy MemoryPointer). Never a Descriptor: its ``ptr`` is a descriptor, not memory, and converting it
-    silently handed cuDNN a descriptor as data."""
-    where = attr if n == 1 else f"{attr} element {i}"
-    if v is None:
-        p = 0
-    elif isinstance(v, Descriptor):
-        raise DescriptorError(f"{where} takes a memory address, not a Descriptor (descriptor #{v.id}, {v.kind.name}); "
-                              "a descriptor-valued attribute takes it instead")
-    elif isinstance(v, (bool, float, complex, str, bytes, enum.Enum)):
-        raise DescriptorError(f"{where} takes a memory address (an int), not {_type_of(v)}")
-    elif isinstance(v, int):
-        p = int(v)
-    elif isinstance(v, ctypes.c_void_p):
-        p = v.value or 0
-    elif isinstance(v, (ctypes.Array, ctypes.Structure, ctypes._SimpleCData)):
-        p = ctypes.addressof(v)
-    else:
-        ptr = getattr(v, "ptr", None)
-        if isinstance(ptr, bool) or not isinstance(ptr, int):
-            raise DescriptorError(f"{where}: cannot use {_type_of(v)} as a pointer (pass an int address)")
-        p = int(ptr)
-    if not 0 <= p < 1 << 64:
-        raise DescriptorError(f"{where}: {p} is not a 64-bit address")
-    if host and p < MIN_HOST_ADDRESS:
-        raise DescriptorError(
-            f"{where}: {p:#x} cannot be a host address (Linux maps nothing below {MIN_HOST_ADDRESS:#x}); cuDNN "
-            f"dereferences it during the Set ({HOST_POINTER_ATTRIBUTES.get(attr, 'a host pointer')}). Pass the "
-            "scalar as a ctypes object, or its ctypes.addressof()")
-    return p
-
-
-def _handle_value(v: Any, attr: str, i: int = 0, n: int = 1) -> int:
-    """A HANDLE element: a live handle (backend.live). Anything else would be dereferenced by cuDNN."""
-    if isinstance(v, ctypes.c_void_p):
-        v = v.value or 0
-    if live.lookup(v) is None:
-        where = attr if n == 1 else f"{attr} element {i}"
-        raise DescriptorError(f"{where}: {live.why_not_live(v)}; only a live handle (create_handle(), or adopted "
-                              "with cudnn_py.backend.handle.adopt_handle()) can go to cuDNN")
-    return int(v.__index__())
-
-
 MAX_GET_COUNT = 1 << 24  # elements one get() reads at most (the largest real answer is a few thousand configs)
-
-# CUDNN_TYPE_* -> converter(attr, type_name, values) -> ctypes array, for the scalar types (values.py)
-_CONVERT: dict[str, Any] = {
-    "CUDNN_TYPE_INT64": values.int_array,
-    "CUDNN_TYPE_INT32": values.int_array,
-    "CUDNN_TYPE_FLOAT": values.float_array,
-    "CUDNN_TYPE_DOUBLE": values.float_array,
-    "CUDNN_TYPE_BOOLEAN": lambda attr, _t, vals: values.bool_array(attr, vals),
-}
 
 # (descriptor kind, attribute as given, type as given and its class, runtime version) -> its _SetPlan: what
 # Descriptor.set checked once for that key (every check that does not depend on the descriptor's state or value)
 _SET_PLANS: dict[tuple, _SetPlan] = {}
-
-def _plain_converter(type_name: str) -> Any:
-    """The converter of a type whose values need nothing kept alive (numbers, booleans, enums), or None."""
-    return _CONVERT.get(type_name) or (values.enum_array if type_name in ENUM_OF_TYPE else None)
-
 
 # VOID_PTR attributes whose Set takes something else than an array of pointers: attribute -> Descriptor method
 _SPECIAL_VOID_PTR: dict[str, Any] = {
@@ -766,131 +563,3 @@ _SPECIAL_VOID_PTR: dict[str, Any] = {
     "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES": Descriptor._set_override_vectors,
     "CUDNN_ATTR_TENSOR_CONSTANT_VALUE": Descriptor._set_constant_value,
 }
-
-
-_MISSING: dict[tuple[str, tuple[str, ...], int], list[str]] = {}  # _check_finalizable's answers
-
-
-def missing_requirements(kind: str, attrs: Any) -> list[str]:
-    """The requirements (requirements.REQUIRED) of descriptor ``kind`` not met by the attribute names ``attrs``,
-    each in words; requirements on attributes the loaded library lacks are skipped."""
-    return [" or ".join(present) for when, present in _requirements_of(kind, runtime_version())
-            if (when is None or when in attrs) and not any(a in attrs for a in present)]
-
-
-@cache
-def _requirements_of(kind: str, version: int) -> tuple[tuple[str | None, tuple[str, ...]], ...]:
-    """(condition attribute, the attributes of which one is needed) of ``kind`` on cuDNN ``version``: checked at
-    every finalize, so resolved against the catalog once."""
-    out = []
-    for req in REQUIRED.get(kind, ()):
-        present = tuple(a for a in req.any_of if since(a) <= version)
-        if present:
-            out.append((req.when, present))
-    return tuple(out)
-
-
-def _from_c(x: Any, type_name: str) -> Any:
-    if type_name in ENUM_OF_TYPE:
-        return enum_class(ENUM_OF_TYPE[type_name])(int(x))
-    if type_name == "CUDNN_TYPE_FRACTION":
-        return Fraction(x.numerator, x.denominator) if x.denominator else Fraction(x.numerator)
-    if type_name in ("CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"):
-        return x or 0
-    return x
-
-
-# pointers and handles are described as they are when set (an operand's pointer can move later)
-_DESCRIBED_AT_ONCE = frozenset({"CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"})
-
-
-class _Unknowable(Exception):
-    """A fingerprint cannot be known (a descriptor cuDNN filled in, a constant given by address)."""
-
-
-def _referenced(value: Any) -> tuple:
-    """The descriptors an attribute value refers to (a descriptor array), in order; () for any other value."""
-    if isinstance(value, _Undescribed) and value.type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-        return tuple(value.vals)
-    return ()
-
-
-def _fingerprint_item(name: str, value: Any, kept: Any, order: dict[int, int]) -> tuple:
-    """One attribute of a fingerprint (``Descriptor.fingerprint``): referenced descriptors by position."""
-    if isinstance(value, _Undescribed):
-        t = value.type_name
-        if t == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-            return (name, t, tuple(order[c.id] for c in value.vals))
-        if t in ("CUDNN_TYPE_FLOAT", "CUDNN_TYPE_DOUBLE"):  # -0.0 is not 0.0 here
-            return (name, t, tuple(float(x).hex() for x in value.vals))
-        return (name, t, tuple(value.vals))
-    if name == "CUDNN_ATTR_TENSOR_CONSTANT_VALUE":  # the value at the address, not the address
-        scalar = kept[1] if kept else None
-        if not isinstance(scalar, ctypes._SimpleCData):
-            raise _Unknowable
-        return (name, type(scalar).__name__, ctypes.string_at(ctypes.addressof(scalar), ctypes.sizeof(scalar)))
-    # as shown when set: pointers, handles (_DESCRIBED_AT_ONCE), override vectors
-    return (name, "shown", _frozen(value))
-
-
-def _frozen(value: Any) -> Any:
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
-
-
-class _Undescribed:
-    """The values of a set() until something shows them."""
-
-    __slots__ = ("vals", "type_name", "scalar", "_shown")
-
-    def __init__(self, vals: list, type_name: str, scalar: bool):
-        self.vals, self.type_name, self.scalar = vals, type_name, scalar
-        self._shown: Any = _Undescribed  # not described yet
-
-    def described(self) -> Any:
-        if self._shown is _Undescribed:
-            self._shown = _describe(self.vals, self.type_name, self.scalar)
-        return self._shown
-
-
-def _describe(vals: list, type_name: str, scalar: bool) -> Any:
-    if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-        out: Any = [f"#{d.id}:{d.kind.name.removeprefix('CUDNN_BACKEND_').removesuffix('_DESCRIPTOR')}" for d in vals]
-    elif type_name == "CUDNN_TYPE_CHAR":
-        return bytes(vals).decode(errors="replace")
-    elif type_name == "CUDNN_TYPE_VOID_PTR":
-        out = [hex(_pointer_value(v, "")) for v in vals]
-    elif type_name == "CUDNN_TYPE_HANDLE":
-        out = [hex((v.value or 0) if isinstance(v, ctypes.c_void_p) else int(v)) for v in vals]
-    elif type_name in ENUM_OF_TYPE:
-        out = [coerce(ENUM_OF_TYPE[type_name], v).name for v in vals]
-    elif type_name == "CUDNN_TYPE_BOOLEAN":
-        out = [bool(v) for v in vals]
-    else:
-        out = [str(v) if isinstance(v, Fraction) else v for v in vals]
-    return out[0] if scalar and len(out) == 1 else out
-
-
-def _trace_values(array: Any, type_name: str, n: int) -> Any:
-    """JSON-able element values for the trace (descriptors by id, pointers as hex)."""
-    if array is None or n <= 0:
-        return []
-    if type_name == "CUDNN_TYPE_CHAR":
-        return bytes(array[:n]).decode(errors="replace")
-    if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
-        return [{"ptr": hex(array[i] or 0), "desc": _desc_id_by_ptr(array[i])} for i in range(n)]
-    if type_name in ("CUDNN_TYPE_VOID_PTR", "CUDNN_TYPE_HANDLE"):
-        return [hex(array[i] or 0) for i in range(n)]
-    if type_name == "CUDNN_TYPE_FRACTION":
-        return [[array[i].numerator, array[i].denominator] for i in range(n)]
-    if type_name in ENUM_OF_TYPE:
-        cls = enum_class(ENUM_OF_TYPE[type_name])
-        return [cls(int(array[i])).name for i in range(n)]
-    return [array[i] for i in range(n)]
-
-
-_live: dict[int, _Owner] = {}  # every live Descriptor, by pointer (a weak reference: see _Owner)
-
-
-def _desc_id_by_ptr(ptr: int | None) -> int | None:
-    ref = _live.get(ptr or 0)
-    return ref.desc_id if ref is not None else None
