@@ -101,6 +101,8 @@ class Executor(OperandSlots, BindingCache):
             placement, same = self._check_operands(variant_pack, ptrs), False
         else:
             (ptrs, placement), same = got, True
+            if 0 in ptrs:
+                self._missing(ptrs)
         if placement is None:
             placement = NO_FRAMEWORK
         stream = None

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import warnings
+import weakref
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -95,7 +97,7 @@ class OperandSlots:
         for key in self._view_keys:
             del self._fast_slots[key]
         self._bound: dict[int, Any] = {}
-        self._bound_items: tuple = ()  # (slot, value) of data bound at build time
+        self._bound_items: list[tuple[int, Any]] = []  # (slot, value) of data bound at build time (set in place)
         self._template = [0] * len(self._uids)
         for slot, value in self._fixed.items():
             self._template[slot] = ctypes.addressof(value)
@@ -104,7 +106,7 @@ class OperandSlots:
         # one flat tuple (_resolve unpacks it in one step), replaced whole (_UNCHECKED: nothing checked yet,
         # or a bare pointer).
         self._checked: list[tuple] = [_UNCHECKED] * len(self._uids)
-        self._extras = bool(self._aliases)  # bound data or views: what _resolve does beyond the pack's keys
+        self._resolve = self._resolver()
 
     def _slot(self, key: Any) -> int:
         """The slot of any accepted key, including scalars the graph carries; a ValueError naming the key else."""
@@ -143,59 +145,67 @@ class OperandSlots:
         template's value (scalars the graph carries, data bound at build time); a slot still 0 is missing."""
         return self._gather(variant_pack)
 
-    def _resolve(self, variant_pack: dict) -> tuple[list[int], Any] | None:
-        """The re-check of every tier: (pointers in uid order, the placement of the first device operand of a
-        framework or None) when every operand matches the row of its slot (class and signature, see the module
-        docstring) and none is missing; None when one does not (the caller checks them all in full:
-        :meth:`_gather` then :meth:`_check_operands`). Keys of no slot raise as :meth:`_slot` does."""
-        ptrs = self._template.copy()
-        slots, checked = self._fast_slots, self._checked
-        placement = None
-        for key, value in variant_pack.items():
-            slot = slots.get(key)
-            if slot is None:
-                if key is None:
+    def _resolver(self) -> Callable[[dict], tuple[list[int], Any] | None]:
+        """``_resolve``, the re-check of every tier: ``resolve(variant_pack)`` is (pointers in uid order, the
+        placement of the first device operand of a framework or None) when every operand matches the row of its
+        slot (class and signature, see the module docstring); None when one does not (the caller checks them all
+        in full: :meth:`_gather` then :meth:`_check_operands`). Keys of no slot raise as :meth:`_slot` does. A
+        pointer left 0 is a missing operand, which no binding matches (execute reports it: :meth:`_missing`).
+        A closure over the executor's tables (each mutated in place, never replaced), so a call reads no
+        attribute of the executor but its bound data."""
+        template, slots, checked, aliases, fixed = (self._template, self._fast_slots, self._checked, self._aliases,
+                                                    self._fixed)
+        bound_items = self._bound_items
+        owner = weakref.ref(self)  # (held by the executor: a strong reference would make a cycle)
+
+        def resolve(variant_pack: dict) -> tuple[list[int], Any] | None:
+            ptrs = template.copy()
+            placement = None
+            for key, value in variant_pack.items():
+                slot = slots.get(key)
+                if slot is None:
+                    if key is None:
+                        continue
+                    slot = owner()._slot(key)  # type: ignore[union-attr]  # (the executor calls this)
+                    if slot < 0 or slot in fixed:
+                        continue  # read by no operation, or a scalar whose value the graph carries
+                cls = value.__class__
+                if cls is int:
+                    ptrs[slot] = value
                     continue
-                slot = self._slot(key)
-                if slot < 0 or slot in self._fixed:
-                    continue  # read by no operation, or a scalar whose value the graph carries
-            cls = value.__class__
-            if cls is int:
-                ptrs[slot] = value
-                continue
-            seen_cls, getter, signature, sig, where, is_torch, shape, stride, dtype, device = checked[slot]
-            if seen_cls is not cls:
-                return None
-            if is_torch:
-                # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
-                # most of what the re-check costs per operand. Row-major strides are re-checked by
-                # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
-                # row-major stride, which is what the full check requires (_check_operand)
-                if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
-                        not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
+                seen_cls, getter, signature, sig, where, is_torch, shape, stride, dtype, device = checked[slot]
+                if seen_cls is not cls:
                     return None
-                ptrs[slot] = value.data_ptr()  # the getter (cls.data_ptr), bound: cheaper than calling it
-            elif signature(value) != sig:
-                return None
-            else:
-                ptrs[slot] = getter(value)
-            if placement is None:
-                placement = where
-        if self._extras:
-            for slot, value in self._bound_items:  # data bound at build time: the same checks (unless rebound)
-                if ptrs[slot] != self._template[slot]:
-                    continue
-                seen_cls, getter, signature, sig, where = checked[slot][:5]
-                if seen_cls is not value.__class__ or signature(value) != sig:
+                if is_torch:
+                    # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
+                    # most of what the re-check costs per operand. Row-major strides are re-checked by
+                    # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
+                    # row-major stride, which is what the full check requires (_check_operand)
+                    if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
+                            not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
+                        return None
+                    ptrs[slot] = value.data_ptr()  # the getter (cls.data_ptr), bound: cheaper than calling it
+                elif signature(value) != sig:
                     return None
-                ptrs[slot] = getter(value)
+                else:
+                    ptrs[slot] = getter(value)
                 if placement is None:
                     placement = where
-            for view, source, offset in self._aliases:
-                ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
-        if 0 in ptrs:
-            self._missing(ptrs)
-        return ptrs, placement
+            if bound_items or aliases:
+                for slot, value in bound_items:  # data bound at build time: the same checks (unless rebound)
+                    if ptrs[slot] != template[slot]:
+                        continue
+                    seen_cls, getter, signature, sig, where = checked[slot][:5]
+                    if seen_cls is not value.__class__ or signature(value) != sig:
+                        return None
+                    ptrs[slot] = getter(value)
+                    if placement is None:
+                        placement = where
+                for view, source, offset in aliases:
+                    ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
+            return ptrs, placement
+
+        return resolve
 
     def _gather(self, variant_pack: dict) -> list[int]:
         """Every slot's pointer, read without any check (before a full check; :meth:`pointers`)."""
@@ -219,6 +229,7 @@ class OperandSlots:
         return ptrs
 
     def _missing(self, ptrs: list[int]) -> None:
+        """Raise for the slots ``ptrs`` leaves 0 (views excepted: their source is named)."""
         missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
         raise InvalidValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
 
@@ -230,8 +241,7 @@ class OperandSlots:
             if slot is not None and slot not in self._fixed:
                 self._template[slot] = data_ptr(value)
                 self._bound[slot] = value
-        self._bound_items = tuple(self._bound.items())
-        self._extras = bool(self._bound_items or self._aliases)
+        self._bound_items[:] = self._bound.items()
 
     def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> Any:
         """The full check of every operand; records their signatures. Returns the placement (see _resolve)."""
