@@ -446,7 +446,8 @@ of ``"CUDNN_*"`` string literals::
   the class's docstring names its prefix;
 * the value is the C name itself, the very string the code wrote before: descriptors, traces, error messages and
   caches stay byte for byte the same, and every API taking a name still takes the string;
-* each constant is ``Final``, so mypy infers its ``Literal`` type and rejects a misspelt member
+* each constant is ``Final`` in ``names.pyi`` (what mypy reads; this module builds the same classes at run time
+  from one string per enum, the cheaper import), so mypy infers its ``Literal`` type and rejects a misspelt member
   (``"type[AttributeName]" has no attribute ...``); ``tests/test_names.py`` checks that, and that no hand-written
   module outside its shrinking list still spells a ``"CUDNN_*"`` literal;
 * a read is one global and one class-attribute lookup; code on a hot path binds the string once at import
@@ -475,33 +476,56 @@ def member_prefix(names: list[str]) -> str:
     return ""
 
 
-def emit_names(hs: HeaderSet) -> str:
-    out = [banner(hs), NAMES_DOC, "\nfrom typing import Final\n"]
-    classes: dict[str, str] = {}
+def _names_classes(hs: HeaderSet) -> list[tuple[str, str, str, list[str]]]:
+    """(class name, C enum name, prefix, member short names) per enum of ``NAMES_HEADER``, in header order."""
+    out: list[tuple[str, str, str, list[str]]] = []
     for ename, enum in hs.enums.items():
         if enum.file != NAMES_HEADER:
             continue
         cname = enum_class_name(ename)
-        if cname in classes or not _IDENT_RE.match(cname):
+        if cname in {c for c, *_ in out} or not _IDENT_RE.match(cname):
             raise GenerateError(f"names: enum {ename} gives the class name {cname!r}, taken or not an identifier")
-        classes[cname] = ename
         prefix = member_prefix([m.name for m in enum.members])
-        out.append(f"\n\nclass {cname}:\n")
-        out.append(f'    """{ename}: its members without {prefix!r}."""\n\n')
-        seen: set[str] = set()
+        shorts: list[str] = []
         for m in enum.members:
-            short = m.name[len(prefix):]
-            if short not in seen:
-                seen.add(short)
-                out.append(f"    {short}: Final = {m.name!r}\n")
-    out.append("\n\n")
+            if m.name[len(prefix):] not in shorts:
+                shorts.append(m.name[len(prefix):])
+        out.append((cname, ename, prefix, shorts))
+    return out
+
+
+def emit_names(hs: HeaderSet) -> str:
+    """The run-time module: each class built from its prefix and its members' short names (cheaper to import than
+    a class body per member: ``benchmarks/import_time.py``); ``names.pyi`` is what the type checker reads."""
+    out = [banner(hs), NAMES_DOC, "\nimport sys\n\n\n"]
+    out.append("def _enum(name: str, prefix: str, members: str) -> type:\n")
+    out.append("    return type(name, (), {m: sys.intern(prefix + m) for m in members.split()})\n\n\n")
+    for cname, _ename, prefix, shorts in _names_classes(hs):
+        out.append(f"{cname} = _enum({cname!r}, {prefix!r}, {' '.join(shorts)!r})\n")
+    out.append("\n")
     for ename, alias in NAME_ALIASES.items():
         out.append(f"{alias} = {enum_class_name(ename)}\n")
     out.append("\n# C enum typedef name -> its class here\n")
     out.append("BY_ENUM = {\n")
-    for cname, ename in classes.items():
+    for cname, ename, _prefix, _shorts in _names_classes(hs):
         out.append(f"    {ename!r}: {cname},\n")
     out.append("}\n")
+    return "".join(out)
+
+
+def emit_names_stub(hs: HeaderSet) -> str:
+    """``names.pyi``: the same classes as class bodies of ``Final`` constants (mypy infers each one's Literal)."""
+    out = [banner(hs), '"""The types of ``names.py`` (see its docstring): one class per enum, a ``Final`` per member."""\n\n']
+    out.append("from typing import Final\n")
+    for cname, ename, prefix, shorts in _names_classes(hs):
+        out.append(f"\n\nclass {cname}:\n")
+        out.append(f'    """{ename}: its members without {prefix!r}."""\n\n')
+        for short in shorts:
+            out.append(f"    {short}: Final = {prefix + short!r}\n")
+    out.append("\n\n")
+    for ename, alias in NAME_ALIASES.items():
+        out.append(f"{alias} = {enum_class_name(ename)}\n")
+    out.append("\nBY_ENUM: dict[str, type]\n")
     return "".join(out)
 
 
@@ -664,6 +688,7 @@ def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: 
         "functions.py": emit_functions(hs),
         "attributes.py": emit_attributes(hs, catalog),
         "names.py": emit_names(hs),
+        "names.pyi": emit_names_stub(hs),
         "requirements.py": emit_requirements(hs, catalog, load_json(requirements_path)),
     }
 
