@@ -30,6 +30,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +44,7 @@ from header_parser import HeaderSet, Param  # noqa: E402
 DEFAULT_OUT = REPO / "cudnn_py" / "_generated"
 PROBE_RESULTS = HERE / "probe_results.json"
 OVERRIDES = HERE / "overrides.json"
+REQUIREMENTS = HERE / "requirements.json"
 
 ATTR_NAME_ENUM = "cudnnBackendAttributeName_t"
 ATTR_TYPE_ENUM = "cudnnBackendAttributeType_t"
@@ -279,7 +281,9 @@ def emit_init(hs: HeaderSet) -> str:
         banner(hs)
         + '"""Tables generated from the cuDNN headers (see bindings/README.md).\n\n'
         + "Modules: ``enums`` (ENUMS, DEFINES), ``status`` (STATUS_TEXT), ``functions`` (FUNCTIONS),\n"
-        + '``attributes`` (AttributeSpec, ATTRIBUTES, UNTYPED, DESCRIPTOR_SINCE).\n"""\n\n'
+        + "``attributes`` (AttributeSpec, ATTRIBUTES, UNTYPED, DESCRIPTOR_SINCE), ``names`` (a class of constants\n"
+        + "per backend enum: ``attr``, ``desc``, ``atype``, ...), ``requirements`` (REQUIRED and the other tables of\n"
+        + '``bindings/requirements.json``).\n"""\n\n'
         + f"HEADER_VERSION = {hs.defines['CUDNN_VERSION']!r}  # CUDNN_VERSION of the headers generated from\n"
         + f"HEADER_VERSION_STRING = {version_string(hs)!r}\n"
     )
@@ -414,10 +418,263 @@ def emit_attributes(hs: HeaderSet, catalog: attribute_docs.Catalog) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# Names: one class of constants per backend enum (cudnn_py/_generated/names.py)
+# --------------------------------------------------------------------------------------------------------------------
+
+NAMES_HEADER = "cudnn_graph.h"  # the backend API's enums; the legacy ones (cudnn_ops.h, ...) are not cudnn_py's
+# short names for the enums hand-written code names most (each also under its class name)
+NAME_ALIASES = {ATTR_NAME_ENUM: "attr", DESC_TYPE_ENUM: "desc", ATTR_TYPE_ENUM: "atype"}
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+NAMES_DOC = '''"""Every member of the backend enums (``cudnn_graph.h``) as a constant, so that the type checker checks the names.
+
+Hand-written code names attributes, descriptor kinds, attribute types and enum values through these classes instead
+of ``"CUDNN_*"`` string literals::
+
+    from .._generated.names import atype, attr, desc
+
+    d = Descriptor(desc.MATMUL_DESCRIPTOR)                     # "CUDNN_BACKEND_MATMUL_DESCRIPTOR"
+    d.set(attr.MATMUL_PADDING_VALUE, -inf, type=atype.DOUBLE)  # "CUDNN_ATTR_MATMUL_PADDING_VALUE", "CUDNN_TYPE_DOUBLE"
+
+* one class per C enum of ``cudnn_graph.h``, named after its typedef without ``cudnn``, ``Backend`` and ``_t``
+  (``cudnnBackendAttributeName_t`` -> ``AttributeName``, ``cudnnPointwiseMode_t`` -> ``PointwiseMode``); the three
+  that code names most have short aliases: ``attr`` (AttributeName), ``desc`` (DescriptorType), ``atype``
+  (AttributeType);
+* a member's constant is its C name without the prefix all the enum's members share (up to an underscore:
+  ``CUDNN_ATTR_``, ``CUDNN_BACKEND_``, ``CUDNN_POINTWISE_``; ``CUDNN_HEUR_`` for ``cudnnBackendHeurMode_t``, whose
+  ``CUDNN_HEUR_MODES_COUNT`` shares no longer one: ``HeurMode.MODE_A``; a one-member enum drops ``CUDNN_`` only);
+  the class's docstring names its prefix;
+* the value is the C name itself, the very string the code wrote before: descriptors, traces, error messages and
+  caches stay byte for byte the same, and every API taking a name still takes the string;
+* each constant is ``Final`` in ``names.pyi`` (what mypy reads; this module builds the same classes at run time
+  from one string per enum, the cheaper import), so mypy infers its ``Literal`` type and rejects a misspelt member
+  (``"type[AttributeName]" has no attribute ...``); ``tests/test_names.py`` checks that, and that no hand-written
+  module outside its shrinking list still spells a ``"CUDNN_*"`` literal;
+* a read is one global and one class-attribute lookup; code on a hot path binds the string once at import
+  (``_DIMS = attr.TENSOR_DIMENSIONS``). ``import cudnn_py`` does not import this module: the lowering, planning and
+  facade modules do, when the graph layer is first used.
+"""
+'''
+
+
+def enum_class_name(ename: str) -> str:
+    name = ename[len("cudnn"):] if ename.startswith("cudnn") else ename
+    name = name[len("Backend"):] if name.startswith("Backend") else name
+    return name[:-2] if name.endswith("_t") else name
+
+
+def member_prefix(names: list[str]) -> str:
+    """The longest prefix ending in '_' that all ``names`` share and whose removal leaves identifiers."""
+    if len(names) == 1:
+        return "CUDNN_"
+    common = os.path.commonprefix(names)
+    cut = common.rfind("_") + 1
+    while cut > 0:
+        if all(len(n) > cut and _IDENT_RE.match(n[cut:]) for n in names):
+            return common[:cut]
+        cut = common.rfind("_", 0, cut - 1) + 1
+    return ""
+
+
+def _names_classes(hs: HeaderSet) -> list[tuple[str, str, str, list[str]]]:
+    """(class name, C enum name, prefix, member short names) per enum of ``NAMES_HEADER``, in header order."""
+    out: list[tuple[str, str, str, list[str]]] = []
+    for ename, enum in hs.enums.items():
+        if enum.file != NAMES_HEADER:
+            continue
+        cname = enum_class_name(ename)
+        if cname in {c for c, *_ in out} or not _IDENT_RE.match(cname):
+            raise GenerateError(f"names: enum {ename} gives the class name {cname!r}, taken or not an identifier")
+        prefix = member_prefix([m.name for m in enum.members])
+        shorts: list[str] = []
+        for m in enum.members:
+            if m.name[len(prefix):] not in shorts:
+                shorts.append(m.name[len(prefix):])
+        out.append((cname, ename, prefix, shorts))
+    return out
+
+
+def emit_names(hs: HeaderSet) -> str:
+    """The run-time module: each class built from its prefix and its members' short names (cheaper to import than
+    a class body per member: ``benchmarks/import_time.py``); ``names.pyi`` is what the type checker reads."""
+    out = [banner(hs), NAMES_DOC, "\nimport sys\n\n\n"]
+    out.append("def _enum(name: str, prefix: str, members: str) -> type:\n")
+    out.append("    return type(name, (), {m: sys.intern(prefix + m) for m in members.split()})\n\n\n")
+    for cname, _ename, prefix, shorts in _names_classes(hs):
+        out.append(f"{cname} = _enum({cname!r}, {prefix!r}, {' '.join(shorts)!r})\n")
+    out.append("\n")
+    for ename, alias in NAME_ALIASES.items():
+        out.append(f"{alias} = {enum_class_name(ename)}\n")
+    out.append("\n# C enum typedef name -> its class here\n")
+    out.append("BY_ENUM = {\n")
+    for cname, ename, _prefix, _shorts in _names_classes(hs):
+        out.append(f"    {ename!r}: {cname},\n")
+    out.append("}\n")
+    return "".join(out)
+
+
+def emit_names_stub(hs: HeaderSet) -> str:
+    """``names.pyi``: the same classes as class bodies of ``Final`` constants (mypy infers each one's Literal)."""
+    out = [banner(hs), '"""The types of ``names.py`` (see its docstring): one class per enum, a ``Final`` per member."""\n\n']
+    out.append("from typing import Final\n")
+    for cname, ename, prefix, shorts in _names_classes(hs):
+        out.append(f"\n\nclass {cname}:\n")
+        out.append(f'    """{ename}: its members without {prefix!r}."""\n\n')
+        for short in shorts:
+            out.append(f"    {short}: Final = {prefix + short!r}\n")
+    out.append("\n\n")
+    for ename, alias in NAME_ALIASES.items():
+        out.append(f"{alias} = {enum_class_name(ename)}\n")
+    out.append("\nBY_ENUM: dict[str, type]\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Requirements (cudnn_py/_generated/requirements.py from bindings/requirements.json)
+# --------------------------------------------------------------------------------------------------------------------
+
+REQUIREMENTS_DOC = '''"""What a descriptor needs before ``finalize()``, and which reads cuDNN cannot answer: the tables of
+``bindings/requirements.json`` (reviewed by hand, each entry with its source), every name checked against the headers
+and the attribute catalog at generation. ``cudnn_py.backend.requirements`` re-exports them with the raw-layer errata.
+
+A :class:`Requirement` is met when at least one of its attributes was set through the ``Descriptor`` object; one
+with ``when`` only applies once that attribute is set.
+"""
+'''
+
+
+def _comment_lines(text: str | None, indent: str) -> list[str]:
+    if not text:
+        return []
+    return [f"{indent}# {line}\n" for line in textwrap.wrap(text, 116 - len(indent))]
+
+
+def emit_requirements(hs: HeaderSet, catalog: attribute_docs.Catalog, data: dict) -> str:
+    """``cudnn_py/_generated/requirements.py`` from ``bindings/requirements.json``: every attribute a member of
+    cudnnBackendAttributeName_t (and, in ``required``, a settable attribute of its kind), every kind and graph mode
+    a member of its enum, every entry with its source."""
+    def members(ename: str) -> set[str]:
+        return {m.name for m in hs.enums[ename].members}
+
+    attrs, kinds = members(ATTR_NAME_ENUM), members(DESC_TYPE_ENUM)
+    modes = members("cudnnBackendOperationGraphMode_t")
+    where = "requirements.json"
+
+    def attribute(name: str, ctx: str, kind: str | None = None) -> str:
+        if name not in attrs:
+            raise GenerateError(f"{where} {ctx}: {name} is not a member of {ATTR_NAME_ENUM}")
+        spec = catalog.attributes.get(name)
+        if kind is not None and spec is not None and (spec.owner != kind or not spec.settable):
+            raise GenerateError(f"{where} {ctx}: {name} is not a settable attribute of {kind} (owner {spec.owner})")
+        return name
+
+    def kind_of(name: str, ctx: str) -> str:
+        if name not in kinds:
+            raise GenerateError(f"{where} {ctx}: {name} is not a member of {DESC_TYPE_ENUM}")
+        return name
+
+    def source(entry: dict, key: str, ctx: str) -> str:
+        text = entry.get(key)
+        if not isinstance(text, str) or not text:
+            raise GenerateError(f"{where} {ctx}: missing {key!r}")
+        return text
+
+    def table(key: str) -> dict:
+        t = data.get(key)
+        if not isinstance(t, dict):
+            raise GenerateError(f"{where}: missing table {key!r}")
+        return t
+
+    out = [banner(hs), REQUIREMENTS_DOC, "\nfrom typing import NamedTuple, Optional, Tuple\n\n\n"]
+    out.append("class Requirement(NamedTuple):\n")
+    out.append("    any_of: Tuple[str, ...]  # at least one of these attributes must be set\n")
+    out.append("    source: str\n")
+    out.append("    when: Optional[str] = None  # the requirement applies only when this attribute is set\n\n\n")
+    out.append("# descriptor kind -> what finalize() needs\n")
+    out.append("REQUIRED = {\n")
+    allowed = {"why", "header", "note", "any_of"}
+    for kind, entry in table("required").items():
+        ctx = f"required[{kind}]"
+        kind_of(kind, ctx)
+        if set(entry) - allowed or not (entry.get("header") or entry.get("any_of")):
+            raise GenerateError(f"{where} {ctx}: fields {sorted(entry)} (allowed: {sorted(allowed)}; header or "
+                                "any_of needed)")
+        out.extend(_comment_lines(entry.get("why"), "    "))
+        out.append(f"    {kind!r}: (\n")
+        short = kind[len("CUDNN_BACKEND_"):-len("_DESCRIPTOR")]
+        src = f"header: {short} doc, 'Required attribute.'" + (f"; {entry['note']}" if entry.get("note") else "")
+        for a in entry.get("header", ()):
+            out.append(f"        Requirement(({attribute(a, ctx, kind)!r},), {src!r}),\n")
+        for req in entry.get("any_of", ()):
+            names = tuple(attribute(a, ctx, kind) for a in req.get("attributes", ()))
+            if not names or set(req) - {"attributes", "source", "when"}:
+                raise GenerateError(f"{where} {ctx}: an any_of entry needs attributes and a source: {req}")
+            when = attribute(req["when"], ctx, kind) if req.get("when") else None
+            out.append(f"        Requirement({names!r}, {source(req, 'source', ctx)!r}, {when!r}),\n")
+        out.append("    ),\n")
+    out.append("}\n\n")
+
+    def by_name(key: str, const: str, check) -> None:
+        t = table(key)
+        out.extend(_comment_lines(t.get("_comment"), ""))
+        out.append(f"{const} = {{\n")
+        for name, text in t.items():
+            if name == "_comment":
+                continue
+            if not isinstance(text, str) or not text:
+                raise GenerateError(f"{where} {key}[{name}]: the value must be its source")
+            out.append(f"    {check(name, f'{key}[{name}]')!r}: {text!r},\n")
+        out.append("}\n\n")
+
+    by_name("backend_filled_kinds", "BACKEND_FILLED_KINDS", kind_of)
+
+    t = table("graph_mode_needs")
+    out.extend(_comment_lines(t.get("_comment"), ""))
+    out.append("GRAPH_MODE_NEEDS = {\n")
+    for mode, entry in t.items():
+        if mode == "_comment":
+            continue
+        ctx = f"graph_mode_needs[{mode}]"
+        if mode not in modes:
+            raise GenerateError(f"{where} {ctx}: not a member of cudnnBackendOperationGraphMode_t")
+        ops = tuple(kind_of(k, ctx) for k in entry.get("kinds", ()))
+        if not ops:
+            raise GenerateError(f"{where} {ctx}: no kinds")
+        out.append(f"    {mode!r}: ({ops!r}, {source(entry, 'source', ctx)!r}),\n")
+    out.append("}\n\n")
+
+    by_name("get_crashes_when_unset", "GET_CRASHES_WHEN_UNSET", attribute)
+    by_name("get_crashes_always", "GET_CRASHES_ALWAYS", attribute)
+
+    t = table("filled_from_json")
+    out.extend(_comment_lines(t.get("_comment"), ""))
+    out.append("FILLED_FROM_JSON = frozenset({\n")
+    for a in t.get("attributes", ()):
+        out.append(f"    {attribute(a, 'filled_from_json')!r},\n")
+    out.append("})\n\n")
+
+    t = table("nonfinite_allowed")
+    out.extend(_comment_lines(t.get("_comment"), ""))
+    out.append("NONFINITE_ALLOWED = {\n")
+    for a, entry in t.items():
+        if a == "_comment":
+            continue
+        ctx = f"nonfinite_allowed[{a}]"
+        if entry.get("allowed") not in ("inf", "inf nan"):
+            raise GenerateError(f"{where} {ctx}: 'allowed' must be 'inf' or 'inf nan'")
+        out.append(f"    {attribute(a, ctx)!r}: {entry['allowed']!r},  # {source(entry, 'source', ctx)}\n")
+    out.append("}\n\n")
+
+    by_name("host_pointer_attributes", "HOST_POINTER_ATTRIBUTES", attribute)
+    return "".join(out).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------------------------------
 
-def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: Path = OVERRIDES) -> dict[str, str]:
+def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: Path = OVERRIDES,
+           requirements_path: Path = REQUIREMENTS) -> dict[str, str]:
     """Return {file name: content} for everything under cudnn_py/_generated/."""
     hs = header_parser.parse_headers(include_dir)
     for required in (ATTR_NAME_ENUM, ATTR_TYPE_ENUM, DESC_TYPE_ENUM, STATUS_ENUM):
@@ -430,6 +687,9 @@ def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: 
         "status.py": emit_status(hs),
         "functions.py": emit_functions(hs),
         "attributes.py": emit_attributes(hs, catalog),
+        "names.py": emit_names(hs),
+        "names.pyi": emit_names_stub(hs),
+        "requirements.py": emit_requirements(hs, catalog, load_json(requirements_path)),
     }
 
 
@@ -467,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
     ap.add_argument("--probe-results", type=Path, default=PROBE_RESULTS)
     ap.add_argument("--overrides", type=Path, default=OVERRIDES)
+    ap.add_argument("--requirements", type=Path, default=REQUIREMENTS)
     ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and compare with --out")
     ap.add_argument("--report", action="store_true", help="print the attribute coverage report")
     ap.add_argument("--pin", action="store_true",
@@ -480,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
                   "python bindings/generate.py --report (see bindings/headers/README.md)")
             return 0
         include_dir = resolve_include_dir(args.include)
-        files = render(include_dir, args.probe_results, args.overrides)
+        files = render(include_dir, args.probe_results, args.overrides, args.requirements)
     except (GenerateError, header_parser.HeaderParseError, attribute_docs.SchemaError) as exc:
         print(f"generate.py: error: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,9 @@
 """Tables generated from the cuDNN headers (see bindings/README.md).
 
 Modules: ``enums`` (ENUMS, DEFINES), ``status`` (STATUS_TEXT), ``functions`` (FUNCTIONS),
-``attributes`` (AttributeSpec, ATTRIBUTES, UNTYPED, DESCRIPTOR_SINCE).
+``attributes`` (AttributeSpec, ATTRIBUTES, UNTYPED, DESCRIPTOR_SINCE), ``names`` (a class of constants
+per backend enum: ``attr``, ``desc``, ``atype``, ...), ``requirements`` (REQUIRED and the other tables of
+``bindings/requirements.json``).
 """
 
 HEADER_VERSION = 92800  # CUDNN_VERSION of the headers generated from

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 from typing import Any
 
+from .._generated.names import attr, desc
 from ..errors import InvalidValueError, UsageError
 
 
@@ -255,7 +256,7 @@ def backend_graph(doc: dict) -> dict:
     operations, by the first operation that refers to it."""
     by_id = {d["id"]: d for d in doc.get("descriptors", [])}
     nodes = {n["name"]: n for n in doc.get("lowered_ir", {}).get("nodes", [])}
-    tensors = {i: d for i, d in by_id.items() if d["kind"] == "CUDNN_BACKEND_TENSOR_DESCRIPTOR"}
+    tensors = {i: d for i, d in by_id.items() if d["kind"] == desc.TENSOR_DESCRIPTOR}
     seen: set[int] = set()
     ops = []
     for op in doc.get("backend_operations", []):
@@ -263,20 +264,20 @@ def backend_graph(doc: dict) -> dict:
         node = nodes.get(op["node"], {"inputs": {}, "outputs": {}})
         node_in, node_out = set(node["inputs"].values()), set(node["outputs"].values())
         reads, writes = {}, {}
-        for attr, value in d["attributes"].items():
+        for name, value in d["attributes"].items():
             for ref in _tensor_refs(value):
-                uid = tensors[ref]["attributes"].get("CUDNN_ATTR_TENSOR_UNIQUE_ID") if ref in tensors else None
-                short = attr.rsplit("_", 1)[-1] if attr.endswith("DESC") else attr.replace("CUDNN_ATTR_OPERATION_", "")
+                uid = tensors[ref]["attributes"].get(attr.TENSOR_UNIQUE_ID) if ref in tensors else None
+                short = name.rsplit("_", 1)[-1] if name.endswith("DESC") else name.replace("CUDNN_ATTR_OPERATION_", "")
                 if uid in node_out or (uid not in node_in and ref not in seen):
                     writes[short] = ref
                 else:
                     reads[short] = ref
                 seen.add(ref)
         ops.append({"id": d["id"], "kind": d["kind"], "node": op["node"], "reads": reads, "writes": writes})
-    return {"operations": ops, "tensors": {i: {"uid": t["attributes"].get("CUDNN_ATTR_TENSOR_UNIQUE_ID"),
-                                               "virtual": bool(t["attributes"].get("CUDNN_ATTR_TENSOR_IS_VIRTUAL")),
-                                               "data_type": t["attributes"].get("CUDNN_ATTR_TENSOR_DATA_TYPE"),
-                                               "dims": t["attributes"].get("CUDNN_ATTR_TENSOR_DIMENSIONS")}
+    return {"operations": ops, "tensors": {i: {"uid": t["attributes"].get(attr.TENSOR_UNIQUE_ID),
+                                               "virtual": bool(t["attributes"].get(attr.TENSOR_IS_VIRTUAL)),
+                                               "data_type": t["attributes"].get(attr.TENSOR_DATA_TYPE),
+                                               "dims": t["attributes"].get(attr.TENSOR_DIMENSIONS)}
                                            for i, t in tensors.items()}}
 
 

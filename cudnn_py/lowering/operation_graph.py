@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor, versions
 from ..errors import CudnnError, InvalidValueError
 from .registry import LOWERINGS
@@ -31,7 +32,7 @@ class LoweredGraph:
 
     def engine_count(self) -> int:
         assert self.operation_graph is not None
-        return int(self.operation_graph.get("CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT"))
+        return int(self.operation_graph.get(attr.OPERATIONGRAPH_ENGINE_GLOBAL_COUNT))
 
     def descriptors(self) -> list[Descriptor]:
         """Every descriptor of the lowered graph: tensors, operations, the operation graph."""
@@ -53,7 +54,7 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
     table = TensorTable(alignments)
     lowered = LoweredGraph(tensors=table, dynamic_shapes=dynamic_shapes, override_shapes=override_shapes)
     if override_shapes:  # before any descriptor: a cuDNN without the attribute refuses the graph as a whole
-        versions.require("CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED",
+        versions.require(attr.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED,
                          what="pygraph(is_override_shape_enabled=True)", at_least=OVERRIDE_SHAPE_MIN_VERSION)
     for node in program.nodes:
         fn = LOWERINGS.get(node.op)
@@ -92,14 +93,14 @@ def view_aliases(program: Any) -> dict[int, tuple[int, int]]:
 
 def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descriptor:
     """(Re)build the OPERATIONGRAPH over the lowered operations, with ``handle`` when given."""
-    og = Descriptor("CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR")
-    og.set("CUDNN_ATTR_OPERATIONGRAPH_OPS", lowered.operations)
+    og = Descriptor(desc.OPERATIONGRAPH_DESCRIPTOR)
+    og.set(attr.OPERATIONGRAPH_OPS, lowered.operations)
     if handle:
-        og.set("CUDNN_ATTR_OPERATIONGRAPH_HANDLE", int(handle))
+        og.set(attr.OPERATIONGRAPH_HANDLE, int(handle))
     if lowered.dynamic_shapes:
-        og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED", True)
+        og.set(attr.OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED, True)
     if lowered.override_shapes:
-        og.set("CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED", True)
+        og.set(attr.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED, True)
     try:
         og.finalize()
     except CudnnError as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor, versions
 from ..enums import dtype_info, to_backend_data_type
 from ..errors import InvalidValueError
@@ -18,33 +19,33 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     if not t.dim or not t.stride or len(t.dim) != len(t.stride):
         raise InvalidValueError(f"{_where(t)}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
-    d = Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR")
-    d.set("CUDNN_ATTR_TENSOR_DATA_TYPE", to_backend_data_type(t.data_type))
-    d.set("CUDNN_ATTR_TENSOR_DIMENSIONS", [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
-    d.set("CUDNN_ATTR_TENSOR_STRIDES", [int(x) for x in t.stride])
-    d.set("CUDNN_ATTR_TENSOR_UNIQUE_ID", int(t.uid))
-    d.set("CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT", int(alignment))
+    d = Descriptor(desc.TENSOR_DESCRIPTOR)
+    d.set(attr.TENSOR_DATA_TYPE, to_backend_data_type(t.data_type))
+    d.set(attr.TENSOR_DIMENSIONS, [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
+    d.set(attr.TENSOR_STRIDES, [int(x) for x in t.stride])
+    d.set(attr.TENSOR_UNIQUE_ID, int(t.uid))
+    d.set(attr.TENSOR_BYTE_ALIGNMENT, int(alignment))
     if t.is_virtual:
-        d.set("CUDNN_ATTR_TENSOR_IS_VIRTUAL", True)
+        d.set(attr.TENSOR_IS_VIRTUAL, True)
     if t.is_pass_by_value:
-        d.set("CUDNN_ATTR_TENSOR_IS_BY_VALUE", True)
+        d.set(attr.TENSOR_IS_BY_VALUE, True)
     if ragged is not None:
-        d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", ragged)
+        d.set(attr.TENSOR_RAGGED_OFFSET_DESC, ragged)
     multiplier = int(getattr(t, "ragged_offset_multiplier", 1))
     if multiplier != 1:
-        versions.require("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", what=f"{_where(t)}: ragged_offset_multiplier")
-        d.set("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER", multiplier)
+        versions.require(attr.TENSOR_RAGGED_OFFSET_MULTIPLIER, what=f"{_where(t)}: ragged_offset_multiplier")
+        d.set(attr.TENSOR_RAGGED_OFFSET_MULTIPLIER, multiplier)
     if int(getattr(t, "vector_count", 1)) != 1:
-        d.set("CUDNN_ATTR_TENSOR_VECTOR_COUNT", int(t.vector_count))
-        d.set("CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION", int(t.vector_dimension))
+        d.set(attr.TENSOR_VECTOR_COUNT, int(t.vector_count))
+        d.set(attr.TENSOR_VECTORIZED_DIMENSION, int(t.vector_dimension))
     reordering = getattr(t, "reordering_type", None)
     if reordering is not None and getattr(reordering, "name", "NONE") != "NONE":
-        d.set("CUDNN_ATTR_TENSOR_REORDERING_MODE", f"CUDNN_TENSOR_REORDERING_{reordering.name}")
+        d.set(attr.TENSOR_REORDERING_MODE, f"CUDNN_TENSOR_REORDERING_{reordering.name}")
     if getattr(t, "is_compile_time_constant", False):
-        versions.require("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", what=f"{_where(t)}: a compile-time constant scalar")
+        versions.require(attr.TENSOR_CONSTANT_VALUE, what=f"{_where(t)}: a compile-time constant scalar")
         # the ctypes scalar itself: Descriptor checks its size against the data type and keeps it alive, and the
         # plan cache's fingerprint reads its bytes (an address alone would make the graph uncacheable)
-        d.set("CUDNN_ATTR_TENSOR_CONSTANT_VALUE", host_scalar(t))
+        d.set(attr.TENSOR_CONSTANT_VALUE, host_scalar(t))
     d.finalize()
     return d
 

@@ -4,6 +4,7 @@ count, then fill. A kernel cache can grow between the two calls (another graph's
 there, we count again."""
 from __future__ import annotations
 
+from .._generated.names import Status
 from ..backend import Descriptor
 from ..errors import CudnnError
 
@@ -17,12 +18,12 @@ def read_json_attribute(desc: Descriptor, attribute: str, what: str) -> str:
         try:
             return str(desc.get(attribute))
         except CudnnError as e:
-            if e.status_name != "CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT":
+            if e.status_name != Status.BAD_PARAM_SIZE_INSUFFICIENT:
                 raise
     try:
         return str(desc.get(attribute))
     except CudnnError as e:
-        if e.status_name == "CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT":
+        if e.status_name == Status.BAD_PARAM_SIZE_INSUFFICIENT:
             e.args = (f"{what}: the JSON kept growing between the size query and the read ({JSON_READ_ATTEMPTS} "
                       f"attempts): {e.args[0]}",)
         raise

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._generated.names import desc
 from ..backend import api, versions
 from ..backend.handle import live_handle
 from ..errors import CudaDriverError, CudaUnavailableError, InvalidTypeError, InvalidValueError
 from ..interop import data_ptr
 
 POPULATE, UPDATE = "cudnnBackendPopulateCudaGraph", "cudnnBackendUpdateCudaGraph"
+_PLAN_KIND = desc.EXECUTION_PLAN_DESCRIPTOR.removesuffix("_DESCRIPTOR")  # how its errors name the plan
 
 
 def _runtime() -> Any:
@@ -85,7 +87,7 @@ def populate(handle: int, plan: Any, executor: Any, variant_pack: dict, workspac
     try:
         status = api.function(POPULATE)(int(handle), plan.ptr, vp.ptr, int(child))
         if status != 0:
-            raise api.error_for(status, POPULATE, kind="CUDNN_BACKEND_EXECUTION_PLAN", detail=f"plan {plan.name}")
+            raise api.error_for(status, POPULATE, kind=_PLAN_KIND, detail=f"plan {plan.name}")
         _check(rt.cudaGraphAddChildGraphNode(graph, None, 0, child), "cudaGraphAddChildGraphNode")
     finally:
         _check(rt.cudaGraphDestroy(child), "cudaGraphDestroy")  # the child node holds a copy
@@ -110,5 +112,5 @@ def update(handle: int, plan: Any, executor: Any, variant_pack: dict, workspace:
     vp = _variant_pack(executor, plan, variant_pack, workspace)
     status = api.function(UPDATE)(int(handle), plan.ptr, vp.ptr, int(child))
     if status != 0:
-        raise api.error_for(status, UPDATE, kind="CUDNN_BACKEND_EXECUTION_PLAN", detail=f"plan {plan.name}")
+        raise api.error_for(status, UPDATE, kind=_PLAN_KIND, detail=f"plan {plan.name}")
     return vp

@@ -16,12 +16,13 @@ strings): ``backend/json_check.py`` checks every field's type and range first (`
 """
 from __future__ import annotations
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError, InvalidTypeError, InvalidValueError
 from .backend_json import read_json_attribute
 
-KIND = "CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR"
-_JSON = "CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION"
+KIND = desc.DEVICEPROP_DESCRIPTOR
+_JSON = attr.DEVICEPROP_JSON_REPRESENTATION
 
 
 class DeviceProperties:
@@ -34,7 +35,7 @@ class DeviceProperties:
     @classmethod
     def from_device(cls, device_id: int) -> DeviceProperties:
         desc = Descriptor(KIND)
-        desc.set("CUDNN_ATTR_DEVICEPROP_DEVICE_ID", int(device_id))
+        desc.set(attr.DEVICEPROP_DEVICE_ID, int(device_id))
         try:
             desc.finalize()
         except CudnnError as e:

@@ -55,6 +55,7 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any
 
+from .._generated.names import attr, desc
 from .._version import __version__
 from ..backend import trace
 from ..errors import CudnnError, CudnnPyError, InvalidTypeError, InvalidValueError
@@ -71,7 +72,7 @@ FINGERPRINT_FORMAT = 1  # bump when portable_fingerprint changes what it writes:
 DISK = "rebuilt from the disk cache (the JSON of a plan an earlier process built)"
 HEURISTICS_ORIGIN = "from the disk cache"
 TRACE_FN = "cudnn_py.disk_cache"  # the trace's record of a lookup / store (replay skips it: not a cuDNN call)
-_HANDLE_ATTRIBUTE = "CUDNN_ATTR_OPERATIONGRAPH_HANDLE"
+_HANDLE_ATTRIBUTE = attr.OPERATIONGRAPH_HANDLE
 
 
 def off_reason() -> str | None:
@@ -261,11 +262,11 @@ def graph_io(fingerprint: tuple | None) -> dict[int, tuple[str, int, int]] | Non
         return None
     rows = []
     for kind, items in fingerprint:
-        if kind != "CUDNN_BACKEND_TENSOR_DESCRIPTOR":
+        if kind != desc.TENSOR_DESCRIPTOR:
             continue
         a = {item[0]: item[2] for item in items}
-        rows.append((_one(a, "UNIQUE_ID", -1), a.get("CUDNN_ATTR_TENSOR_DIMENSIONS", ()),
-                     a.get("CUDNN_ATTR_TENSOR_STRIDES", ()), _one(a, "DATA_TYPE", "?"),
+        rows.append((_one(a, "UNIQUE_ID", -1), a.get(attr.TENSOR_DIMENSIONS, ()),
+                     a.get(attr.TENSOR_STRIDES, ()), _one(a, "DATA_TYPE", "?"),
                      bool(_one(a, "IS_VIRTUAL", False)), bool(_one(a, "IS_BY_VALUE", False))))
     return _io(rows)
 

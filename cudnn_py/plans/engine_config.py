@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor
 from ..backend.descriptor import ScalarReader
 from ..backend.enums import enum_class
@@ -12,16 +13,16 @@ from ..errors import CudnnError
 
 KNOB_READ = 8  # knob choices read per config at first; a config with more is read again with room for all
 # read for every config heuristics return (hundreds per graph): resolved once
-_engine_index = ScalarReader("CUDNN_ATTR_ENGINE_GLOBAL_INDEX")
-_knob_type = ScalarReader("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE")
-_knob_value = ScalarReader("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")
+_engine_index = ScalarReader(attr.ENGINE_GLOBAL_INDEX)
+_knob_type = ScalarReader(attr.KNOB_CHOICE_KNOB_TYPE)
+_knob_value = ScalarReader(attr.KNOB_CHOICE_KNOB_VALUE)
 
 
 def knob_choice_pool(n: int | None = None) -> list[Descriptor]:
     """KNOB_CHOICE descriptors to read a config's knob choices into (default: one per knob type the loaded
     cuDNN can name, plus a margin for newer ones)."""
     n = n if n is not None else len(enum_class("cudnnBackendKnobType_t")) + 8
-    return [Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR") for _ in range(n)]
+    return [Descriptor(desc.KNOB_CHOICE_DESCRIPTOR) for _ in range(n)]
 
 
 class KnobReader:
@@ -38,9 +39,9 @@ class KnobReader:
         with self._lock:
             if self._pool is None:
                 self._pool = knob_choice_pool(KNOB_READ)
-            choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=self._pool)
+            choices = cfg.get(attr.ENGINECFG_KNOB_CHOICES, into=self._pool)
             if len(choices) == len(self._pool):  # maybe more than fit: read again with room for every knob type
-                choices = cfg.get("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", into=knob_choice_pool())
+                choices = cfg.get(attr.ENGINECFG_KNOB_CHOICES, into=knob_choice_pool())
             return [(int(_knob_type(c)), int(_knob_value(c))) for c in choices]
 
 
@@ -78,19 +79,19 @@ class EngineConfig:
     @functools.cached_property
     def numerical_notes(self) -> list:
         count = len(enum_class("cudnnBackendNumericalNote_t"))
-        notes = self.engine.get("CUDNN_ATTR_ENGINE_NUMERICAL_NOTE", count=count)
+        notes = self.engine.get(attr.ENGINE_NUMERICAL_NOTE, count=count)
         return [n for n in notes if not n.name.endswith("TYPE_COUNT")]
 
     @functools.cached_property
     def behavior_notes(self) -> list:
-        notes = self.engine.get("CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE", count=len(enum_class("cudnnBackendBehaviorNote_t")))
+        notes = self.engine.get(attr.ENGINE_BEHAVIOR_NOTE, count=len(enum_class("cudnnBackendBehaviorNote_t")))
         return [n for n in notes if not n.name.endswith("TYPE_COUNT")]
 
     @functools.cached_property
     def workspace(self) -> int:
         """ENGINECFG_WORKSPACE_SIZE (cuDNN >= 9.2): known before any plan is built."""
         try:
-            return int(self.cfg.get("CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE"))
+            return int(self.cfg.get(attr.ENGINECFG_WORKSPACE_SIZE))
         except CudnnError:
             return 0
 
@@ -98,7 +99,7 @@ class EngineConfig:
     def from_descriptor(cls, cfg: Descriptor, source: str, knob_reader: KnobReader | None = None) -> EngineConfig:
         """Read a finalized config back: its engine and index now, its knob choices when first asked for
         (through ``knob_reader``, shared by the configs of one query; read at once without one)."""
-        engine = cfg.get("CUDNN_ATTR_ENGINECFG_ENGINE")
+        engine = cfg.get(attr.ENGINECFG_ENGINE)
         index = int(_engine_index(engine))
         if knob_reader is None:
             return cls(cfg, engine, index, KnobReader().read(cfg), source)
@@ -111,13 +112,13 @@ class EngineConfig:
         engine = make_engine(operation_graph, engine_index, device_properties)
         choices = []
         for knob_type, value in knobs.items():
-            c = Descriptor("CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR")
-            c.set("CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE", int(knob_type))
-            c.set("CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE", int(value))
+            c = Descriptor(desc.KNOB_CHOICE_DESCRIPTOR)
+            c.set(attr.KNOB_CHOICE_KNOB_TYPE, int(knob_type))
+            c.set(attr.KNOB_CHOICE_KNOB_VALUE, int(value))
             choices.append(c.finalize())
-        cfg = Descriptor("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR")
-        cfg.set("CUDNN_ATTR_ENGINECFG_ENGINE", engine)
-        cfg.set("CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", choices)
+        cfg = Descriptor(desc.ENGINECFG_DESCRIPTOR)
+        cfg.set(attr.ENGINECFG_ENGINE, engine)
+        cfg.set(attr.ENGINECFG_KNOB_CHOICES, choices)
         cfg.finalize()
         return cls.from_descriptor(cfg, "explicit")
 
@@ -153,9 +154,9 @@ def make_engine(operation_graph: Descriptor, engine_index: int,
                 device_properties: Descriptor | None = None) -> Descriptor:
     """A finalized ENGINE (``graph_flow.md`` §1.5); ``device_properties``: a DEVICEPROP descriptor to build it
     for (``ENGINE_DEVICEPROP``, deviceless planning)."""
-    engine = Descriptor("CUDNN_BACKEND_ENGINE_DESCRIPTOR")
-    engine.set("CUDNN_ATTR_ENGINE_OPERATION_GRAPH", operation_graph)
-    engine.set("CUDNN_ATTR_ENGINE_GLOBAL_INDEX", int(engine_index))
+    engine = Descriptor(desc.ENGINE_DESCRIPTOR)
+    engine.set(attr.ENGINE_OPERATION_GRAPH, operation_graph)
+    engine.set(attr.ENGINE_GLOBAL_INDEX, int(engine_index))
     if device_properties is not None:
-        engine.set("CUDNN_ATTR_ENGINE_DEVICEPROP", device_properties)
+        engine.set(attr.ENGINE_DEVICEPROP, device_properties)
     return engine.finalize()

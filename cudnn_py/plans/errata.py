@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._generated.names import PointwiseMode
 from ..enums import dtype_info
 from ..errors import cudnnGraphNotSupportedError, version_string
 
@@ -95,7 +96,7 @@ def _gen_index_in_batched_matmul_epilogue(program: Any) -> str | None:
     for n in program.nodes:
         if attention and n.name.startswith(attention):
             continue
-        if n.op == "pointwise" and n.params.get("mode") == "CUDNN_POINTWISE_GEN_INDEX":
+        if n.op == "pointwise" and n.params.get("mode") == PointwiseMode.GEN_INDEX:
             mm = _reaches_batched_matmul(program, n.inputs["IN_0"], producers, set())
             if mm is not None:
                 return f"GEN_INDEX node {n.name!r} indexes the output of the batched matmul {mm.name!r}"
@@ -115,7 +116,7 @@ def _widening_cast_into_matmul(program: Any) -> str | None:
             continue
         for port in ("A", "B"):
             cast = producers.get(n.inputs[port].uid)
-            if cast is None or cast.op != "pointwise" or cast.params.get("mode") != "CUDNN_POINTWISE_IDENTITY":
+            if cast is None or cast.op != "pointwise" or cast.params.get("mode") != PointwiseMode.IDENTITY:
                 continue
             src, dst = cast.inputs["IN_0"], cast.outputs["OUT_0"]
             if dtype_info(src.data_type).bits < dtype_info(dst.data_type).bits and dst.data_type.name in _WIDER:
@@ -147,7 +148,7 @@ def _cast_of_strided_input_into_matmul(program: Any) -> str | None:
             continue
         for port in ("A", "B"):
             cast = producers.get(n.inputs[port].uid)
-            if cast is None or cast.params.get("mode") != "CUDNN_POINTWISE_IDENTITY":
+            if cast is None or cast.params.get("mode") != PointwiseMode.IDENTITY:
                 continue
             src = cast.inputs["IN_0"]
             if src.data_type is not cast.outputs["OUT_0"].data_type and _padded_unaligned(src):

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._generated.names import HeurMode, attr, desc
 from ..backend import Descriptor
 from ..errors import CudnnError, InvalidValueError
 from .engine_config import CachedEngineConfig, EngineConfig, KnobReader
@@ -198,19 +199,19 @@ def _query(operation_graph: Descriptor, modes: list[str], sm_count: int | None,
     reader = KnobReader()
     for mode in modes:
         try:
-            heur = Descriptor("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR")
-            heur.set("CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH", operation_graph)
-            heur.set("CUDNN_ATTR_ENGINEHEUR_MODE", mode)
+            heur = Descriptor(desc.ENGINEHEUR_DESCRIPTOR)
+            heur.set(attr.ENGINEHEUR_OPERATION_GRAPH, operation_graph)
+            heur.set(attr.ENGINEHEUR_MODE, mode)
             if device_properties is not None:
-                heur.set("CUDNN_ATTR_ENGINEHEUR_DEVICEPROP", device_properties)
+                heur.set(attr.ENGINEHEUR_DEVICEPROP, device_properties)
             if sm_count is not None and sm_count > 0:
-                heur.set("CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET", int(sm_count))
-            if mode == "CUDNN_HEUR_MODE_B":
+                heur.set(attr.ENGINEHEUR_SM_COUNT_TARGET, int(sm_count))
+            if mode == HeurMode.MODE_B:
                 with _heur_b_lock:
                     heur.finalize()
             else:
                 heur.finalize()
-            cfgs = heur.get("CUDNN_ATTR_ENGINEHEUR_RESULTS")
+            cfgs = heur.get(attr.ENGINEHEUR_RESULTS)
         except CudnnError as e:
             result.per_mode.append((mode, f"failed: {e}"))
             continue

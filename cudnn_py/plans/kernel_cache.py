@@ -21,15 +21,16 @@ from __future__ import annotations
 import logging
 import threading
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError, InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from .backend_json import read_json_attribute
 
 _log = logging.getLogger(__name__)
 
-KIND = "CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR"
-_JSON = "CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION"
-_OPERATION_GRAPH = "CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH"
+KIND = desc.KERNEL_CACHE_DESCRIPTOR
+_JSON = attr.KERNEL_CACHE_JSON_REPRESENTATION
+_OPERATION_GRAPH = attr.KERNEL_CACHE_OPERATION_GRAPH
 
 
 class KernelCache:
@@ -99,11 +100,11 @@ class KernelCache:
 
     def size(self) -> int:
         """The number of kernels in the cache (``KERNEL_CACHE_ENTRY_COUNT``, cuDNN >= 9.27); 0 while unbound."""
-        return self._read_count("CUDNN_ATTR_KERNEL_CACHE_ENTRY_COUNT", "kernel_cache.size()")
+        return self._read_count(attr.KERNEL_CACHE_ENTRY_COUNT, "kernel_cache.size()")
 
     def revision(self) -> int:
         """Bumped whenever the cache changes (``KERNEL_CACHE_REVISION``, cuDNN >= 9.27); 0 while unbound."""
-        return self._read_count("CUDNN_ATTR_KERNEL_CACHE_REVISION", "kernel_cache.revision()")
+        return self._read_count(attr.KERNEL_CACHE_REVISION, "kernel_cache.revision()")
 
     def _read_count(self, attribute: str, what: str) -> int:
         versions.require(attribute, what=what)

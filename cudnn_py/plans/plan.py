@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
+from .._generated.names import attr, desc
 from ..backend import Descriptor
 from ..errors import UsageError
 from .engine_config import EngineConfig
@@ -32,12 +33,12 @@ class ExecutionPlan:
     def build(cls, config: EngineConfig, kernel_cache: Descriptor | None = None) -> ExecutionPlan:
         """Finalize a plan for ``config`` (no handle: the frontend sets none either). ``kernel_cache``: a finalized
         KERNEL_CACHE the plan takes its kernel from, or adds it to (``EXECUTION_PLAN_KERNEL_CACHE``)."""
-        plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
-        plan.set("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG", config.cfg)
+        plan = Descriptor(desc.EXECUTION_PLAN_DESCRIPTOR)
+        plan.set(attr.EXECUTION_PLAN_ENGINE_CONFIG, config.cfg)
         if kernel_cache is not None:
-            plan.set("CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE", kernel_cache)
+            plan.set(attr.EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
         plan.finalize()
-        ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
+        ws = int(plan.get(attr.EXECUTION_PLAN_WORKSPACE_SIZE))
         if ws < 0:
             raise UsageError(f"plan {config.name}: cuDNN reported a negative workspace size ({ws})")
         return cls(plan, config, ws)
@@ -46,16 +47,16 @@ class ExecutionPlan:
     def from_json(cls, text: str, handle: int) -> ExecutionPlan:
         """Rebuild a plan from its JSON representation (``graph_flow.md`` §5.1: JSON_REPRESENTATION and HANDLE,
         finalize); the engine config is read back from the plan."""
-        plan = Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR")
-        plan.set("CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION", text)
-        plan.set("CUDNN_ATTR_EXECUTION_PLAN_HANDLE", int(handle))
+        plan = Descriptor(desc.EXECUTION_PLAN_DESCRIPTOR)
+        plan.set(attr.EXECUTION_PLAN_JSON_REPRESENTATION, text)
+        plan.set(attr.EXECUTION_PLAN_HANDLE, int(handle))
         plan.finalize()
-        cfg = plan.get("CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG")
-        ws = int(plan.get("CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE"))
+        cfg = plan.get(attr.EXECUTION_PLAN_ENGINE_CONFIG)
+        ws = int(plan.get(attr.EXECUTION_PLAN_WORKSPACE_SIZE))
         built = cls(plan, EngineConfig.from_descriptor(cfg, "deserialized"), ws)
         built.source = "deserialized"
         return built
 
     def to_json(self) -> str:
         """The plan's ``EXECUTION_PLAN_JSON_REPRESENTATION`` (serialisable, engine and knobs)."""
-        return self.plan.get("CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION")
+        return self.plan.get(attr.EXECUTION_PLAN_JSON_REPRESENTATION)

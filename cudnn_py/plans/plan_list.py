@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import enums
+from .._generated.names import attr, desc
 from ..backend import versions
 from ..backend.enums import enum_class
 from ..errors import UsageError, cudnnGraphNotSupportedError
@@ -254,11 +255,11 @@ class knob:
 def knobs_of(engine: Any) -> list[knob]:
     """The knob ranges of an ENGINE descriptor, as the classic ``get_knobs_for_engine`` returns them."""
     out = []
-    for info in engine.get("CUDNN_ATTR_ENGINE_KNOB_INFO", kind="CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR", count=64):
-        out.append(knob(classic_knob(info.get("CUDNN_ATTR_KNOB_INFO_TYPE")),
-                        int(info.get("CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE")),
-                        int(info.get("CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE")),
-                        int(info.get("CUDNN_ATTR_KNOB_INFO_STRIDE"))))
+    for info in engine.get(attr.ENGINE_KNOB_INFO, kind=desc.KNOB_INFO_DESCRIPTOR, count=64):
+        out.append(knob(classic_knob(info.get(attr.KNOB_INFO_TYPE)),
+                        int(info.get(attr.KNOB_INFO_MAXIMUM_VALUE)),
+                        int(info.get(attr.KNOB_INFO_MINIMUM_VALUE)),
+                        int(info.get(attr.KNOB_INFO_STRIDE))))
     return out
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import enums
+from .._generated.names import desc
 from ..backend import Descriptor, versions
 from ..backend.handle import context_of, default_handle, placement_of
 from ..cuda import context as cuda_context
@@ -586,6 +587,6 @@ def versions_available(feature: str, at_least: int = 0) -> bool:
 
 def _without_unified_attention(feature: str, at_least: int = 0) -> bool:
     """The running cuDNN, less the unified SDPA_FWD op (AUTO's fallback to the composite attention)."""
-    return feature != "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR" and versions_available(feature, at_least)
+    return feature != desc.OPERATION_SDPA_FWD_DESCRIPTOR and versions_available(feature, at_least)
 
 

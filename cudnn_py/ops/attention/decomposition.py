@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..._generated.names import attr
 from ...backend import versions
 from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
 from ...errors import (
@@ -47,16 +48,16 @@ def unified_refusal(node: Node, available: Any) -> str | None:
         return f"the unified op computes in FLOAT (compute_data_type is {p['compute_data_type'].name})"
     if ins["Q"].data_type not in (data_type.HALF, data_type.BFLOAT16):
         return f"the unified op takes HALF / BFLOAT16 q, k, v (q is {ins['Q'].data_type.name})"
-    if p["use_padding_mask"] and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC", SEQ_LEN_MIN_VERSION):
+    if p["use_padding_mask"] and not available(attr.OPERATION_SDPA_FWD_SEQ_LEN_QDESC, SEQ_LEN_MIN_VERSION):
         return "the unified op's padding mask (seq_len_q / seq_len_kv) needs cuDNN >= 9.15.0"
-    if paged(node) and not available("CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC", PAGED_UNIFIED_MIN_VERSION):
+    if paged(node) and not available(attr.OPERATION_SDPA_FWD_PAGE_TABLE_KDESC, PAGED_UNIFIED_MIN_VERSION):
         return "the unified op's paged attention needs cuDNN >= 9.15.0"
     if "BLOCK_MASK" in ins and not available(BLOCK_MASK_ATTRIBUTE, BLOCK_MASK_MIN_VERSION):
         return "the unified op's block mask needs cuDNN >= 9.14.0"
     if p["dropout"] == "mask":
         return "the unified op takes no custom dropout mask"
     if drops(p):
-        if not available("CUDNN_ATTR_OPERATION_SDPA_FWD_DROPOUT_PROBABILITY", DROPOUT_MIN_VERSION):
+        if not available(attr.OPERATION_SDPA_FWD_DROPOUT_PROBABILITY, DROPOUT_MIN_VERSION):
             return "the unified op's dropout needs cuDNN >= 9.22.0"
         if p["generate_stats"]:
             return "the unified op's dropout excludes generate_stats=True"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..._generated.names import attr, desc
 from ...enums import diagonal_alignment
 from ...errors import (
     InvalidTypeError,
@@ -18,14 +19,14 @@ from ...ir.inference import int_at_least
 from ...ir.node import Node
 
 OP = "sdpa"
-UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR"
+UNIFIED_DESCRIPTOR = desc.OPERATION_SDPA_FWD_DESCRIPTOR
 UNIFIED_MIN_VERSION = 91301  # the frontend's gate (the descriptor exists since 9.13.0)
 SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
 
 PAGED_UNIFIED_MIN_VERSION = 91500  # unified: page tables (with the sequence lengths)
-UNFUSE_FMA = "CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA"  # SM100's softmax: fmul + fadd instead of FFMA2 (§14.8)
-BLOCK_MASK_ATTRIBUTE = "CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC"
+UNFUSE_FMA = attr.OPERATION_SDPA_FWD_UNFUSE_FMA  # SM100's softmax: fmul + fadd instead of FFMA2 (§14.8)
+BLOCK_MASK_ATTRIBUTE = attr.OPERATION_SDPA_FWD_BLOCK_MASK_DESC
 BLOCK_MASK_MIN_VERSION = 91400  # unified: the block mask (the support check's gate; the attribute's too)
 BLOCK_MASK_TILE = 128  # one block-mask entry per 128 x 128 tile of the scores (the header)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import ReshapeMode, attr, desc
 from ...backend import Descriptor, versions
 from ...lowering.registry import lowers
 
@@ -11,10 +12,10 @@ from ...lowering.registry import lowers
 @lowers("attention_view")
 def lower_view(node: Any, tensors: Any) -> list[Descriptor]:
     """The backward's transposed views: an OPERATION_RESHAPE from X to Y (same memory, Y's dims and strides)."""
-    op = Descriptor("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_XDESC", tensors(node.inputs["X"]))
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_YDESC", tensors(node.outputs["Y"]))
-    if versions.available("CUDNN_ATTR_OPERATION_RESHAPE_MODE"):  # 9.22+: name the view (before: always one)
-        op.set("CUDNN_ATTR_OPERATION_RESHAPE_MODE", "CUDNN_RESHAPE_VIEW_ONLY")
+    op = Descriptor(desc.OPERATION_RESHAPE_DESCRIPTOR)
+    op.set(attr.OPERATION_RESHAPE_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_RESHAPE_YDESC, tensors(node.outputs["Y"]))
+    if versions.available(attr.OPERATION_RESHAPE_MODE):  # 9.22+: name the view (before: always one)
+        op.set(attr.OPERATION_RESHAPE_MODE, ReshapeMode.VIEW_ONLY)
     op.finalize()
     return [op]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..._generated.names import attr, desc
 from ...enums import data_type, diagonal_alignment, reduction_mode
 from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from ...ir import layout
@@ -156,7 +157,7 @@ def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
     total = node.params.get(arg)  # sdpa_fp8_backward, which shares this decomposition, has no such option
     if total is None or t.ragged_offset is None:
         return None
-    if not options.available("CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", MAX_TOTAL_MIN_VERSION):
+    if not options.available(attr.TENSOR_RAGGED_OFFSET_DESC, MAX_TOTAL_MIN_VERSION):
         return None
     if any(int(node.inputs[port].dim[3]) % 16 for port in ("Q", "O")):  # d_qk, d_v (V is transposed by now)
         return None
@@ -357,7 +358,7 @@ ATTENTION_VIEW = OpSpec(
     method="attention_view", kind="attention_view", public=False,
     inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer_view,
     order=("input", "name", "compute_data_type"),
-    requires=("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR",),
+    requires=(desc.OPERATION_RESHAPE_DESCRIPTOR,),
     doc="Y: the same elements as X at the same addresses, described with Y's dims and strides (internal: the "
         "attention backward's transposed views, an OPERATION_RESHAPE).",
 )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import data_type, diagonal_alignment, reduction_mode, tensor_reordering
 from ...errors import FeatureVersionError, NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error
 from ...ir import layout
@@ -43,7 +44,7 @@ from ..attention_fp8 import spec as fp8
 
 FWD, BWD = "sdpa_mxfp8", "sdpa_mxfp8_backward"
 MIN_VERSION = 92100  # the frontend's gate (SDPANodeBase::is_mxfp8_scaling, §14.4)
-GATE_FEATURE = "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR"  # the catalog entry the 9.21 gate stands on
+GATE_FEATURE = desc.OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR  # the catalog entry the 9.21 gate stands on
 BLACKWELL_MAJOR = 10
 BLOCK = 32  # MX: one E8M0 scale per 32 elements
 TILE_ROWS, TILE_BLOCKS = 128, 4  # F8_128x4

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import convolution_mode
 from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from ...ir import layout
@@ -154,13 +155,13 @@ def _conv(method: str, kind: str, ports: tuple[Port, Port], out: str, infer: Any
         method=method, kind=kind, inputs=ports, outputs=(Output(out),), infer=infer, params=_PARAMS,
         order=args + ("padding",) + _TAIL, legacy_order=args + ("pre_padding", "post_padding") + _TAIL,
         legacy_when=_second_overload, varargs=True, out_dims=True, finish=_finish,
-        requires=("CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR", requires), doc=f"{method}({', '.join(args)}) -> {out}.")
+        requires=(desc.CONVOLUTION_DESCRIPTOR, requires), doc=f"{method}({', '.join(args)}) -> {out}.")
 
 
 CONV_FPROP = _conv("conv_fprop", "conv_fprop", (Port("X", "image"), Port("W", "weight")), "Y", infer_fprop,
-                   "CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR")
+                   desc.OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)
 CONV_DGRAD = _conv("conv_dgrad", "conv_dgrad", (Port("DY", "loss"), Port("W", "filter")), "DX", infer_dgrad,
-                   "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR")
+                   desc.OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR)
 CONV_WGRAD = _conv("conv_wgrad", "conv_wgrad", (Port("X", "image"), Port("DY", "loss")), "DW", infer_wgrad,
-                   "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR")
+                   desc.OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR)
 register(CONV_FPROP, CONV_DGRAD, CONV_WGRAD)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import attr, desc
 from ...backend import Descriptor, versions
 from ...enums import reshape_mode
 from ...lowering.registry import lowers
 from .spec import NATIVE_SLICE
 
-RESHAPE_MODE = "CUDNN_ATTR_OPERATION_RESHAPE_MODE"
+RESHAPE_MODE = attr.OPERATION_RESHAPE_MODE
 
 
 def _padding(t: Any, user_rank: int) -> int:
@@ -23,9 +24,9 @@ def _padding(t: Any, user_rank: int) -> int:
 @lowers("reshape")
 def lower_reshape(node: Any, tensors: Any) -> list[Descriptor]:
     mode = node.params["reshape_mode"]
-    op = Descriptor("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_XDESC", tensors(node.inputs["X"]))
-    op.set("CUDNN_ATTR_OPERATION_RESHAPE_YDESC", tensors(node.outputs["Y"]))
+    op = Descriptor(desc.OPERATION_RESHAPE_DESCRIPTOR)
+    op.set(attr.OPERATION_RESHAPE_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_RESHAPE_YDESC, tensors(node.outputs["Y"]))
     if mode is reshape_mode.LOGICAL:
         versions.require(RESHAPE_MODE, what=f"reshape node {node.name!r} with reshape_mode.LOGICAL")
     # before 9.22 the op has no mode: a reshape is a view (what VIEW_ONLY names since)
@@ -38,10 +39,10 @@ def lower_reshape(node: Any, tensors: Any) -> list[Descriptor]:
 def lower_transpose(node: Any, tensors: Any) -> list[Descriptor]:
     perm = [int(p) for p in node.params["permutation"]]
     pad = _padding(node.inputs["X"], len(perm))
-    op = Descriptor("CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_TRANSPOSE_XDESC", tensors(node.inputs["X"]))
-    op.set("CUDNN_ATTR_OPERATION_TRANSPOSE_YDESC", tensors(node.outputs["Y"]))
-    op.set("CUDNN_ATTR_OPERATION_TRANSPOSE_PERMUTATION", list(range(pad)) + [p + pad for p in perm])
+    op = Descriptor(desc.OPERATION_TRANSPOSE_DESCRIPTOR)
+    op.set(attr.OPERATION_TRANSPOSE_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_TRANSPOSE_YDESC, tensors(node.outputs["Y"]))
+    op.set(attr.OPERATION_TRANSPOSE_PERMUTATION, list(range(pad)) + [p + pad for p in perm])
     return [op.finalize()]
 
 
@@ -54,22 +55,22 @@ def lower_slice(node: Any, tensors: Any) -> list[Descriptor]:
     if not versions.available(NATIVE_SLICE):
         return []  # before 9.22: the consumers read the view; there is no operation
     op = Descriptor(NATIVE_SLICE)
-    op.set("CUDNN_ATTR_OPERATION_SLICE_XDESC", tensors(x))
-    op.set("CUDNN_ATTR_OPERATION_SLICE_YDESC", tensors(y))
-    op.set("CUDNN_ATTR_OPERATION_SLICE_START_INDICES", [r[0] for r in ranges])
-    op.set("CUDNN_ATTR_OPERATION_SLICE_LIMIT_INDICES", [r[1] for r in ranges])
-    op.set("CUDNN_ATTR_OPERATION_SLICE_STRIDES", [r[2] for r in ranges])
+    op.set(attr.OPERATION_SLICE_XDESC, tensors(x))
+    op.set(attr.OPERATION_SLICE_YDESC, tensors(y))
+    op.set(attr.OPERATION_SLICE_START_INDICES, [r[0] for r in ranges])
+    op.set(attr.OPERATION_SLICE_LIMIT_INDICES, [r[1] for r in ranges])
+    op.set(attr.OPERATION_SLICE_STRIDES, [r[2] for r in ranges])
     return [op.finalize()]
 
 
 @lowers("concatenate")
 def lower_concatenate(node: Any, tensors: Any) -> list[Descriptor]:
     inputs = node.list_input("X")
-    op = Descriptor("CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_CONCAT_INPUT_DESCS", [tensors(t) for t in inputs])
-    op.set("CUDNN_ATTR_OPERATION_CONCAT_OUTPUT_DESC", tensors(node.outputs["Y"]))
+    op = Descriptor(desc.OPERATION_CONCAT_DESCRIPTOR)
+    op.set(attr.OPERATION_CONCAT_INPUT_DESCS, [tensors(t) for t in inputs])
+    op.set(attr.OPERATION_CONCAT_OUTPUT_DESC, tensors(node.outputs["Y"]))
     axis = int(node.params["axis"]) + _padding(node.outputs["Y"], int(node.params["rank"]))
-    op.set("CUDNN_ATTR_OPERATION_CONCAT_AXIS", axis)
+    op.set(attr.OPERATION_CONCAT_AXIS, axis)
     if node.params["in_place_index"] is not None:
-        op.set("CUDNN_ATTR_OPERATION_CONCAT_INPLACE_INDEX", int(node.params["in_place_index"]))
+        op.set(attr.OPERATION_CONCAT_INPLACE_INDEX, int(node.params["in_place_index"]))
     return [op.finalize()]

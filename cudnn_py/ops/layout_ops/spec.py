@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import data_type, dtype_info, reshape_mode
 from ...errors import InvalidTypeError, shape_error
 from ...ir import layout
@@ -132,7 +133,7 @@ def slice_view(node: Node) -> dict[int, tuple[int, int]]:
     return {node.outputs["Y"].uid: (node.inputs["X"].uid, slice_offset_bytes(node))}
 
 
-NATIVE_SLICE = "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR"  # cuDNN >= 9.22; before, a slice is its view alone
+NATIVE_SLICE = desc.OPERATION_SLICE_DESCRIPTOR  # cuDNN >= 9.22; before, a slice is its view alone
 
 
 def infer_transpose(node: Node, ctx: InferenceContext) -> None:
@@ -186,7 +187,7 @@ RESHAPE = OpSpec(
     # 1.32 binds reshape(input, reshape_mode); 1.23 bound reshape(input, name, reshape_mode)
     order=("input", "reshape_mode", "name"), legacy_order=("input", "name", "reshape_mode"),
     legacy_when=lambda values: isinstance(values.get("reshape_mode"), str), varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR",),
+    requires=(desc.OPERATION_RESHAPE_DESCRIPTOR,),
     doc="reshape(input, reshape_mode=reshape_mode.VIEW_ONLY) -> Y; Y's dims must be set (set_dim or out_dims=). "
         "VIEW_ONLY reads X's memory through Y's dims and strides; LOGICAL (cuDNN >= 9.22) keeps the row-major "
         "element order.")
@@ -205,7 +206,7 @@ TRANSPOSE = OpSpec(
     method="transpose", kind="transpose", inputs=(Port("X", "input"),), outputs=(Output("Y"),),
     infer=infer_transpose, params=(Param("permutation", convert=_int_list),),
     order=("input", "permutation", "compute_data_type", "name"), varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR",),
+    requires=(desc.OPERATION_TRANSPOSE_DESCRIPTOR,),
     doc="transpose(input, permutation) -> Y with Y.dim[i] = X.dim[permutation[i]] (a view: strides permuted alike).")
 
 CONCATENATE = OpSpec(
@@ -213,6 +214,6 @@ CONCATENATE = OpSpec(
     infer=infer_concatenate, params=(Param("axis", convert=int_at_least(None)), Param("in_place_index", None,
                                                                           convert=int_at_least(None, optional=True))),
     order=("inputs", "axis", "in_place_index", "name"), varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR",),
+    requires=(desc.OPERATION_CONCAT_DESCRIPTOR,),
     doc="concatenate(inputs, axis, in_place_index=None) -> Y (output dims inferred).")
 register(RESHAPE, SLICE, TRANSPOSE, CONCATENATE)

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import PointwiseMode, attr, desc
 from ...backend import Descriptor
 from ...lowering.registry import lowers
 
 
 @lowers("diagonal_band_mask_op")
 def lower(node: Any, tensors: Any) -> list[Descriptor]:
-    op = Descriptor("CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_XDESC", tensors(node.inputs["X"]))
-    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_BDESC", tensors(node.inputs["B"]))
-    op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_YDESC", tensors(node.outputs["Y"]))
+    op = Descriptor(desc.OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR)
+    op.set(attr.OPERATION_DIAGONAL_BAND_MASK_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_DIAGONAL_BAND_MASK_BDESC, tensors(node.inputs["B"]))
+    op.set(attr.OPERATION_DIAGONAL_BAND_MASK_YDESC, tensors(node.outputs["Y"]))
     bound = node.inputs.get("BOUND")
     if node.params["side"] == "left":
-        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_LEFT_BOUND_DESC", tensors(bound))
-        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE", "CUDNN_POINTWISE_CMP_GT")
+        op.set(attr.OPERATION_DIAGONAL_BAND_MASK_LEFT_BOUND_DESC, tensors(bound))
+        op.set(attr.OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE, PointwiseMode.CMP_GT)
     else:
         if bound is not None:
-            op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_SHIFT_RIGHT_BOUND_DESC", tensors(bound))
-        op.set("CUDNN_ATTR_OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE", "CUDNN_POINTWISE_CMP_GE")
+            op.set(attr.OPERATION_DIAGONAL_BAND_MASK_SHIFT_RIGHT_BOUND_DESC, tensors(bound))
+        op.set(attr.OPERATION_DIAGONAL_BAND_MASK_COMPARISON_MODE, PointwiseMode.CMP_GE)
     op.finalize()
     return [op]

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import attention_implementation, data_type, diagonal_alignment
 from ...errors import InvalidValueError, shape_error
 from ...ir.inference import InferenceContext, fill_data_types, int_at_least, like_input, member, require_dims
 from ...ir.node import Node
 from ...ir.spec import OpSpec, Output, Param, Port, register
 
-UNIFIED_DESCRIPTOR = "CUDNN_BACKEND_OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR"
+UNIFIED_DESCRIPTOR = desc.OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR
 # The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
 UNIFIED_MIN_VERSION = 92100
 

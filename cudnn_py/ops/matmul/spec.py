@@ -1,6 +1,7 @@
 """Matmul (``node_lowering.md`` §2): C = A @ B over the last two axes, batch axes broadcast."""
 from __future__ import annotations
 
+from ..._generated.names import attr, desc
 from ...errors import shape_error
 from ...ir import layout
 from ...ir.inference import InferenceContext, fill_data_types, require_dims
@@ -43,9 +44,9 @@ def grouped_batch(a: list, b: list, c: list) -> bool:
 
 # Optional node ports a decomposition may attach (not part of the classic surface): the GEMM M / N / K override
 # tensors (per-batch sequence lengths in attention, node_lowering.md §14.6)
-OVERRIDE_PORTS = {"M_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC",
-                  "N_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC",
-                  "K_OVERRIDE": "CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC"}
+OVERRIDE_PORTS = {"M_OVERRIDE": attr.OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
+                  "N_OVERRIDE": attr.OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
+                  "K_OVERRIDE": attr.OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC}
 
 
 MATMUL = OpSpec(
@@ -53,7 +54,7 @@ MATMUL = OpSpec(
     inputs=(Port("A", "A"), Port("B", "B")), outputs=(Output("C"),), infer=infer,
     params=(Param("padding", 0.0, convert=float),),
     order=("A", "B", "compute_data_type", "padding", "name"),
-    requires=("CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR",),
+    requires=(desc.OPERATION_MATMUL_DESCRIPTOR,),
     doc="matmul(A, B) -> C = A @ B with broadcast batch dims.",
 )
 register(MATMUL)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import data_type, moe_grouped_matmul_mode
 from ...errors import InvalidTypeError, NotImplementedOptionError, shape_error
 from ...ir import layout
@@ -151,7 +152,7 @@ MOE_GROUPED_MATMUL = OpSpec(
     order=("token", "weight", "first_token_offset", "token_index", "token_ks", "mode", "compute_data_type",
            "top_k", "name"),
     varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR",), min_version=MOE_MIN_VERSION,
+    requires=(desc.OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR,), min_version=MOE_MIN_VERSION,
     doc="moe_grouped_matmul(token, weight, first_token_offset, token_index=None, token_ks=None, mode=NONE, "
         "compute_data_type=FLOAT, top_k=0) -> Output: per-expert matmul over the token rows of each expert.")
 
@@ -161,7 +162,7 @@ MOE_GROUPED_MATMUL_BWD = OpSpec(
     outputs=(Output("DWEIGHT", label="{node}::DWeight"),), infer=infer_backward,
     order=("doutput", "token", "first_token_offset", "compute_data_type", "name"),
     varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR",), min_cublaslt=MOE_BWD_MIN_CUBLASLT,
+    requires=(desc.OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR,), min_cublaslt=MOE_BWD_MIN_CUBLASLT,
     doc="moe_grouped_matmul_bwd(doutput, token, first_token_offset, compute_data_type=FLOAT) -> DWeight: "
         "DWeight[e] = token[rows of e]^T @ doutput[rows of e].")
 register(MOE_GROUPED_MATMUL, MOE_GROUPED_MATMUL_BWD)

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._generated.names import NormMode
 from ...engines.reference.registry import Read, WithExtra, reference, scalar
 from .spec import normalized_axes
 
@@ -27,7 +28,7 @@ def _norm_forward(node: Any, read: Read) -> np.ndarray:
         return (x - read(node.inputs["MEAN"])) * read(node.inputs["INV_VARIANCE"]) * scale + read(node.inputs["BIAS"])
     eps = scalar(read, node.inputs["EPSILON"])
     axes = normalized_axes(node.params["mode"], list(node.inputs["SCALE"].dim), list(x.shape))
-    rms = node.params["mode"] == "CUDNN_RMS_NORM"
+    rms = node.params["mode"] == NormMode.RMS_NORM
     mean = x.mean(axis=axes, keepdims=True)
     if rms:  # RMS norm: no centring
         mean = np.zeros_like(mean)
@@ -65,7 +66,7 @@ def _norm_backward(node: Any, read: Read) -> np.ndarray:
     (layer / RMS: where scale is not 1; instance: the spatial axes): dscale, dbias sum where scale is 1."""
     dy, x, scale = read(node.inputs["DY"]), read(node.inputs["X"]), read(node.inputs["SCALE"])
     inv = read(node.inputs["INV_VARIANCE"])
-    rms = node.params["mode"] == "CUDNN_RMS_NORM"
+    rms = node.params["mode"] == NormMode.RMS_NORM
     mean = 0.0 if rms else read(node.inputs["MEAN"])
     dims = node.inputs["SCALE"].dim
     norm_axes = normalized_axes(node.params["mode"], list(dims), list(x.shape))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..._generated.names import GenStatsMode, NormMode, PointwiseMode, desc
 from ...enums import data_type, norm_forward_phase
 from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from ...ir import layout
@@ -67,11 +68,11 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 def normalized_axes(mode: str, scale_dims: list, x_dims: list) -> tuple[int, ...]:
     """The axes a norm reduces over: instance norm every spatial axis (per sample and channel); layer / RMS norm
     the axes where the scale is not 1 (per sample); adaptive layer norm those of them after the batch axis."""
-    if mode == "CUDNN_INSTANCE_NORM":
+    if mode == NormMode.INSTANCE_NORM:
         return tuple(range(2, len(x_dims)))
-    if mode == "CUDNN_BATCH_NORM":  # per channel: over the batch and the spatial axes
+    if mode == NormMode.BATCH_NORM:  # per channel: over the batch and the spatial axes
         return tuple(i for i in range(len(x_dims)) if i != 1)
-    first = 1 if mode == "CUDNN_ADA_LAYER_NORM" else 0  # adaptive: the scale is per sample, the batch axis is kept
+    first = 1 if mode == NormMode.ADA_LAYER_NORM else 0  # adaptive: the scale is per sample, the batch axis is kept
     return tuple(i for i, s in enumerate(scale_dims) if i >= first and int(s) != 1)
 
 
@@ -100,17 +101,17 @@ def _norm(method: str, mode: str, with_mean: bool, bias_optional: bool, min_vers
         legacy_order=("input", "scale", "bias", "epsilon", "norm_forward_phase", "compute_data_type", "name"),
         legacy_call=_tensors_first,
         varargs=True, out_dims=True, returns_list=True,
-        requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", mode), min_version=min_version,
+        requires=(desc.OPERATION_NORM_FORWARD_DESCRIPTOR, mode), min_version=min_version,
         doc=f"{method}(norm_forward_phase, input, scale, bias, epsilon) -> "
             f"[Y{', mean' if with_mean else ''}, inv_variance] (statistics None unless TRAINING).")
 
 
-LAYERNORM = _norm("layernorm", "CUDNN_LAYER_NORM", with_mean=True, bias_optional=False)
-RMSNORM = _norm("rmsnorm", "CUDNN_RMS_NORM", with_mean=False, bias_optional=True)
-INSTANCENORM = _norm("instancenorm", "CUDNN_INSTANCE_NORM", with_mean=True, bias_optional=False)
+LAYERNORM = _norm("layernorm", NormMode.LAYER_NORM, with_mean=True, bias_optional=False)
+RMSNORM = _norm("rmsnorm", NormMode.RMS_NORM, with_mean=False, bias_optional=True)
+INSTANCENORM = _norm("instancenorm", NormMode.INSTANCE_NORM, with_mean=True, bias_optional=False)
 # the frontend converts ADA_LAYER_NORM only from cuDNN 9.9.0 (the header has the enum since 9.7.0)
 ADA_LAYER_NORM_MIN_VERSION = 90900
-ADALAYERNORM = _norm("adalayernorm", "CUDNN_ADA_LAYER_NORM", with_mean=True, bias_optional=True,
+ADALAYERNORM = _norm("adalayernorm", NormMode.ADA_LAYER_NORM, with_mean=True, bias_optional=True,
                      min_version=ADA_LAYER_NORM_MIN_VERSION)
 register(LAYERNORM, RMSNORM, INSTANCENORM, ADALAYERNORM)
 
@@ -150,10 +151,10 @@ def _feeds_drelu_dbn(node: Node, nodes: list[Node]) -> bool:
     if len(readers) != 1:
         return False
     relu, port = readers[0]
-    if relu.op != "pointwise" or relu.params.get("mode") != "CUDNN_POINTWISE_RELU_BWD" or port != "IN_1":
+    if relu.op != "pointwise" or relu.params.get("mode") != PointwiseMode.RELU_BWD or port != "IN_1":
         return False
     grad = relu.outputs["OUT_0"]
-    return any(n.op == "norm_backward" and n.params.get("mode") == "CUDNN_BATCH_NORM" and n.inputs.get("DY") is grad
+    return any(n.op == "norm_backward" and n.params.get("mode") == NormMode.BATCH_NORM and n.inputs.get("DY") is grad
                for n in nodes)
 
 
@@ -183,11 +184,11 @@ BATCHNORM_INFERENCE = OpSpec(
     inputs=(Port("X", "input"), Port("MEAN", "mean"), Port("INV_VARIANCE", "inv_variance"), Port("SCALE", "scale"),
             Port("BIAS", "bias")),
     outputs=(Output("Y"),), infer=infer_batchnorm_inference,
-    fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.INFERENCE},
+    fixed={"mode": NormMode.BATCH_NORM, "norm_forward_phase": norm_forward_phase.INFERENCE},
     order=("input", "mean", "inv_variance", "scale", "bias", "compute_data_type", "name"), varargs=True,
     out_dims=True, expand=expand_batchnorm_inference,
-    requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", "CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR",
-              "CUDNN_BATCH_NORM"),
+    requires=(desc.OPERATION_POINTWISE_DESCRIPTOR, desc.OPERATION_NORM_FORWARD_DESCRIPTOR,
+              NormMode.BATCH_NORM),
     doc="batchnorm_inference(input, mean, inv_variance, scale, bias) -> Y = (X - mean) * inv_variance * scale + bias.")
 
 
@@ -201,7 +202,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         raise shape_error(op, node.name, dy, f"dims {list(dy.dim)} differ from X's {list(x.dim)}")
     if len(scale.dim) != len(x.dim) or any(int(s) not in (1, int(d)) for s, d in zip(scale.dim, x.dim)):
         raise shape_error(op, node.name, scale, f"dims {list(scale.dim)} do not fit X {list(x.dim)}")
-    needed = ("INV_VARIANCE",) if node.params["mode"] == "CUDNN_RMS_NORM" else ("MEAN", "INV_VARIANCE")
+    needed = ("INV_VARIANCE",) if node.params["mode"] == NormMode.RMS_NORM else ("MEAN", "INV_VARIANCE")
     missing = [p.lower() for p in needed if p not in node.inputs]
     if missing:  # cuDNN's NORM_BACKWARD reads the forward's statistics; it refuses at finalize without them
         raise InvalidValueError(f"{op} node {node.name!r}: needs the forward's {' and '.join(missing)} (cuDNN's "
@@ -211,7 +212,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
         stat = node.inputs.get(port)
         if stat is not None and stat.dim and list(stat.dim) != stats:
             raise shape_error(op, node.name, stat, f"dims {list(stat.dim)} are not the statistics' {stats}")
-    batch_norm = node.params["mode"] == "CUDNN_BATCH_NORM"
+    batch_norm = node.params["mode"] == NormMode.BATCH_NORM
     for port, like, what in (("DX", x, "X's"), ("DSCALE", scale, "scale's"), ("DBIAS", scale, "scale's")):
         grad = node.outputs.get(port)
         if grad is None:
@@ -241,24 +242,24 @@ def _norm_backward(method: str, mode: str, stats_optional: bool = False, min_ver
         outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward, fixed={"mode": mode},
         order=("grad", "input", "scale", "mean", "inv_variance", "compute_data_type", "name"), varargs=True,
         out_dims=True, returns_list=True, min_version=min_version,
-        requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", mode),
+        requires=(desc.OPERATION_NORM_BACKWARD_DESCRIPTOR, mode),
         doc=f"{method}(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]{note}.")
 
 
-LAYERNORM_BACKWARD = _norm_backward("layernorm_backward", "CUDNN_LAYER_NORM")
+LAYERNORM_BACKWARD = _norm_backward("layernorm_backward", NormMode.LAYER_NORM)
 
 RMSNORM_BACKWARD = OpSpec(
     method="rmsnorm_backward", kind="norm_backward",
     inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("INV_VARIANCE", "inv_variance")),
     outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS", _has_dbias)), infer=infer_backward,
-    params=(Param("has_dbias", True, convert=bool),), fixed={"mode": "CUDNN_RMS_NORM"},
+    params=(Param("has_dbias", True, convert=bool),), fixed={"mode": NormMode.RMS_NORM},
     order=("grad", "input", "scale", "inv_variance", "has_dbias", "compute_data_type", "name"), varargs=True,
-    out_dims=True, returns_list=True, requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_RMS_NORM"),
+    out_dims=True, returns_list=True, requires=(desc.OPERATION_NORM_BACKWARD_DESCRIPTOR, NormMode.RMS_NORM),
     doc="rmsnorm_backward(grad, input, scale, inv_variance, has_dbias) -> [DX, DScale, DBias or None].")
 
-INSTANCENORM_BACKWARD = _norm_backward("instancenorm_backward", "CUDNN_INSTANCE_NORM", stats_optional=True,
+INSTANCENORM_BACKWARD = _norm_backward("instancenorm_backward", NormMode.INSTANCE_NORM, stats_optional=True,
                                        note="; the statistics are per sample and channel ([N, C, 1, 1])")
-ADALAYERNORM_BACKWARD = _norm_backward("adalayernorm_backward", "CUDNN_ADA_LAYER_NORM",
+ADALAYERNORM_BACKWARD = _norm_backward("adalayernorm_backward", NormMode.ADA_LAYER_NORM,
                                        min_version=ADA_LAYER_NORM_MIN_VERSION, note="; the scale is per sample")
 register(BATCHNORM_INFERENCE, LAYERNORM_BACKWARD, RMSNORM_BACKWARD, INSTANCENORM_BACKWARD, ADALAYERNORM_BACKWARD)
 
@@ -276,7 +277,7 @@ GENSTATS = OpSpec(
     outputs=(Output("SUM", label="{node}_sum_output"), Output("SQ_SUM", label="{node}_sq_sum_output")),
     infer=infer_genstats, order=("input", "compute_data_type", "name"), varargs=True, out_dims=True,
     returns_list=True,
-    requires=("CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR", "CUDNN_GENSTATS_SUM_SQSUM"),
+    requires=(desc.OPERATION_GEN_STATS_DESCRIPTOR, GenStatsMode.GENSTATS_SUM_SQSUM),
     doc="genstats(input) -> [SUM, SQ_SUM]: per-channel sum and sum of squares of X over N and the spatial axes.")
 register(GENSTATS)
 
@@ -311,11 +312,11 @@ BATCHNORM = OpSpec(
             Port("MOMENTUM", "momentum", optional=True), Port("PEER_STATS", "peer_stats", optional=True, is_list=True)),
     outputs=(Output("Y"), Output("MEAN"), Output("INV_VARIANCE"), Output("NEXT_RUNNING_MEAN", given=_RUNNING),
              Output("NEXT_RUNNING_VAR", given=_RUNNING)),
-    infer=infer_batchnorm, fixed={"mode": "CUDNN_BATCH_NORM", "norm_forward_phase": norm_forward_phase.TRAINING},
+    infer=infer_batchnorm, fixed={"mode": NormMode.BATCH_NORM, "norm_forward_phase": norm_forward_phase.TRAINING},
     order=("input", "scale", "bias", "in_running_mean", "in_running_var", "epsilon", "momentum", "peer_stats",
            "compute_data_type", "name"),
     varargs=True, out_dims=True, returns_list=True,
-    requires=("CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    requires=(desc.OPERATION_NORM_FORWARD_DESCRIPTOR, NormMode.BATCH_NORM),
     doc="batchnorm(input, scale, bias, in_running_mean, in_running_var, epsilon, momentum, peer_stats=[]) -> "
         "[Y, mean, inv_variance, next_running_mean, next_running_var] (running outputs None unless all three "
         "running inputs are given).")
@@ -325,9 +326,9 @@ BATCHNORM_BACKWARD = OpSpec(
     inputs=(Port("DY", "grad"), Port("X", "input"), Port("SCALE", "scale"), Port("MEAN", "mean"),
             Port("INV_VARIANCE", "inv_variance"), Port("PEER_STATS", "peer_stats", optional=True, is_list=True)),
     outputs=(Output("DX"), Output("DSCALE"), Output("DBIAS")), infer=infer_backward,
-    fixed={"mode": "CUDNN_BATCH_NORM"},
+    fixed={"mode": NormMode.BATCH_NORM},
     order=("grad", "input", "scale", "mean", "inv_variance", "peer_stats", "compute_data_type", "name"),
     varargs=True, out_dims=True, returns_list=True,
-    requires=("CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR", "CUDNN_BATCH_NORM"),
+    requires=(desc.OPERATION_NORM_BACKWARD_DESCRIPTOR, NormMode.BATCH_NORM),
     doc="batchnorm_backward(grad, input, scale, mean, inv_variance, peer_stats=[]) -> [DX, DScale, DBias].")
 register(BATCHNORM, BATCHNORM_BACKWARD)

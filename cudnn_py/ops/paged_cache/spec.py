@@ -7,6 +7,7 @@ its (b, H, D, S) Kᵀ view, recognised by stride[2] == 1) that the decomposition
 """
 from __future__ import annotations
 
+from ..._generated.names import desc
 from ...backend import versions
 from ...enums import data_type
 from ...errors import cudnnGraphNotSupportedError, shape_error, version_string
@@ -79,7 +80,7 @@ PAGED_CACHE_LOAD = OpSpec(
     inputs=(Port("CONTAINER", "container"), Port("SEQ_LEN", "seq_len"), Port("PAGE_TABLE", "page_table")),
     outputs=(Output("Y"),), infer=infer, params=(),
     order=("container", "seq_len", "page_table", "name", "compute_data_type"),
-    requires=("CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR",), min_version=MIN_VERSION,
+    requires=(desc.OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR,), min_version=MIN_VERSION,
     doc="paged_cache_load(container, seq_len, page_table) -> Y: a K / V cache gathered through its page table "
         "(internal, SDPA's composite).",
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import NanPropagation, PointwiseMode, attr, atype, desc
 from ...backend import Descriptor
 from ...enums import to_backend_data_type
 from ...lowering.registry import lowers
@@ -14,43 +15,43 @@ from .spec import ACTIVATION_BACKWARD_MODES
 def lower(node: Any, tensors: Any) -> list[Descriptor]:
     p = node.params
     mode = p["mode"]
-    pw = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")
-    pw.set("CUDNN_ATTR_POINTWISE_MODE", mode)
+    pw = Descriptor(desc.POINTWISE_DESCRIPTOR)
+    pw.set(attr.POINTWISE_MODE, mode)
     compute = to_backend_data_type(p["compute_data_type"])
-    pw.set("CUDNN_ATTR_POINTWISE_MATH_PREC", compute)
-    if mode in ("CUDNN_POINTWISE_RELU_FWD", "CUDNN_POINTWISE_RELU_BWD"):
+    pw.set(attr.POINTWISE_MATH_PREC, compute)
+    if mode in (PointwiseMode.RELU_FWD, PointwiseMode.RELU_BWD):
         upper = p["relu_upper_clip"]  # inference resolved the default (DBL_MAX, FLT_MAX for float math)
-        pw.set("CUDNN_ATTR_POINTWISE_NAN_PROPAGATION", "CUDNN_PROPAGATE_NAN")
-        pw.set("CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP", float(p.get("relu_lower_clip") or 0.0), type="CUDNN_TYPE_DOUBLE")
-        pw.set("CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP", float(upper), type="CUDNN_TYPE_DOUBLE")
-        pw.set("CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE", float(p.get("relu_lower_clip_slope") or 0.0),
-               type="CUDNN_TYPE_DOUBLE")
-    elif mode in ("CUDNN_POINTWISE_ELU_FWD", "CUDNN_POINTWISE_ELU_BWD"):
-        pw.set("CUDNN_ATTR_POINTWISE_ELU_ALPHA", float(p.get("elu_alpha") or 1.0), type="CUDNN_TYPE_DOUBLE")
-    elif mode in ("CUDNN_POINTWISE_SOFTPLUS_FWD", "CUDNN_POINTWISE_SOFTPLUS_BWD"):
-        pw.set("CUDNN_ATTR_POINTWISE_SOFTPLUS_BETA", float(p.get("softplus_beta") or 1.0), type="CUDNN_TYPE_DOUBLE")
-    elif mode in ("CUDNN_POINTWISE_SWISH_FWD", "CUDNN_POINTWISE_SWISH_BWD"):
+        pw.set(attr.POINTWISE_NAN_PROPAGATION, NanPropagation.PROPAGATE_NAN)
+        pw.set(attr.POINTWISE_RELU_LOWER_CLIP, float(p.get("relu_lower_clip") or 0.0), type=atype.DOUBLE)
+        pw.set(attr.POINTWISE_RELU_UPPER_CLIP, float(upper), type=atype.DOUBLE)
+        pw.set(attr.POINTWISE_RELU_LOWER_CLIP_SLOPE, float(p.get("relu_lower_clip_slope") or 0.0),
+               type=atype.DOUBLE)
+    elif mode in (PointwiseMode.ELU_FWD, PointwiseMode.ELU_BWD):
+        pw.set(attr.POINTWISE_ELU_ALPHA, float(p.get("elu_alpha") or 1.0), type=atype.DOUBLE)
+    elif mode in (PointwiseMode.SOFTPLUS_FWD, PointwiseMode.SOFTPLUS_BWD):
+        pw.set(attr.POINTWISE_SOFTPLUS_BETA, float(p.get("softplus_beta") or 1.0), type=atype.DOUBLE)
+    elif mode in (PointwiseMode.SWISH_FWD, PointwiseMode.SWISH_BWD):
         beta = p.get("swish_beta")
-        pw.set("CUDNN_ATTR_POINTWISE_SWISH_BETA", 1.0 if beta is None else float(beta), type="CUDNN_TYPE_DOUBLE")
-    elif mode == "CUDNN_POINTWISE_GEN_INDEX":
-        pw.set("CUDNN_ATTR_POINTWISE_AXIS", int(p["axis"]))  # already shifted by the legalize pass's padding
+        pw.set(attr.POINTWISE_SWISH_BETA, 1.0 if beta is None else float(beta), type=atype.DOUBLE)
+    elif mode == PointwiseMode.GEN_INDEX:
+        pw.set(attr.POINTWISE_AXIS, int(p["axis"]))  # already shifted by the legalize pass's padding
     pw.finalize()
 
-    op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR")
-    op.set("CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR", pw)
+    op = Descriptor(desc.OPERATION_POINTWISE_DESCRIPTOR)
+    op.set(attr.OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
     ins, out = node.inputs, node.outputs["OUT_0"]
     if mode in ACTIVATION_BACKWARD_MODES:
-        op.set("CUDNN_ATTR_OPERATION_POINTWISE_XDESC", tensors(ins["IN_1"]))
-        op.set("CUDNN_ATTR_OPERATION_POINTWISE_DYDESC", tensors(ins["IN_0"]))
-        op.set("CUDNN_ATTR_OPERATION_POINTWISE_DXDESC", tensors(out))
+        op.set(attr.OPERATION_POINTWISE_XDESC, tensors(ins["IN_1"]))
+        op.set(attr.OPERATION_POINTWISE_DYDESC, tensors(ins["IN_0"]))
+        op.set(attr.OPERATION_POINTWISE_DXDESC, tensors(out))
     else:
-        op.set("CUDNN_ATTR_OPERATION_POINTWISE_XDESC", tensors(ins["IN_0"]))
+        op.set(attr.OPERATION_POINTWISE_XDESC, tensors(ins["IN_0"]))
         if ins.get("IN_1") is not None:
-            op.set("CUDNN_ATTR_OPERATION_POINTWISE_BDESC", tensors(ins["IN_1"]))
+            op.set(attr.OPERATION_POINTWISE_BDESC, tensors(ins["IN_1"]))
         if ins.get("IN_2") is not None:
-            op.set("CUDNN_ATTR_OPERATION_POINTWISE_TDESC", tensors(ins["IN_2"]))
-        op.set("CUDNN_ATTR_OPERATION_POINTWISE_YDESC", tensors(out))
-    op.set("CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1", 1.0, type="CUDNN_TYPE_FLOAT")
-    op.set("CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2", 1.0, type="CUDNN_TYPE_FLOAT")
+            op.set(attr.OPERATION_POINTWISE_TDESC, tensors(ins["IN_2"]))
+        op.set(attr.OPERATION_POINTWISE_YDESC, tensors(out))
+    op.set(attr.OPERATION_POINTWISE_ALPHA1, 1.0, type=atype.FLOAT)
+    op.set(attr.OPERATION_POINTWISE_ALPHA2, 1.0, type=atype.FLOAT)
     op.finalize()
     return [op]

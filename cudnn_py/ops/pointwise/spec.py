@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import data_type
 from ...errors import shape_error
 from ...ir import layout
@@ -108,7 +109,7 @@ def _spec(method: str, mode: str, args: tuple[str, ...], params: tuple[Param, ..
         outputs=(Output("OUT_0"),), infer=infer, params=params,
         fixed={"mode": PREFIX + mode, **_MODE_FIXED.get(mode, {}), **(fixed or {})},
         order=order, legacy_order=legacy, varargs=not explicit,
-        requires=("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", PREFIX + mode),
+        requires=(desc.OPERATION_POINTWISE_DESCRIPTOR, PREFIX + mode),
         node_type="POINTWISE", elementwise=True, axis_param=_index_axis,
         doc=f"{method}({', '.join(args)}) -> OUT_0: pointwise mode {PREFIX + mode}.",
     )

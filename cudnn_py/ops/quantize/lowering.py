@@ -5,24 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import attr, atype, desc
 from ...backend import Descriptor, versions
 from ...enums import to_backend_data_type
 from ...errors import CudnnError
 from ...lowering.registry import lowers
 from .spec import NEG_SCALE_MIN_VERSION
 
-_NEG_SCALE = "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE"
+_NEG_SCALE = attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE
 
 
 @lowers("block_scale_quantize")
 def lower_quantize(node: Any, tensors: Any) -> list[Descriptor]:
-    prefix = "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_"
-    op = Descriptor("CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR")
-    op.set(prefix + "XDESC", tensors(node.inputs["X"]))
-    op.set(prefix + "YDESC", tensors(node.outputs["Y"]))
-    op.set(prefix + "SCALE_DESC", tensors(node.outputs["SCALE"]))
-    op.set(prefix + "MATH_PREC", to_backend_data_type(node.params["compute_data_type"]))
-    op.set(prefix + "BLOCK_SIZE", int(node.params["block_size"]), type="CUDNN_TYPE_INT32")
+    op = Descriptor(desc.OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR)
+    op.set(attr.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC, tensors(node.outputs["Y"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC, tensors(node.outputs["SCALE"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC, to_backend_data_type(node.params["compute_data_type"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE, int(node.params["block_size"]), type=atype.INT32)
     try:
         return [op.finalize()]
     except CudnnError as e:
@@ -34,20 +34,19 @@ def lower_quantize(node: Any, tensors: Any) -> list[Descriptor]:
 
 @lowers("block_scale_dequantize")
 def lower_dequantize(node: Any, tensors: Any) -> list[Descriptor]:
-    prefix = "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_"
-    op = Descriptor("CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR")
-    op.set(prefix + "XDESC", tensors(node.inputs["X"]))
-    op.set(prefix + "SCALE_DESC", tensors(node.inputs["SCALE"]))
-    op.set(prefix + "YDESC", tensors(node.outputs["Y"]))
-    op.set(prefix + "MATH_PREC", to_backend_data_type(node.params["compute_data_type"]))
+    op = Descriptor(desc.OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR)
+    op.set(attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC, tensors(node.inputs["X"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC, tensors(node.inputs["SCALE"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC, tensors(node.outputs["Y"]))
+    op.set(attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC, to_backend_data_type(node.params["compute_data_type"]))
     # a decomposition may give the backend the frontend's block size where it differs from the logical one (MXFP8
     # attention: {1, 32} for every operand, whichever axis the scale blocks; ops/attention_mxfp8/spec.py)
     sizes = node.params.get("backend_block_size", node.params["block_size"])
-    op.set(prefix + "BLOCK_SIZE", [int(b) for b in sizes], type="CUDNN_TYPE_INT32")
+    op.set(attr.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, [int(b) for b in sizes], type=atype.INT32)
     negative = bool(node.params["is_negative_scale"])
     if negative or versions.runtime_version() >= NEG_SCALE_MIN_VERSION:
         if negative:
             versions.require(_NEG_SCALE, what=f"block_scale_dequantize(is_negative_scale=True) (node {node.name!r})",
                              at_least=NEG_SCALE_MIN_VERSION)
-        op.set(_NEG_SCALE, negative, type="CUDNN_TYPE_BOOLEAN")
+        op.set(_NEG_SCALE, negative, type=atype.BOOLEAN)
     return [op.finalize()]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import data_type
 from ...errors import InvalidTypeError, InvalidValueError, shape_error
 from ...ir import layout
@@ -160,7 +161,7 @@ BLOCK_SCALE_QUANTIZE = OpSpec(
             Param("transpose", False, convert=_strict_bool)),
     order=("input", "block_size", "axis", "transpose", "compute_data_type", "name"),
     varargs=True, out_dims=True, returns_list=True,
-    requires=("CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR",),
+    requires=(desc.OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR,),
     min_compute_capability=BLACKWELL,
     doc="block_scale_quantize(input, block_size, axis=None, transpose=False) -> [Y, scale]: one scale per block "
         "of block_size elements along axis (default the last); Y on the grid of its data type.")
@@ -171,7 +172,7 @@ BLOCK_SCALE_DEQUANTIZE = OpSpec(
     params=(Param("block_size", convert=_block_sizes), Param("is_negative_scale", False, convert=_strict_bool)),
     order=("input", "descale", "block_size", "is_negative_scale", "compute_data_type", "name"),
     varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR",),
+    requires=(desc.OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR,),
     min_compute_capability=BLACKWELL,
     doc="block_scale_dequantize(input, descale, block_size, is_negative_scale=False) -> Y = X * descale per "
         "block (block_size aligned to X's trailing axes); Y must stay virtual.")

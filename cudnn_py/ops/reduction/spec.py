@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import desc
 from ...enums import reduction_mode
 from ...errors import NotImplementedOptionError, shape_error
 from ...ir import layout
@@ -50,7 +51,7 @@ REDUCTION = OpSpec(
             Param("is_deterministic", False, convert=bool, keyword_only=True),
             Param("group_offset", None, convert=_no_group_offset, keyword_only=True)),
     order=("input", "mode", "compute_data_type", "name"), varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",),
+    requires=(desc.OPERATION_REDUCTION_DESCRIPTOR,),
     doc="reduction(input, mode) -> Y. The reduced axes are the ones where the output dims (out_dims= or "
         "Y.set_dim) are 1; unset output dims copy the input's (frontend behaviour).",
 )
@@ -61,7 +62,7 @@ def _internal_reduction(method: str, fixed: dict, doc: str) -> OpSpec:
         inputs=(Port("X", "input"),), outputs=(Output("Y"),), infer=infer,
         params=(Param("mode", convert=_MODE),), fixed={"is_deterministic": False, **fixed},
         order=("input", "mode", "compute_data_type", "name"),
-        requires=("CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",), doc=doc)
+        requires=(desc.OPERATION_REDUCTION_DESCRIPTOR,), doc=doc)
 
 
 # A reduction whose output dim may divide the input's on one axis (consecutive groups reduce to one): attention's

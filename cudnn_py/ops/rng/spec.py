@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._generated.names import RngDistribution, desc
 from ...errors import InvalidValueError
 from ...ir import layout
 from ...ir.inference import InferenceContext, fill_data_types, fill_or_check_dims
@@ -42,7 +43,7 @@ RNG = OpSpec(
     inputs=(Port("SEED", "seed"), Port("OFFSET", "offset")), outputs=(Output("Y"),), infer=infer,
     params=(Param("bernoulli_probability", convert=_probability), Param("dims", convert=_dims)),
     order=("seed", "offset", "bernoulli_probability", "dims", "name", "compute_data_type"),
-    requires=("CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR", "CUDNN_RNG_DISTRIBUTION_BERNOULLI"),
+    requires=(desc.OPERATION_RNG_DESCRIPTOR, RngDistribution.BERNOULLI),
     doc="rng(seed, offset, bernoulli_probability, dims) -> Y: a Bernoulli mask (internal, SDPA dropout).",
 )
 register(RNG)

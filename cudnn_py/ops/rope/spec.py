@@ -7,6 +7,7 @@ reference engine does not compute it.
 """
 from __future__ import annotations
 
+from ..._generated.names import desc
 from ...errors import shape_error
 from ...ir.inference import InferenceContext, as_float, fill_data_types, int_at_least, like_input, require_dims
 from ...ir.node import Node
@@ -40,7 +41,7 @@ def _params() -> tuple[Param, ...]:
 ROPE = OpSpec(
     method="rope", kind="rope", inputs=(Port("X", "input"), Port("FREQS", "freqs")), outputs=(Output("Y"),),
     infer=_infer("rope", "X", "Y"), params=_params(), order=("input", "freqs", "output_scale", "rope_dim"),
-    varargs=True, out_dims=True, requires=("CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR",),
+    varargs=True, out_dims=True, requires=(desc.OPERATION_ROPE_FWD_DESCRIPTOR,),
     doc="rope(input, freqs, output_scale=1.0, rope_dim=None) -> Y: input [B, H, S, D] rotated by the angles freqs "
         "[S, 1, 1, D] (cuDNN >= 9.24).")
 
@@ -48,7 +49,7 @@ ROPE_BACKWARD = OpSpec(
     method="rope_backward", kind="rope_backward", inputs=(Port("DY", "dY"), Port("FREQS", "freqs")),
     outputs=(Output("DX"),), infer=_infer("rope_backward", "DY", "DX"), params=_params(),
     order=("dY", "freqs", "output_scale", "rope_dim"), varargs=True, out_dims=True,
-    requires=("CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR",),
+    requires=(desc.OPERATION_ROPE_BWD_DESCRIPTOR,),
     doc="rope_backward(dY, freqs, output_scale=1.0, rope_dim=None) -> dX (cuDNN >= 9.25).")
 register(ROPE, ROPE_BACKWARD)
 
