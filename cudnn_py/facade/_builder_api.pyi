@@ -5,7 +5,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any, Protocol, overload
 
-from .ir.tensor import Tensor
+from ..ir.tensor import Tensor
 
 class ArrayLike(Protocol):
     """A framework array or numpy scalar given as a tensor argument (bound data / a fused scalar)."""
