@@ -243,7 +243,7 @@ def _case(results, ctx, key, case, backward):
         runs[name]()
         if name == "cudnn_py":  # the floor: cudnnBackendExecute through ctypes with cudnn_py's plan and variant pack
             ex = g.session.executor
-            raw, args = ex._backend_execute, (int(h), ex._last.plan.ptr, ex._last.vp_ptr)
+            raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
             floor["raw_ctypes"] = lambda raw=raw, args=args: raw(*args)
             # the same graph once more with replay off (plans/execute_replay.py): every call a cudnnBackendExecute
             g2, names2 = make(lib, h, case, layouts)

@@ -194,7 +194,7 @@ def gpu() -> dict:
     g.execute(pack, ws, handle=h)
     g.execute(pack, ws, handle=h)
     ex = g.session.executor
-    raw, args = ex._backend_execute, (int(h), ex._last.plan.ptr, ex._last.vp_ptr)
+    raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
     sync = torch.cuda.synchronize
     out = {
         "torch_handle_ws_us": per_call_us(lambda: g.execute(pack, ws, handle=h), sync=sync),

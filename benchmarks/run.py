@@ -181,7 +181,7 @@ def overhead_case(results, n=2000, rounds=7):
         if lib is cudnn_py:  # the floor: cudnnBackendExecute through ctypes with cudnn_py's plan and variant pack
             g.execute(pack, ws, handle=h)
             ex = g.session.executor
-            raw, args = ex._backend_execute, (int(h), ex._last.plan.ptr, ex._last.vp_ptr)
+            raw, args = ex._backend_execute, (int(h), ex._last[0].ptr, ex._last[3])
             calls["raw_ctypes_execute_us"] = lambda raw=raw, args=args: raw(*args)
     zt = torch.empty_like(x)
     calls["torch_add_us"] = lambda: torch.add(x, y, out=zt)

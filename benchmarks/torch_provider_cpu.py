@@ -57,14 +57,10 @@ def main() -> dict:
         live.register(h, None, owned=False, origin="adopt_handle")
         return h
 
-    try:  # where the default handles live (plans/execute_defaults.py; before it, plans/execute.py)
-        from cudnn_py.plans import execute_defaults as defaults_mod
-    except ImportError:
-        defaults_mod = execute_mod
-    defaults_mod._new_default_handle = new_handle
-    defaults_mod._set_stream = lambda h, s: streams.__setitem__(int(h), int(s))
+    execute_mod._new_default_handle = new_handle
+    execute_mod._set_stream = lambda h, s: streams.__setitem__(int(h), int(s))
     execute_mod._get_stream = lambda h: streams.get(int(h), 0)
-    defaults_mod._context_of = lambda h: None
+    execute_mod._context_of = lambda h: None
     ids = itertools.count(10_000)
     executes = [0]
 

@@ -23,7 +23,6 @@ import cudnn_py as cudnn
 from cudnn_py import interop
 from cudnn_py.backend import descriptor as descriptor_mod
 from cudnn_py.plans import execute as execute_mod
-from cudnn_py.plans import execute_defaults, execute_operands
 from cudnn_py.plans import workspace as workspace_mod
 
 H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
@@ -398,12 +397,10 @@ def registered_fake_handles(monkeypatch):
 def fake_default_handles(monkeypatch) -> FakeHandles:
     """The default-handle machinery on FakeHandles (no cudnnCreate), with no default handle made yet."""
     fh = FakeHandles()
-    monkeypatch.setattr(execute_defaults, "_new_default_handle", fh.new)
-    monkeypatch.setattr(execute_defaults, "_set_stream", fh.set_stream)
+    monkeypatch.setattr(execute_mod, "_new_default_handle", fh.new)
+    monkeypatch.setattr(execute_mod, "_set_stream", fh.set_stream)
     monkeypatch.setattr(execute_mod, "_get_stream", fh.get_stream)
-    states: dict = {}  # one registry, read by execute_defaults and (tests) through execute_mod
-    monkeypatch.setattr(execute_defaults, "_DEFAULT_HANDLES", states)
-    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", states)
+    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
     return fh
 
 
@@ -499,7 +496,7 @@ def test_pointers_seen_before_run_from_the_bound_execute_and_are_still_checked(t
     assert len(entered) == 2, "pointers seen before left the bound execute"
     calls = ex._backend_execute.calls
     assert [ptrs for _, ptrs, _ in calls[2:]] == [ex.pointers({A: a, B: b, C: c}) for c in (c1, c2, c1, c2)]
-    assert ex._last.pointers == ex.pointers({A: a, B: b, C: c2})  # published, as execute publishes it
+    assert ex._last[2] == ex.pointers({A: a, B: b, C: c2})  # published, as execute publishes it
     with pytest.raises(ValueError, match=r"tensor 'A' \(uid \d+\).*strides"):
         fast({A: a.transpose(1, 2), B: b, C: c1}, None, HANDLE)
     with pytest.raises(ValueError, match=r"tensor 'C' \(uid \d+\).*32-bit"):
@@ -579,7 +576,7 @@ def test_hot_path_skips_the_full_check(torch, monkeypatch):
     a, b, c = operands()
     fast({A: a, B: b, C: c}, None, HANDLE)
     calls = []
-    monkeypatch.setattr(execute_operands, "operand_info", lambda v: calls.append(v))  # any full check would fail
+    monkeypatch.setattr(execute_mod, "operand_info", lambda v: calls.append(v))  # any full check would fail
     for _ in range(3):
         fast({A: a, B: b, C: c}, None, HANDLE)
     a2 = Tensor((2, 16, 16), ptr=a.data_ptr())  # another object, same metadata: still the hot path

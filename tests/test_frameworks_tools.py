@@ -76,7 +76,7 @@ def test_variant_pack_cache_hits_and_misses_are_logged_at_debug(caplog):
     class Plan:  # what _binding_for reads of a plan (building a real one needs a GPU)
         id, name, workspace = 1, "eng_fake", 0
 
-    with caplog.at_level(logging.DEBUG, logger="cudnn_py.plans.execute_bindings"):
+    with caplog.at_level(logging.DEBUG, logger="cudnn_py.plans.execute"):
         executor._binding_for(Plan, {}, 0, [0x1000, 0x2000], checked=True)
         executor._binding_for(Plan, {}, 0, [0x1000, 0x2000], checked=True)
         executor._binding_for(Plan, {}, 0, [0x1000, 0x3000], checked=True)

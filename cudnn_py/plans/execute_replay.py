@@ -36,14 +36,11 @@ import logging
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backend import handle as _handle_mod
 from ..cuda import capture
 from .switches import switched_off
-
-if TYPE_CHECKING:
-    from .execute_bindings import Binding
 
 REPLAY_ENV = "CUDNN_PY_REPLAY"
 MEMSET_KERNELS_ENV = "CUDNN_PY_REPLAY_MEMSET_KERNELS"
@@ -67,7 +64,7 @@ class Replay:
 
     __slots__ = ("binding", "owner", "exec", "launches", "__weakref__")
 
-    def __init__(self, binding: Binding, owner: Any, exec_: int):
+    def __init__(self, binding: tuple, owner: Any, exec_: int):
         self.binding, self.owner, self.exec, self.launches = binding, owner, exec_, 0
         weakref.finalize(self, capture.destroy_exec, exec_)
 
@@ -99,7 +96,7 @@ class Replays:
         self.failures = _latest(self.failures, why)
         _log.info("replay: %s", why)
 
-    def find(self, binding: Binding, owner: Any) -> Replay | None:
+    def find(self, binding: tuple, owner: Any) -> Replay | None:
         """The recording of ``binding`` with ``owner``, or None; it becomes :attr:`last`."""
         replay = self.recorded.get((id(binding), id(owner)))
         if replay is not None and (replay.binding is not binding or replay.owner is not owner):
@@ -107,7 +104,7 @@ class Replays:
         self.last = replay
         return replay
 
-    def consider(self, binding: Binding, owner: Any, handle: int, stream: int,
+    def consider(self, binding: tuple, owner: Any, handle: int, stream: int,
                  backend_execute: Callable[..., int]) -> bool:
         """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
         handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
@@ -117,7 +114,7 @@ class Replays:
                 self._pending.clear()  # handles come and go: forget the old ones' last calls
             self._pending[id(owner)] = (binding, owner)
             return False
-        plan = binding.plan
+        plan = binding[0]
         if plan.id in self._refused_plans:
             return False
         lib = capture.driver()
@@ -131,7 +128,7 @@ class Replays:
             return False
         _handle_mod.set_stream(handle, side)
         try:
-            got = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding.vp_ptr),
+            got = capture.capture(side, lambda: backend_execute(handle, plan.ptr, binding[3]),
                                   memsets_as_kernels=self.memsets_off is None)
         finally:
             _handle_mod.set_stream(handle, stream)
@@ -172,7 +169,7 @@ class Replays:
             self.dropped_launches += replay.launches
         if self.last is replay:
             self.last = None
-        self._refuse(replay.binding.plan, why)
+        self._refuse(replay.binding[0], why)
 
     def stats(self) -> dict[str, Any]:
         """Whether this executor replays (and why not), recordings made, launches of recordings, failures."""
