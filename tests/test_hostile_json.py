@@ -187,3 +187,16 @@ def test_blob_refusals(load_blob, edit, message):
 def test_a_nested_blob_is_a_clean_error():
     with pytest.raises(ValueError, match="nested .* levels deep"):
         serialize.load(b"[" * 200000, 0)
+
+
+def test_a_kernel_without_kernel_params_is_cudnns_own_output():
+    """cuDNN 9.19 writes some runtime-compiled kernels without ``kernelParams`` (the layernorm backward's plan on the
+    H200, 2026-12-04: the disk cache dropped every such entry until the schema allowed it); a kernelParams that is
+    there is still checked."""
+    doc = json.loads(json.loads((DATA / "plan_pointwise_cudnn91900.json").read_text())["plan"]["json"])
+    kernel = doc["engine"]["payload"]["kernels"][0]
+    params = kernel.pop("kernelParams")
+    json_check.check_execution_plan(json.dumps(doc))
+    kernel["kernelParams"] = {"offsets": params["offsets"]}
+    with pytest.raises(SerializedJSONError, match=r"kernels\[0\].kernelParams.rawData: missing"):
+        json_check.check_execution_plan(json.dumps(doc))
