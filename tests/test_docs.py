@@ -233,6 +233,9 @@ def run_blocks(page: Path, marks: set[str], tmp_path: Path, compare: set[str]) -
         if b.mark not in marks:
             continue
         cmd = [sys.executable, "-c", b.code] if b.lang == "python" else ["bash", "-euo", "pipefail", "-c", b.code]
+        # each block a first run: its own empty cache home (what a process keeps there - planning's disk cache, the
+        # loader's verdicts - would change what later blocks print, and the test must not write the user's cache)
+        env["XDG_CACHE_HOME"] = str(tmp_path.parent / f"{tmp_path.name}-cache-{b.line}")
         if b.driver and not driver:
             # as a user without the driver library runs it, in a copy of the page's directory: what it leaves there
             # (a trace it began) is not what the later blocks read

@@ -261,3 +261,50 @@ def test_the_verdict_is_cached_per_file(tmp_path):
     assert r.returncode == 0, r.stderr
     first, again = map(float, r.stdout.split())
     assert again < 5 < first
+
+
+# ---- a good verdict kept across processes (issue #29: the trial is 100-150 ms of every fresh process) ----------------
+VET = """
+    import sys
+    sys.path.insert(0, ROOT_PATH)
+    from tests.support.libcuda_stub import ensure_driver
+    ensure_driver()
+    from cuda import pathfinder
+    pathfinder.load_nvidia_dynamic_lib("cublasLt")  # (a copy of libcudnn away from its wheel finds it only so)
+    from cudnn_py.backend import loader, vetting
+    loader.load_library()
+    print(vetting.vetting_ms)
+""".replace("ROOT_PATH", repr(ROOT))
+
+
+def test_a_good_verdict_is_kept_across_processes_until_a_library_changes(tmp_path):
+    install = tmp_path / "install"
+    install.mkdir()
+    lib = truncated_install(install, "no-such-sublibrary")  # a copy of libcudnn.so.9, its sub-libraries linked
+    cache = tmp_path / "cache"
+    env = dict(CUDNN_PY_CACHE="1", CUDNN_PY_CACHE_DIR=str(cache), CUDNN_PY_LIBRARY_VETTED="", CUDNN_PY_LIBRARY=str(lib))
+
+    def vetting_ms(**more) -> float:
+        r = run(VET, **dict(env, **more))
+        assert r.returncode == 0, r.stderr[-2000:]
+        return float(r.stdout.split()[-1])
+
+    assert vetting_ms() > 0  # tried in a child, and kept
+    (record,) = (cache / "vetted").glob("*.json")
+    assert vetting_ms() == 0  # an earlier process's verdict: no child
+    os.utime(lib, ns=(record.stat().st_mtime_ns, lib.stat().st_mtime_ns + 10**9))  # the library replaced
+    assert vetting_ms() > 0
+    assert vetting_ms() == 0
+    for record in (cache / "vetted").glob("*.json"):
+        record.write_text('{"key": "another", "version": 92800, "check": 0}')  # not this library's: ignored
+    assert vetting_ms() > 0
+    assert vetting_ms(CUDNN_PY_CACHE="0") > 0  # the cache off: always tried
+
+
+def test_a_bad_verdict_is_not_kept(tmp_path):
+    lib = truncated_install(tmp_path, "libcudnn_heuristic.so.9")
+    cache = tmp_path / "cache"
+    kind, _ = load_with(str(lib))
+    assert kind == "CudnnLibraryNotFoundError"
+    r = run(VET, CUDNN_PY_CACHE="1", CUDNN_PY_CACHE_DIR=str(cache), CUDNN_PY_LIBRARY_VETTED="", CUDNN_PY_LIBRARY=str(lib))
+    assert r.returncode != 0 and not (cache / "vetted").exists()

@@ -252,6 +252,8 @@ def load_library() -> LoadedLibrary:
         info.cudart_version = int(cdll.cudnnGetCudartVersion())
         if vetting.vetting_ms:
             info.vetted += f" ({vetting.vetting_ms:.0f} ms)"
+        elif vetting.remembered:
+            info.vetted = "by an earlier process (its verdict kept in the cache directory)"
         _loaded = info
         _log.info("loaded %s (cuDNN %s, found via %s; %s)", path, info.version_string, how, info.vetted)
         return info

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import cache_home
+from .._version import __version__
 from .mapped import loaded_path_of, mapped_libraries
 
 # the sub-libraries libcudnn.so.9 dlopens from its own directory for the graph/backend API (the legacy ops/cnn/adv
@@ -204,6 +206,7 @@ class Verdict:
 
 _verdicts: dict[tuple[str, int, int], Verdict] = {}
 vetting_ms = 0.0  # time this process spent waiting for vetting children (the latency vetting added)
+remembered = 0  # verdicts taken from an earlier process (kept in the cache directory) instead of a trial
 
 
 def vetting_enabled() -> bool:
@@ -290,9 +293,70 @@ def _key(path: str) -> tuple[str, int, int] | None:
     return os.path.realpath(path), st.st_mtime_ns, st.st_size
 
 
+# A verdict that a library is fine is kept across processes (the trial costs 100-150 ms of every fresh process's
+# first use, issue #29), in the cache directory (cudnn_py/cache_home.py; CUDNN_PY_CACHE=0 keeps none), keyed by what
+# the trial depended on: this cudnn_py (the trial's script), and the identity (real path, size, mtime, inode) of the
+# library, of every sub-library beside it that the trial loads, and of the dependencies this process loaded first
+# (libcuda, cuBLASLt). Any of them replaced, and the key differs: the trial runs again. Only good verdicts are kept:
+# a broken install is tried again each time, so that a repaired one is seen at once.
+VERDICTS_SUBDIR = "vetted"
+
+
+def _verdict_key(path: str) -> str | None:
+    d = os.path.dirname(os.path.realpath(path))
+    files = [path, *(os.path.join(d, s) for s in (*SUBLIBRARIES, *FIRST_FINALIZE_LOADS)), *_dependencies_loaded()]
+    identity = []
+    for f in dict.fromkeys(files):
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue  # (an optional sub-library absent: absent in the key too)
+        identity.append([os.path.realpath(f), st.st_size, st.st_mtime_ns, st.st_ino])
+    if not identity or identity[0][0] != os.path.realpath(path):
+        return None
+    return json.dumps({"cudnn_py": __version__, "files": identity}, sort_keys=True)
+
+
+def _verdict_file(key: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
+
+
+def _remembered(path: str, key: str | None) -> Verdict | None:
+    """A good verdict an earlier process kept for exactly this library and its neighbours, or None. ``key``: the
+    :func:`_verdict_key` taken before the trial would start (what the trial would depend on then: the
+    dependencies the trial's ``meanwhile`` loads come after it, in every process alike)."""
+    if cache_home.switched_off() or not vetting_enabled():
+        return None
+    text = cache_home.read_small(VERDICTS_SUBDIR, _verdict_file(key)) if key is not None else None
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            return None
+        version, check = doc.get("version"), doc.get("check")
+        if not (isinstance(version, int) and isinstance(check, int) and not isinstance(version, bool)
+                and not isinstance(check, bool) and 0 <= version < 10**7 and 0 <= check < 10**7):
+            return None
+    except ValueError:
+        return None
+    return Verdict(path, "", version, check, 0.0)
+
+
+def _remember(key: str | None, verdict: Verdict) -> None:
+    if cache_home.switched_off():
+        return
+    if key is not None:
+        cache_home.write_atomic(VERDICTS_SUBDIR, _verdict_file(key),
+                                json.dumps({"key": key, "version": verdict.version, "check": verdict.check}))
+
+
 def vet(path: str, meanwhile: Callable[[], object] | None = None) -> Verdict:
     """Check a candidate without loading it into this process (cached per path, mtime and size). ``meanwhile``:
     work for this process to do while the child runs."""
+    global remembered
     key = _key(path)
     if key is None:
         return Verdict(path, "no such file")
@@ -304,7 +368,15 @@ def vet(path: str, meanwhile: Callable[[], object] | None = None) -> Verdict:
         verdict = Verdict(path, "; ".join(truncated) + " (a broken install: reinstall the cuDNN wheel)")
         _verdicts[key] = verdict
         return verdict
+    verdict_key = _verdict_key(path)
+    kept = _remembered(path, verdict_key)
+    if kept is not None:
+        remembered += 1
+        _verdicts[key] = kept
+        return kept
     verdict = _run_vet_child("path", path, meanwhile)
+    if verdict.ok:
+        _remember(verdict_key, verdict)
     missing = missing_sublibraries(path)
     if missing and not verdict.ok:  # (it may still find them elsewhere, e.g. on LD_LIBRARY_PATH: the trial decides)
         verdict = Verdict(path, f"{verdict.reason}; and sub-libraries it needs are not beside it: "

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .. import cache_home
 from ..errors import InvalidTypeError, SerializedJSONError
 from .disk_entry import (  # noqa: F401  (the entry's names, imported from here too)
     FORMAT,
@@ -80,12 +81,9 @@ class Stored:
 
 
 def default_dir() -> str:
-    """``CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn_py``, else ``~/.cache/cudnn_py``."""
-    given = os.environ.get(DIR_ENV)
-    if given:
-        return os.path.abspath(os.path.expanduser(given))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.abspath(os.path.join(base, "cudnn_py"))
+    """``CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn_py``, else ``~/.cache/cudnn_py`` (one answer for the
+    whole package: ``cudnn_py/cache_home.py``, which the loader's kept verdicts use too)."""
+    return cache_home.directory()
 
 
 def default_max_bytes() -> int:
