@@ -48,6 +48,7 @@ def main() -> dict:
     import cudnn_py.torch as ct
     from cudnn_py.backend import live
     from cudnn_py.plans import execute as execute_mod
+    from cudnn_py.plans import execute_defaults
 
     streams: dict = {}
 
@@ -57,10 +58,10 @@ def main() -> dict:
         live.register(h, None, owned=False, origin="adopt_handle")
         return h
 
-    execute_mod._new_default_handle = new_handle
-    execute_mod._set_stream = lambda h, s: streams.__setitem__(int(h), int(s))
+    execute_defaults._new_default_handle = new_handle
+    execute_defaults._set_stream = lambda h, s: streams.__setitem__(int(h), int(s))
     execute_mod._get_stream = lambda h: streams.get(int(h), 0)
-    execute_mod._context_of = lambda h: None
+    execute_defaults._context_of = lambda h: None
     ids = itertools.count(10_000)
     executes = [0]
 

@@ -23,6 +23,7 @@ import cudnn_py as cudnn
 from cudnn_py import interop
 from cudnn_py.backend import descriptor as descriptor_mod
 from cudnn_py.plans import execute as execute_mod
+from cudnn_py.plans import execute_defaults, execute_operands
 from cudnn_py.plans import workspace as workspace_mod
 
 H, F = cudnn.data_type.HALF, cudnn.data_type.FLOAT
@@ -383,6 +384,7 @@ def register_fake_handles(monkeypatch, registry: dict) -> None:
 
     monkeypatch.setattr(live, "_live", registry)
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    monkeypatch.setattr(execute_defaults, "_live_handles", live._live)  # (the default handles' records)
     for h in [HANDLE, 0x55, 0x77] + [0x1000 + i for i in range(16)]:
         live.register(h, None, owned=False, origin="adopt_handle")
 
@@ -397,10 +399,12 @@ def registered_fake_handles(monkeypatch):
 def fake_default_handles(monkeypatch) -> FakeHandles:
     """The default-handle machinery on FakeHandles (no cudnnCreate), with no default handle made yet."""
     fh = FakeHandles()
-    monkeypatch.setattr(execute_mod, "_new_default_handle", fh.new)
-    monkeypatch.setattr(execute_mod, "_set_stream", fh.set_stream)
+    monkeypatch.setattr(execute_defaults, "_new_default_handle", fh.new)
+    monkeypatch.setattr(execute_defaults, "_set_stream", fh.set_stream)
     monkeypatch.setattr(execute_mod, "_get_stream", fh.get_stream)
-    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", {})
+    defaults: dict = {}  # one dict: the default handles' module and the bound execute (execute.py) read it
+    monkeypatch.setattr(execute_defaults, "_DEFAULT_HANDLES", defaults)
+    monkeypatch.setattr(execute_mod, "_DEFAULT_HANDLES", defaults)
     return fh
 
 
@@ -576,7 +580,7 @@ def test_hot_path_skips_the_full_check(torch, monkeypatch):
     a, b, c = operands()
     fast({A: a, B: b, C: c}, None, HANDLE)
     calls = []
-    monkeypatch.setattr(execute_mod, "operand_info", lambda v: calls.append(v))  # any full check would fail
+    monkeypatch.setattr(execute_operands, "operand_info", lambda v: calls.append(v))  # any full check would fail
     for _ in range(3):
         fast({A: a, B: b, C: c}, None, HANDLE)
     a2 = Tensor((2, 16, 16), ptr=a.data_ptr())  # another object, same metadata: still the hot path

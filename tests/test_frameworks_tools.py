@@ -294,11 +294,13 @@ FakeBuffer.__module__ = "cuda.core._memory._buffer"
 def test_a_buffer_workspace_takes_the_fast_path_and_is_size_checked(monkeypatch):
     from cudnn_py.backend import live
     from cudnn_py.plans import execute as execute_mod
+    from cudnn_py.plans import execute_defaults
     from tests.test_execute_correctness import FakePlan, new_address, square_matmul
 
     handle = 0x77
     monkeypatch.setattr(live, "_live", dict(live._live))
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    monkeypatch.setattr(execute_defaults, "_live_handles", live._live)
     live.register(handle, None, owned=False, origin="adopt_handle")
     ex, A, B, C = square_matmul()
     slow_calls = []

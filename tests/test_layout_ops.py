@@ -12,6 +12,7 @@ from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.errors import FeatureVersionError, NotImplementedOptionError
 from cudnn_py.plans import execute as execute_mod
+from cudnn_py.plans import execute_defaults
 
 F, D = cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE
 RNG = np.random.default_rng(5)
@@ -220,6 +221,7 @@ def test_slice_view_pointer_is_the_inputs_plus_the_offset(native, monkeypatch):
                             lambda f: False if f == "CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR" else real(f))
     monkeypatch.setattr(live, "_live", dict(live._live))
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    monkeypatch.setattr(execute_defaults, "_live_handles", live._live)
     live.register(HANDLE, None, owned=False, origin="adopt_handle")
     g = cudnn.pygraph(io_data_type=F)
     x, y, b, c = _sliced_matmul(g)

@@ -15,6 +15,7 @@ import pytest
 from cudnn_py.backend import live
 from cudnn_py.cuda import context as context_mod
 from cudnn_py.plans import execute as execute_mod
+from cudnn_py.plans import execute_defaults
 from tests import test_execute_correctness as fakes
 from tests.test_execute_correctness import FakeDevice, FakePlan, Tensor, ndarray, new_address, square_matmul, uint8
 
@@ -30,6 +31,7 @@ CTX0, CTX1 = 0xC0C0, 0xC1C1  # their contexts
 def fake_handles_on_devices(monkeypatch):
     monkeypatch.setattr(live, "_live", dict(live._live))
     monkeypatch.setattr(execute_mod, "_live_handles", live._live)
+    monkeypatch.setattr(execute_defaults, "_live_handles", live._live)
     live.register(H0, 0, owned=False, origin="adopt_handle", context=CTX0)
     live.register(H1, 1, owned=False, origin="adopt_handle", context=CTX1)
     live.register(0x77, None, owned=False, origin="adopt_handle")  # a handle of unknown device and context

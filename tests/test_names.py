@@ -39,7 +39,6 @@ NOT_CONVERTED = {
     "backend/types.py",
     "backend/json_check.py",
     "backend/values.py",
-    "plans/execute.py",  # the execute path (item 2: its restructuring was reverted, see ARCHITECTURE.md)
     "tools/trace_replay.py",  # the tools: moving with the raw layer (item 4)
     "tools/trace_summary.py",
     "dtypes.py",  # the data-type catalog's rows (CUDNN_DATA_*)

@@ -1,0 +1,305 @@
+"""The operand slots of an :class:`~cudnn_py.plans.execute.Executor` and their full checks.
+
+``OperandSlots`` holds the Executor's methods that map variant-pack keys to slots, resolve pointers (comparing each
+operand with the signature recorded at its slot's last full check) and check operands in full (shape, strides,
+dtype, device, alignment); the attributes they read are made by ``Executor.__init__``. The functions below are the
+checks themselves, and the workspace's (a caller's workspace object: device and size). None of this is on the
+bound execute's path (``Executor.fast``), which compares the recorded signatures itself.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from typing import Any
+
+from ..cuda import context as _context
+from ..enums import dtype_info
+from ..errors import InvalidValueError
+from ..interop import (
+    KDL_CPU,
+    KDL_CUDA,
+    POINTER_GETTERS,
+    SIGNATURE_GETTERS,
+    OperandInfo,
+    _torch_signature,
+    data_ptr,
+    operand_info,
+    placement_of,
+    pointer_getter,
+    signature_getter,
+)
+from ..ir import layout
+
+
+def _where(t: Any) -> str:
+    return f"tensor {t.name!r} (uid {t.uid})"
+
+
+class OperandSlots:
+    """Keys to slots, pointers, and the full operand checks of an Executor (a base class of it: the attributes are
+    made by ``Executor.__init__``)."""
+
+    _uids: list[int]
+    _fixed_slot_by_id: dict[int, int]
+    _fast_slots: dict[Any, int]
+    _slot_by_key: dict[Any, int]
+    _tensors: list[Any]
+    _fixed: dict[int, Any]
+    _ambiguous: set[str]
+    _unread: set[Any]
+    _aliases: tuple
+    _views: dict[int, int]
+    _view_keys: dict[Any, int]
+    _bound: dict[int, Any]
+    _bound_items: tuple
+    _template: list[int]
+    _checked: list[tuple]
+    device: int | None
+
+    def _slot(self, key: Any) -> int:
+        """The slot of any accepted key, including scalars the graph carries; a ValueError naming the key else."""
+        try:
+            s = self._fast_slots.get(key)
+            if s is None:
+                s = self._view_keys.get(key)
+            if s is None:
+                s = self._slot_by_key.get(key)
+        except TypeError:  # an unhashable key: reported below
+            s = None
+        if s is None:
+            s = self._fixed_slot_by_id.get(id(key))
+        if s is not None and s in self._views:
+            view, source = self._tensors[s], self._tensors[self._views[s]]
+            raise InvalidValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
+                             "which aliases its input's memory): bind the source; the view's pointer is derived")
+        if s is not None:
+            return s
+        try:
+            if key in self._unread:
+                return -1  # a tensor of the graph that no operation reads: the caller skips it
+        except TypeError:
+            pass
+        if isinstance(key, str) and key in self._ambiguous:
+            raise InvalidValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
+        if hasattr(key, "uid"):  # a Tensor not registered by identity: another graph's, or a virtual one
+            raise InvalidValueError(f"variant pack key {getattr(key, 'name', key)!r} (uid {key.uid}) is not a "
+                                    f"non-virtual "
+                             "tensor of this graph")
+        raise InvalidValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
+                         f"(expected one of uids {self._uids})")
+
+    def pointers(self, variant_pack: dict) -> list[int]:
+        """The data pointer of every variant-pack slot, in uid order. Slots the caller leaves out keep the
+        template's value (scalars the graph carries, data bound at build time); a slot still 0 is missing."""
+        return self._resolve(variant_pack)[0]
+
+    def _resolve(self, variant_pack: dict) -> tuple[list[int], bool, Any]:
+        """(pointers, whether every operand matches the signature last checked for its slot, the placement of
+        the first device operand of a framework or None)."""
+        ptrs = self._template.copy()
+        slots, fixed, checked = self._fast_slots, self._fixed, self._checked
+        same, placement = True, None
+        for key, value in variant_pack.items():
+            slot = slots.get(key)
+            if slot is None:
+                if key is None:
+                    continue
+                slot = self._slot(key)
+                if slot < 0 or slot in fixed:
+                    continue  # read by no operation, or a scalar whose value the graph carries
+            cls = value.__class__
+            if cls is int:
+                ptrs[slot] = value
+                continue
+            seen_cls, getter, signature, sig, where = checked[slot][:5]
+            if seen_cls is not cls:
+                ptrs[slot] = data_ptr(value)
+                same = False
+                continue
+            ptrs[slot] = getter(value)
+            if signature(value) != sig:
+                same = False
+            elif placement is None:
+                placement = where
+        for slot, value in self._bound_items:
+            if ptrs[slot] != self._template[slot]:
+                continue  # the caller's pack rebinds this slot
+            seen_cls, getter, signature, sig, where = checked[slot][:5]
+            if seen_cls is not value.__class__ or signature(value) != sig:
+                same = False
+                continue
+            ptrs[slot] = getter(value)
+            if placement is None:
+                placement = where
+        for view, source, offset in self._aliases:
+            ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
+        if 0 in ptrs:
+            missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
+            raise InvalidValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
+        return ptrs, same, placement
+
+    def bind(self, bindings: dict) -> None:
+        """Pre-fill slots with data bound at build time (framework tensors passed to op builders)."""
+        for uid, value in bindings.items():
+            slot = self._slot_by_key.get(uid)
+            if slot is not None and slot not in self._fixed:
+                self._template[slot] = data_ptr(value)
+                self._bound[slot] = value
+        self._bound_items = tuple(self._bound.items())
+
+    def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> Any:
+        """The full check of every operand; records their signatures. Returns the placement (see _resolve)."""
+        placement, given = None, set()
+        for key, value in variant_pack.items():
+            if key is None:
+                continue
+            slot = self._slot(key)
+            if slot < 0 or slot in self._fixed:
+                continue
+            given.add(slot)
+            p = self._check_one(slot, value, ptrs)
+            if placement is None:
+                placement = p
+        for slot, value in self._bound.items():
+            if slot not in given:  # data bound at build time, unless the pack rebinds its slot
+                p = self._check_one(slot, value, ptrs)
+                if placement is None:
+                    placement = p
+        return placement
+
+    def _check_one(self, slot: int, value: Any, ptrs: list[int]) -> Any:
+        info = operand_info(value)
+        ptrs[slot] = info.ptr
+        _check_operand(self._tensors[slot], info)
+        if self.device is not None and info.device_type == KDL_CUDA:
+            _check_device(self._tensors[slot], info, self.device)
+        cls = value.__class__
+        if cls is int:
+            return None
+        placement = placement_of(value, info)
+        signature = SIGNATURE_GETTERS.get(cls) or signature_getter(cls)
+        getter = POINTER_GETTERS.get(cls) or pointer_getter(cls)
+        sig = signature(value)
+        # torch: 2 when the strides checked are the row-major strides of the shape, so that is_contiguous() (cheaper
+        # than reading and comparing stride()) re-checks them; 1 for other strides; 0 for other frameworks
+        torch_kind, fields = 0, (None, None, None, None)
+        if signature is _torch_signature:
+            torch_kind = 2 if tuple(sig[1]) == tuple(layout.row_major_strides(list(sig[0]))) else 1
+            fields = tuple(sig)  # (shape, strides, dtype, device)
+        self._checked[slot] = (cls, getter, signature, sig, placement, torch_kind, *fields)
+        return placement
+
+
+def _alias_depth(uid: int, aliases: dict[int, tuple[int, int]]) -> int:
+    """How many views lie between ``uid`` and memory the caller binds (a slice of a slice: 2)."""
+    depth = 0
+    while uid in aliases:
+        uid, depth = aliases[uid][0], depth + 1
+    return depth
+
+
+def _check_operand(t: Any, info: OperandInfo) -> None:
+    where = _where(t)
+    if t.is_pass_by_value:
+        if info.device_type not in (None, KDL_CPU):
+            raise InvalidValueError(f"{where} is pass-by-value: pass a host (CPU) scalar, not device memory")
+        return
+    if info.ptr == 0:
+        raise InvalidValueError(f"{where}: null data pointer")
+    if info.device_type == KDL_CPU:
+        raise InvalidValueError(f"{where} lives on the GPU: got a host (CPU) array; move it to the device first")
+    if getattr(t, "ragged_offset", None) is not None:
+        # a ragged (packed) operand: batch b starts at its offset on the device and the buffer holds the packed
+        # rows, not the padded dims, so neither its shape nor its size is the tensor's
+        info = replace(info, nbytes=None, shape=None, strides=None)
+    if info.nbytes is not None:  # untyped memory: large enough for the tensor's span
+        span = layout.span(t.dim, t.stride)
+        needed = -(-span * dtype_info(t.data_type).bits // 8)
+        if info.nbytes < needed:
+            raise InvalidValueError(f"{where}: needs {needed} bytes (dims {list(t.dim)}, strides {list(t.stride)}, "
+                             f"{t.data_type}), the buffer has {info.nbytes}")
+    if info.dtype is not None:
+        _check_element_type(t, info, where)
+    if info.shape is not None:
+        if tuple(info.shape) != tuple(t.dim):
+            _check_buffer(t, info, where)
+        elif info.strides is not None and any(d > 1 and s != e for d, s, e in zip(t.dim, info.strides, t.stride)):
+            # the declared shape with other strides: cuDNN would read it through the tensor's strides (a misread)
+            raise InvalidValueError(f"{where}: expected strides {list(t.stride)}, got {list(info.strides)}")
+    align = getattr(t, "alignment", 16) or 16
+    if info.ptr % min(align, 16) != 0:
+        raise InvalidValueError(f"{where}: pointer 0x{info.ptr:x} is not {align}-byte aligned as the tensor declares")
+
+
+def _check_buffer(t: Any, info: OperandInfo, where: str) -> None:
+    """An operand of another shape is a buffer, as an int pointer is (the official module reads any operand by its
+    pointer): a ragged offset as [b + 1] for [b + 1, 1, 1, 1], BSHD memory for a [b, h, s, d] tensor with BSHD
+    strides. It is accepted when it is dense (no gaps, no broadcast) and holds the tensor's byte span; anything
+    else would make cuDNN read past it or through holes."""
+    assert info.shape is not None
+    if info.strides is not None and not layout.is_dense(info.shape, info.strides):
+        raise InvalidValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)} with strides "
+                         f"{list(info.strides)}; an operand of another shape is read as a buffer, and this one is not "
+                         "dense (gaps or broadcast axes)")
+    bits = dtype_info(t.data_type).bits
+    needed = -(-layout.span(t.dim, t.stride) * bits // 8)
+    held = layout.numel(info.shape) * (info.dtype[1] if info.dtype is not None else bits) // 8
+    if held < needed:
+        raise InvalidValueError(f"{where}: expected shape {list(t.dim)}, got {list(info.shape)}; an operand of another "
+                         f"shape is read as a buffer, and it holds {held} bytes where the tensor (strides "
+                         f"{list(t.stride)}, {t.data_type}) spans {needed}")
+
+
+def _check_element_type(t: Any, info: OperandInfo, where: str) -> None:
+    """An element of another size would be misread (refused); a dtype of the same size (bfloat16 memory for a
+    HALF tensor) is read as the tensor's type, as the official module reads it, with a warning: the bits are
+    reinterpreted, not converted."""
+    assert info.dtype is not None
+    row = dtype_info(t.data_type)
+    accepted = row.accepted_dlpack
+    if not accepted or tuple(info.dtype) in accepted:
+        return
+    if info.dtype[1] != row.bits:
+        raise InvalidValueError(f"{where}: expected {t.data_type} ({row.bits}-bit elements), got an operand of "
+                                f"DLPack dtype "
+                         f"{info.dtype} ({info.dtype[1]}-bit elements)")
+    warnings.warn(f"{where}: expected {t.data_type}, got an operand of DLPack dtype {info.dtype} (elements of the "
+                  f"same size): its bits are read as {t.data_type}, not converted", RuntimeWarning, stacklevel=2)
+
+
+def _operand_device(info: OperandInfo) -> int | None:
+    """The device of a device operand: what its framework says, else what the driver says of its pointer (a
+    ``__cuda_array_interface__`` carries no device); None where neither binds it to one device."""
+    if info.device_id is not None:
+        return info.device_id
+    return _context.device_of_pointer(info.ptr)
+
+
+def _check_device(t: Any, info: OperandInfo, device: int) -> None:
+    d = _operand_device(info)
+    if d is not None and d != device:
+        raise InvalidValueError(f"{_where(t)} is on device {d}, but the graph was built for device {device}: build the "
+                         f"graph for device {d} (with its handle: pygraph(handle=cudnn.create_handle({d})), or with "
+                         f"device {d} current) or move the operand to device {device}")
+
+
+def _check_workspace(workspace: Any, plan: Any, device: int | None = None) -> None:
+    try:
+        info: OperandInfo | None = operand_info(workspace)
+    except TypeError:  # an object only known by its pointer
+        info = None
+    if info is not None and info.device_type == KDL_CPU:
+        raise InvalidValueError(f"workspace lives on the host (CPU): plan {plan.name} needs {plan.workspace} bytes of "
+                         "device memory")
+    if info is not None and device is not None and info.device_type == KDL_CUDA:
+        d = _operand_device(info)
+        if d is not None and d != device:
+            raise InvalidValueError(f"workspace is on device {d}, but the graph was built for device {device} (plan "
+                             f"{plan.name}): pass a workspace on device {device}")
+    nbytes = info.nbytes if info is not None else None  # untyped memory (a cuda.core Buffer) knows its size
+    if hasattr(workspace, "nbytes"):
+        nbytes = int(workspace.nbytes)
+    elif hasattr(workspace, "numel") and hasattr(workspace, "element_size"):
+        nbytes = int(workspace.numel() * workspace.element_size())
+    if nbytes is not None and nbytes < plan.workspace:
+        raise InvalidValueError(f"workspace too small: plan {plan.name} needs {plan.workspace} bytes, got {nbytes}")
