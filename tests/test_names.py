@@ -34,11 +34,6 @@ PACKAGE = ROOT / "cudnn_py"
 # Modules still spelling cuDNN names as strings, left to the steps restructuring them (issue #30, item 5): take a
 # module off once converted. Paths relative to cudnn_py/.
 NOT_CONVERTED = {
-    "backend/descriptor.py",  # the raw layer: being split by job (item 4)
-    "backend/encoding.py",  # (split out of descriptor.py)
-    "backend/types.py",
-    "backend/json_check.py",
-    "backend/values.py",
     "plans/execute.py",  # the execute path (item 2: its restructuring was reverted, see ARCHITECTURE.md)
     "tools/trace_replay.py",  # the tools: moving with the raw layer (item 4)
     "tools/trace_summary.py",
