@@ -35,8 +35,6 @@ PACKAGE = ROOT / "cudnn_py"
 # module off once converted. Paths relative to cudnn_py/.
 NOT_CONVERTED = {
     "plans/execute.py",  # the execute path (item 2: its restructuring was reverted, see ARCHITECTURE.md)
-    "tools/trace_replay.py",  # the tools: moving with the raw layer (item 4)
-    "tools/trace_summary.py",
     "dtypes.py",  # the data-type catalog's rows (CUDNN_DATA_*)
 }
 
