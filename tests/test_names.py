@@ -35,7 +35,6 @@ PACKAGE = ROOT / "cudnn_py"
 # module off once converted. Paths relative to cudnn_py/.
 NOT_CONVERTED = {
     "plans/execute.py",  # the execute path (item 2: its restructuring was reverted, see ARCHITECTURE.md)
-    "dtypes.py",  # the data-type catalog's rows (CUDNN_DATA_*)
 }
 
 _LITERAL = re.compile(r"""^(['"])(CUDNN_[A-Za-z0-9_]*)\1$""")
