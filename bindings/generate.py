@@ -451,8 +451,8 @@ of ``"CUDNN_*"`` string literals::
   (``"type[AttributeName]" has no attribute ...``); ``tests/test_names.py`` checks that, and that no hand-written
   module outside its shrinking list still spells a ``"CUDNN_*"`` literal;
 * a read is one global and one class-attribute lookup; code on a hot path binds the string once at import
-  (``_DIMS = attr.TENSOR_DIMENSIONS``). ``import cudnn_py`` does not import this module: the lowering, planning and
-  facade modules do, when the graph layer is first used.
+  (``_DIMS = attr.TENSOR_DIMENSIONS``). ``import cudnn_py`` does not import this module: the raw layer (with
+  ``dtypes``), the lowering, planning and facade modules do, when first used.
 """
 '''
 

@@ -12,6 +12,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
+from ._generated.names import DataType
 from .errors import InvalidValueError
 
 # DLPack type codes
@@ -43,26 +44,26 @@ class DType:
 
 CATALOG: tuple[DType, ...] = (
     DType("NOT_SET", None, 0),
-    DType("FLOAT", "CUDNN_DATA_FLOAT", 32, (KDL_FLOAT, 32), (), ("float32", "float"), ctypes.c_float),
-    DType("DOUBLE", "CUDNN_DATA_DOUBLE", 64, (KDL_FLOAT, 64), (), ("float64", "double"), ctypes.c_double),
-    DType("HALF", "CUDNN_DATA_HALF", 16, (KDL_FLOAT, 16), (), ("float16", "half"), ctypes.c_uint16),
-    DType("INT8", "CUDNN_DATA_INT8", 8, (KDL_INT, 8), (), ("int8",), ctypes.c_int8),
-    DType("INT32", "CUDNN_DATA_INT32", 32, (KDL_INT, 32), (), ("int32",), ctypes.c_int32),
-    DType("INT8x4", "CUDNN_DATA_INT8x4", 32),
-    DType("UINT8", "CUDNN_DATA_UINT8", 8, (KDL_UINT, 8), (), ("uint8",), ctypes.c_uint8),
-    DType("UINT8x4", "CUDNN_DATA_UINT8x4", 32),
-    DType("INT8x32", "CUDNN_DATA_INT8x32", 256),
-    DType("BFLOAT16", "CUDNN_DATA_BFLOAT16", 16, (KDL_BFLOAT, 16), (), ("bfloat16",), ctypes.c_uint16),
-    DType("INT64", "CUDNN_DATA_INT64", 64, (KDL_INT, 64), (), ("int64",), ctypes.c_int64),
+    DType("FLOAT", DataType.FLOAT, 32, (KDL_FLOAT, 32), (), ("float32", "float"), ctypes.c_float),
+    DType("DOUBLE", DataType.DOUBLE, 64, (KDL_FLOAT, 64), (), ("float64", "double"), ctypes.c_double),
+    DType("HALF", DataType.HALF, 16, (KDL_FLOAT, 16), (), ("float16", "half"), ctypes.c_uint16),
+    DType("INT8", DataType.INT8, 8, (KDL_INT, 8), (), ("int8",), ctypes.c_int8),
+    DType("INT32", DataType.INT32, 32, (KDL_INT, 32), (), ("int32",), ctypes.c_int32),
+    DType("INT8x4", DataType.INT8x4, 32),
+    DType("UINT8", DataType.UINT8, 8, (KDL_UINT, 8), (), ("uint8",), ctypes.c_uint8),
+    DType("UINT8x4", DataType.UINT8x4, 32),
+    DType("INT8x32", DataType.INT8x32, 256),
+    DType("BFLOAT16", DataType.BFLOAT16, 16, (KDL_BFLOAT, 16), (), ("bfloat16",), ctypes.c_uint16),
+    DType("INT64", DataType.INT64, 64, (KDL_INT, 64), (), ("int64",), ctypes.c_int64),
     # cuDNN's BOOLEAN is one byte per element; frameworks without a bool DLPack type hand it over as uint8
-    DType("BOOLEAN", "CUDNN_DATA_BOOLEAN", 8, (KDL_BOOL, 8), ((KDL_UINT, 8),), ("bool", "bool_"), ctypes.c_bool),
-    DType("FP8_E4M3", "CUDNN_DATA_FP8_E4M3", 8, (KDL_FLOAT8_E4M3FN, 8), (), ("float8_e4m3fn",)),
-    DType("FP8_E5M2", "CUDNN_DATA_FP8_E5M2", 8, (KDL_FLOAT8_E5M2, 8), (), ("float8_e5m2",)),
-    DType("FAST_FLOAT_FOR_FP8", "CUDNN_DATA_FAST_FLOAT_FOR_FP8", 0),  # a compute type only
-    DType("FP8_E8M0", "CUDNN_DATA_FP8_E8M0", 8, (KDL_FLOAT8_E8M0FNU, 8), (), ("float8_e8m0fnu",)),
-    DType("FP4_E2M1", "CUDNN_DATA_FP4_E2M1", 4, (KDL_FLOAT4_E2M1FN, 4), (), ("float4_e2m1fn_x2", "float4_e2m1fn")),
-    DType("INT4", "CUDNN_DATA_INT4", 4, (KDL_INT, 4), (), ("int4",)),
-    DType("FP8_E5M3", "CUDNN_DATA_FP8_E5M3", 8),
+    DType("BOOLEAN", DataType.BOOLEAN, 8, (KDL_BOOL, 8), ((KDL_UINT, 8),), ("bool", "bool_"), ctypes.c_bool),
+    DType("FP8_E4M3", DataType.FP8_E4M3, 8, (KDL_FLOAT8_E4M3FN, 8), (), ("float8_e4m3fn",)),
+    DType("FP8_E5M2", DataType.FP8_E5M2, 8, (KDL_FLOAT8_E5M2, 8), (), ("float8_e5m2",)),
+    DType("FAST_FLOAT_FOR_FP8", DataType.FAST_FLOAT_FOR_FP8, 0),  # a compute type only
+    DType("FP8_E8M0", DataType.FP8_E8M0, 8, (KDL_FLOAT8_E8M0FNU, 8), (), ("float8_e8m0fnu",)),
+    DType("FP4_E2M1", DataType.FP4_E2M1, 4, (KDL_FLOAT4_E2M1FN, 4), (), ("float4_e2m1fn_x2", "float4_e2m1fn")),
+    DType("INT4", DataType.INT4, 4, (KDL_INT, 4), (), ("int4",)),
+    DType("FP8_E5M3", DataType.FP8_E5M3, 8),
 )
 
 BY_NAME: dict[str, DType] = {d.name: d for d in CATALOG}

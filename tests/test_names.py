@@ -33,15 +33,7 @@ PACKAGE = ROOT / "cudnn_py"
 
 # Modules still spelling cuDNN names as strings, left to the steps restructuring them (issue #30, item 5): take a
 # module off once converted. Paths relative to cudnn_py/.
-NOT_CONVERTED = {
-    "backend/descriptor.py",  # the raw layer: being split by job (item 4)
-    "backend/encoding.py",  # (split out of descriptor.py)
-    "backend/types.py",
-    "backend/json_check.py",
-    "backend/values.py",
-    "tools/trace_replay.py",  # the tools: moving with the raw layer (item 4)
-    "tools/trace_summary.py",
-    "dtypes.py",  # the data-type catalog's rows (CUDNN_DATA_*)
+NOT_CONVERTED: set[str] = {  # empty: every module converted (issue #30 item 5)
 }
 
 _LITERAL = re.compile(r"""^(['"])(CUDNN_[A-Za-z0-9_]*)\1$""")

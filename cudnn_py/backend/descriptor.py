@@ -20,6 +20,7 @@ import ctypes
 from typing import Any
 
 from .._generated.attributes import AttributeSpec
+from .._generated.names import attr, atype, desc
 from ..dtypes import BY_BACKEND
 from ..errors import DescriptorError, UnsupportedAttributeError
 from . import json_check, trace, values
@@ -56,6 +57,14 @@ from .requirements import FILLED_FROM_JSON, GET_CRASHES_ALWAYS, GET_CRASHES_WHEN
 from .types import Int64VectorVector, element_ctype
 from .versions import runtime_version
 
+# names compared per call (set, get, finalize), bound once: a module-global read, not a class-attribute lookup
+_T_BACKEND_DESCRIPTOR = atype.BACKEND_DESCRIPTOR
+_T_CHAR = atype.CHAR
+_T_FRACTION = atype.FRACTION
+_T_HANDLE = atype.HANDLE
+_T_VOID_PTR = atype.VOID_PTR
+_D_OPERATIONGRAPH_DESCRIPTOR = desc.OPERATIONGRAPH_DESCRIPTOR
+
 
 class _SetPlan:
     """What ``Descriptor.set`` needs of one (kind, attribute, type) on the loaded library, worked out once."""
@@ -65,15 +74,15 @@ class _SetPlan:
 
     def __init__(self, spec: AttributeSpec, type_name: str):
         self.spec, self.type_name, self.name = spec, type_name, spec.name
-        self.special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == "CUDNN_TYPE_VOID_PTR" else None
+        self.special = _SPECIAL_VOID_PTR.get(spec.name) if type_name == atype.VOID_PTR else None
         self.convert = _plain_converter(type_name)
         self.min_count = spec.min_count
         self.max_count = spec.max_count if spec.max_count is not None else 1 << 62
         self.scalar = spec.max_count == 1
         self.described_at_once = type_name in _DESCRIBED_AT_ONCE
-        self.fills = type_name == "CUDNN_TYPE_CHAR" and spec.name in FILLED_FROM_JSON  # the value is a JSON document
+        self.fills = type_name == atype.CHAR and spec.name in FILLED_FROM_JSON  # the value is a JSON document
         # values whose list form _as_list would build as list(value) or [value] (CHAR and FRACTION parse theirs)
-        self.plain_list = type_name not in ("CUDNN_TYPE_CHAR", "CUDNN_TYPE_FRACTION")
+        self.plain_list = type_name not in (atype.CHAR, atype.FRACTION)
 
 
 class Descriptor(DescriptorBase):
@@ -224,7 +233,7 @@ class Descriptor(DescriptorBase):
         """The C array (and what must stay alive with it) of a type with no plain converter (set tried that)."""
         ct = element_ctype(type_name)
         n = len(vals)
-        if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+        if type_name == _T_BACKEND_DESCRIPTOR:
             for i, d in enumerate(vals):
                 if not isinstance(d, Descriptor):
                     raise DescriptorError(f"{spec.name} element {i} must be a Descriptor, not {_type_of(d)}")
@@ -243,14 +252,14 @@ class Descriptor(DescriptorBase):
                 if d is self:
                     raise DescriptorError(f"{spec.name} element {i} is descriptor #{d.id} itself")
             return values.array_type(ct, n)(*[d._ptr for d in vals]), list(vals)  # each checked live above
-        if type_name == "CUDNN_TYPE_CHAR":
+        if type_name == _T_CHAR:
             return ctypes.create_string_buffer(bytes(vals), n), None
-        if type_name == "CUDNN_TYPE_FRACTION":
+        if type_name == _T_FRACTION:
             return values.fraction_array(vals), None
-        if type_name == "CUDNN_TYPE_HANDLE":
+        if type_name == _T_HANDLE:
             handles = [_handle_value(v, spec.name, i, n) for i, v in enumerate(vals)]
             return values.array_type(ct, n)(*handles), list(vals)
-        if type_name == "CUDNN_TYPE_VOID_PTR":
+        if type_name == _T_VOID_PTR:
             host = spec.name in HOST_POINTER_ATTRIBUTES
             pointers = [_pointer_value(v, spec.name, i, n, host) for i, v in enumerate(vals)]
             return values.array_type(ct, n)(*pointers), list(vals)
@@ -272,7 +281,7 @@ class Descriptor(DescriptorBase):
             for r, row in enumerate(value):
                 if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
                     raise DescriptorError(f"{spec.name} row {r} must be a list of ints, not {_type_of(row)}")
-                rows.append(list(values.int_array(f"{spec.name} row {r}", "CUDNN_TYPE_INT64", list(row))))
+                rows.append(list(values.int_array(f"{spec.name} row {r}", atype.INT64, list(row))))
             vv = Int64VectorVector(rows)
         self._raw_set(spec, type_name, 1, vv.ref, traced={"rows": vv.rows})
         self._attrs[spec.name] = vv.rows
@@ -313,7 +322,7 @@ class Descriptor(DescriptorBase):
 
     def _data_type_bytes(self) -> int | None:
         """Bytes per element of the TENSOR_DATA_TYPE set on this descriptor (None: not set, or not a byte size)."""
-        name = self._attr("CUDNN_ATTR_TENSOR_DATA_TYPE")
+        name = self._attr(attr.TENSOR_DATA_TYPE)
         if name is None:
             return None
         row = BY_BACKEND.get(name)
@@ -339,9 +348,9 @@ class Descriptor(DescriptorBase):
         """What ``requirements`` says this kind needs before finalize (DescriptorError naming what is missing)."""
         kind = self.kind.name
         check_finalizable(self.id, kind, self._attrs)
-        if kind == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR":
-            check_graph_mode(self.id, self._attr("CUDNN_ATTR_OPERATIONGRAPH_MODE"),
-                             self._keepalive.get("CUDNN_ATTR_OPERATIONGRAPH_OPS") or [])
+        if kind == _D_OPERATIONGRAPH_DESCRIPTOR:
+            check_graph_mode(self.id, self._attr(attr.OPERATIONGRAPH_MODE),
+                             self._keepalive.get(attr.OPERATIONGRAPH_OPS) or [])
 
     # ----------------------------------------------------------------------------------------------- fingerprint
     def fingerprint(self) -> tuple | None:
@@ -404,7 +413,7 @@ class Descriptor(DescriptorBase):
             if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GET_COUNT:
                 raise DescriptorError(f"get({spec.name}): count must be an int in [0, {MAX_GET_COUNT}], not "
                                       f"{count!r}")
-        if type_name == "CUDNN_TYPE_BACKEND_DESCRIPTOR":
+        if type_name == _T_BACKEND_DESCRIPTOR:
             if into is not None:
                 return self._get_into(spec, into)
             return self._get_descriptors(spec, kind, count, scalar)
@@ -424,7 +433,7 @@ class Descriptor(DescriptorBase):
         got = ctypes.c_int64(0)
         self._raw_get(spec, type_name, n, got, buf)
         m = min(got.value, n)
-        if type_name == "CUDNN_TYPE_CHAR":
+        if type_name == _T_CHAR:
             return bytes(buf[:m]).split(b"\0", 1)[0].decode(errors="replace")
         vals = [_from_c(buf[i], type_name) for i in range(m)]
         return (vals[0] if vals else None) if scalar else vals
@@ -440,7 +449,7 @@ class Descriptor(DescriptorBase):
                     f"cudnn_py cannot tell whether it is set, and reading it unset crashes "
                     f"({GET_CRASHES_WHEN_UNSET[spec.name]}); read it from the descriptor you built")
             return
-        if spec.settable and "CUDNN_TYPE_BACKEND_DESCRIPTOR" in spec.types:
+        if spec.settable and _T_BACKEND_DESCRIPTOR in spec.types:
             extra = f" ({GET_CRASHES_WHEN_UNSET[spec.name]})" if spec.name in GET_CRASHES_WHEN_UNSET else ""
             raise DescriptorError(
                 f"cannot read {spec.name}: it was never set on descriptor #{self.id} ({self.kind.name}), so cuDNN has "
@@ -480,7 +489,7 @@ class Descriptor(DescriptorBase):
             into = into[:1]  # a scalar is read with exactly one element (schema §4)
         arr = values.array_type(ctypes.c_void_p, max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
-        self._raw_get(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR", len(into), got, arr)
+        self._raw_get(spec, _T_BACKEND_DESCRIPTOR, len(into), got, arr)
         for d in into[: got.value]:  # the backend copies finalized descriptors into them
             d.finalized = True
             d._filled = True
@@ -497,7 +506,7 @@ class Descriptor(DescriptorBase):
         if spec.element_kinds and k.name not in spec.element_kinds:
             raise DescriptorError(f"get({spec.name}, kind={k.name}): it holds {' or '.join(spec.element_kinds)}; "
                                   "cuDNN would copy one into a descriptor of another kind")
-        n = 1 if scalar else (count if count is not None else self._count(spec, "CUDNN_TYPE_BACKEND_DESCRIPTOR"))
+        n = 1 if scalar else (count if count is not None else self._count(spec, _T_BACKEND_DESCRIPTOR))
         if not 0 <= n <= MAX_GET_COUNT:
             raise DescriptorError(f"get({spec.name}): cuDNN reports {n} element(s), more than {MAX_GET_COUNT}")
         created = [Descriptor(k) for _ in range(n)]
@@ -532,8 +541,7 @@ class ScalarReader:
     def __init__(self, attr: Any):
         spec = attribute_spec(attr)
         type_name = spec.get_type or spec.types[0]
-        if spec.max_count != 1 or type_name in ("CUDNN_TYPE_BACKEND_DESCRIPTOR", "CUDNN_TYPE_CHAR",
-                                                "CUDNN_TYPE_FRACTION"):
+        if spec.max_count != 1 or type_name in (atype.BACKEND_DESCRIPTOR, atype.CHAR, atype.FRACTION):
             raise DescriptorError(f"ScalarReader({spec.name}): reads one number; use get() for {type_name} "
                                   f"(max count {spec.max_count})")
         self.spec, self.type_name = spec, type_name
@@ -559,7 +567,7 @@ _SET_PLANS: dict[tuple, _SetPlan] = {}
 
 # VOID_PTR attributes whose Set takes something else than an array of pointers: attribute -> Descriptor method
 _SPECIAL_VOID_PTR: dict[str, Any] = {
-    "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES": Descriptor._set_override_vectors,
-    "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES": Descriptor._set_override_vectors,
-    "CUDNN_ATTR_TENSOR_CONSTANT_VALUE": Descriptor._set_constant_value,
+    attr.VARIANT_PACK_OVERRIDE_SHAPES: Descriptor._set_override_vectors,
+    attr.VARIANT_PACK_OVERRIDE_STRIDES: Descriptor._set_override_vectors,
+    attr.TENSOR_CONSTANT_VALUE: Descriptor._set_constant_value,
 }

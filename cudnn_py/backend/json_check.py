@@ -35,6 +35,7 @@ from itertools import accumulate
 from typing import Any
 
 from .._generated.enums import ENUMS
+from .._generated.names import attr
 from ..dtypes import BY_BACKEND
 from ..errors import InvalidValueError, SerializedJSONError
 
@@ -446,9 +447,9 @@ def check_execution_plan(text: Any, what: str = "execution plan JSON") -> dict:
 
 
 BY_ATTRIBUTE: dict[str, Callable[..., dict]] = {
-    "CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION": check_kernel_cache,
-    "CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION": check_execution_plan,
-    "CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION": check_device_properties,
+    attr.KERNEL_CACHE_JSON_REPRESENTATION: check_kernel_cache,
+    attr.EXECUTION_PLAN_JSON_REPRESENTATION: check_execution_plan,
+    attr.DEVICEPROP_JSON_REPRESENTATION: check_device_properties,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from .._generated.names import atype
 from ..errors import InvalidValueError
 
 
@@ -18,43 +19,43 @@ class cudnnFraction_t(ctypes.Structure):
 
 # CUDNN_TYPE_* -> the C enum its elements hold (enum-valued types only)
 ENUM_OF_TYPE = {
-    "CUDNN_TYPE_DATA_TYPE": "cudnnDataType_t",
-    "CUDNN_TYPE_CONVOLUTION_MODE": "cudnnConvolutionMode_t",
-    "CUDNN_TYPE_HEUR_MODE": "cudnnBackendHeurMode_t",
-    "CUDNN_TYPE_KNOB_TYPE": "cudnnBackendKnobType_t",
-    "CUDNN_TYPE_NAN_PROPOGATION": "cudnnNanPropagation_t",
-    "CUDNN_TYPE_NUMERICAL_NOTE": "cudnnBackendNumericalNote_t",
-    "CUDNN_TYPE_LAYOUT_TYPE": "cudnnBackendLayoutType_t",
-    "CUDNN_TYPE_ATTRIB_NAME": "cudnnBackendAttributeName_t",
-    "CUDNN_TYPE_POINTWISE_MODE": "cudnnPointwiseMode_t",
-    "CUDNN_TYPE_GENSTATS_MODE": "cudnnGenStatsMode_t",
-    "CUDNN_TYPE_BN_FINALIZE_STATS_MODE": "cudnnBnFinalizeStatsMode_t",
-    "CUDNN_TYPE_REDUCTION_OPERATOR_TYPE": "cudnnReduceTensorOp_t",
-    "CUDNN_TYPE_BEHAVIOR_NOTE": "cudnnBackendBehaviorNote_t",
-    "CUDNN_TYPE_TENSOR_REORDERING_MODE": "cudnnBackendTensorReordering_t",
-    "CUDNN_TYPE_RESAMPLE_MODE": "cudnnResampleMode_t",
-    "CUDNN_TYPE_PADDING_MODE": "cudnnPaddingMode_t",
-    "CUDNN_TYPE_SIGNAL_MODE": "cudnnSignalMode_t",
-    "CUDNN_TYPE_NORM_MODE": "cudnnBackendNormMode_t",
-    "CUDNN_TYPE_NORM_FWD_PHASE": "cudnnBackendNormFwdPhase_t",
-    "CUDNN_TYPE_RNG_DISTRIBUTION": "cudnnRngDistribution_t",
-    "CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE": "cudnnMoeGroupedMatmulMode_t",
-    "CUDNN_TYPE_RESHAPE_MODE": "cudnnBackendReshapeMode_t",
-    "CUDNN_TYPE_OPERATIONGRAPH_MODE": "cudnnBackendOperationGraphMode_t",
-    "CUDNN_TYPE_CUDA_GRAPH_RETENTION": "cudnnCudaGraphRetention_t",
+    atype.DATA_TYPE: "cudnnDataType_t",
+    atype.CONVOLUTION_MODE: "cudnnConvolutionMode_t",
+    atype.HEUR_MODE: "cudnnBackendHeurMode_t",
+    atype.KNOB_TYPE: "cudnnBackendKnobType_t",
+    atype.NAN_PROPOGATION: "cudnnNanPropagation_t",
+    atype.NUMERICAL_NOTE: "cudnnBackendNumericalNote_t",
+    atype.LAYOUT_TYPE: "cudnnBackendLayoutType_t",
+    atype.ATTRIB_NAME: "cudnnBackendAttributeName_t",
+    atype.POINTWISE_MODE: "cudnnPointwiseMode_t",
+    atype.GENSTATS_MODE: "cudnnGenStatsMode_t",
+    atype.BN_FINALIZE_STATS_MODE: "cudnnBnFinalizeStatsMode_t",
+    atype.REDUCTION_OPERATOR_TYPE: "cudnnReduceTensorOp_t",
+    atype.BEHAVIOR_NOTE: "cudnnBackendBehaviorNote_t",
+    atype.TENSOR_REORDERING_MODE: "cudnnBackendTensorReordering_t",
+    atype.RESAMPLE_MODE: "cudnnResampleMode_t",
+    atype.PADDING_MODE: "cudnnPaddingMode_t",
+    atype.SIGNAL_MODE: "cudnnSignalMode_t",
+    atype.NORM_MODE: "cudnnBackendNormMode_t",
+    atype.NORM_FWD_PHASE: "cudnnBackendNormFwdPhase_t",
+    atype.RNG_DISTRIBUTION: "cudnnRngDistribution_t",
+    atype.MOE_GROUPED_MATMUL_MODE: "cudnnMoeGroupedMatmulMode_t",
+    atype.RESHAPE_MODE: "cudnnBackendReshapeMode_t",
+    atype.OPERATIONGRAPH_MODE: "cudnnBackendOperationGraphMode_t",
+    atype.CUDA_GRAPH_RETENTION: "cudnnCudaGraphRetention_t",
 }
 
 _SCALAR_CTYPE = {
-    "CUDNN_TYPE_HANDLE": ctypes.c_void_p,
-    "CUDNN_TYPE_BOOLEAN": ctypes.c_bool,
-    "CUDNN_TYPE_INT64": ctypes.c_int64,
-    "CUDNN_TYPE_FLOAT": ctypes.c_float,
-    "CUDNN_TYPE_DOUBLE": ctypes.c_double,
-    "CUDNN_TYPE_VOID_PTR": ctypes.c_void_p,
-    "CUDNN_TYPE_BACKEND_DESCRIPTOR": ctypes.c_void_p,
-    "CUDNN_TYPE_INT32": ctypes.c_int32,
-    "CUDNN_TYPE_CHAR": ctypes.c_char,
-    "CUDNN_TYPE_FRACTION": cudnnFraction_t,
+    atype.HANDLE: ctypes.c_void_p,
+    atype.BOOLEAN: ctypes.c_bool,
+    atype.INT64: ctypes.c_int64,
+    atype.FLOAT: ctypes.c_float,
+    atype.DOUBLE: ctypes.c_double,
+    atype.VOID_PTR: ctypes.c_void_p,
+    atype.BACKEND_DESCRIPTOR: ctypes.c_void_p,
+    atype.INT32: ctypes.c_int32,
+    atype.CHAR: ctypes.c_char,
+    atype.FRACTION: cudnnFraction_t,
 }
 
 
@@ -70,8 +71,8 @@ def element_ctype(type_name: str):
 
 # CUDNN_TYPE_* -> the inclusive range of its C integer type (ctypes wraps anything outside silently)
 INT_RANGE = {
-    "CUDNN_TYPE_INT64": (-(1 << 63), (1 << 63) - 1),
-    "CUDNN_TYPE_INT32": (-(1 << 31), (1 << 31) - 1),
+    atype.INT64: (-(1 << 63), (1 << 63) - 1),
+    atype.INT32: (-(1 << 31), (1 << 31) - 1),
 }
 
 

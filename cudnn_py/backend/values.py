@@ -27,6 +27,7 @@ from functools import cache
 from typing import Any
 
 from .._generated.enums import ENUMS
+from .._generated.names import atype
 from ..errors import DescriptorError, InvalidTypeError
 from .enums import CEnum, enum_class
 from .requirements import NONFINITE_ALLOWED
@@ -34,7 +35,8 @@ from .types import ENUM_OF_TYPE, INT_RANGE, cudnnFraction_t, element_ctype
 from .versions import runtime_version
 
 FLT_MAX = 3.4028234663852886e38
-INT64_MIN, INT64_MAX = INT_RANGE["CUDNN_TYPE_INT64"]
+INT64_MIN, INT64_MAX = INT_RANGE[atype.INT64]
+_T_FLOAT = atype.FLOAT  # compared per float_array call: bound once
 
 
 def _bad(attr: str, i: int, n: int, msg: str) -> DescriptorError:
@@ -96,7 +98,7 @@ def _as_int(attr: str, i: int, n: int, v: Any, type_name: str) -> int:
 def float_array(attr: str, type_name: str, values: list) -> Any:
     n = len(values)
     nonfinite = NONFINITE_ALLOWED.get(attr, "")
-    single = type_name == "CUDNN_TYPE_FLOAT"
+    single = type_name == _T_FLOAT
     out = []
     for i, v in enumerate(values):
         if v.__class__ is not float:

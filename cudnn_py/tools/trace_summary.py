@@ -11,16 +11,20 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-_HEURISTICS_KINDS = {"CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR", "CUDNN_BACKEND_ENGINECFG_DESCRIPTOR",
-                     "CUDNN_BACKEND_ENGINE_DESCRIPTOR", "CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR",
-                     "CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR"}
+from .._generated.names import desc
+
+_HEURISTICS_KINDS = {desc.ENGINEHEUR_DESCRIPTOR, desc.ENGINECFG_DESCRIPTOR,
+                     desc.ENGINE_DESCRIPTOR, desc.KNOB_CHOICE_DESCRIPTOR,
+                     desc.KNOB_INFO_DESCRIPTOR}
+
+_D_EXECUTION_PLAN_DESCRIPTOR = desc.EXECUTION_PLAN_DESCRIPTOR  # compared per call: bound once
 
 
 def phase_of(call: dict) -> str:
     fn, kind = call.get("fn", ""), call.get("kind", "")
     if fn == "cudnnBackendExecute":
         return "execute"
-    if kind == "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR" and fn == "cudnnBackendFinalize":
+    if kind == _D_EXECUTION_PLAN_DESCRIPTOR and fn == "cudnnBackendFinalize":
         return "plan finalize"
     if kind in _HEURISTICS_KINDS:
         return "heuristics"
