@@ -33,8 +33,7 @@ PACKAGE = ROOT / "cudnn_py"
 
 # Modules still spelling cuDNN names as strings, left to the steps restructuring them (issue #30, item 5): take a
 # module off once converted. Paths relative to cudnn_py/.
-NOT_CONVERTED: set[str] = {  # empty: every module converted (issue #30 item 5)
-}
+NOT_CONVERTED: set[str] = set()  # empty: every module converted (issue #30 item 5)
 
 _LITERAL = re.compile(r"""^(['"])(CUDNN_[A-Za-z0-9_]*)\1$""")
 MEMBERS = {m[0]: enum for enum, members in ENUMS.items() for m in members}
