@@ -30,12 +30,13 @@ from ..errors import (
     cudnnGraphNotSupportedError,
 )
 from ..ir import Graph, Tensor
-from ..plans.session import Phase, PlanningSession, SessionOptions
+from ..plans.phase import Phase, SessionOptions
 from .gc_pause import without_gc
 from .mirror import OVERRIDES, mirror
 from .options import DEFAULT_HEURISTICS, check_planning_targets, heuristic_list, no_overrides, refuse_unimplemented
 
 if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python bindings/apigen.py)
+    from ..plans.session import PlanningSession
     from ._builder_api import BuilderMethods
 else:
     BuilderMethods = object
@@ -185,6 +186,8 @@ class pygraph(Graph, BuilderMethods):
         if self._session is None:
             if not self._is_validated:
                 self.validate_ir()
+            from ..plans.session import PlanningSession  # the cuDNN side, imported by the first graph that plans
+
             self._session = PlanningSession(self, self._session_options(self._handle), self.drop_fast_path)
         return self._session
 
@@ -484,6 +487,8 @@ class pygraph(Graph, BuilderMethods):
 
             load_with = default_handle()
         self._handle = handle
+        from ..plans.session import PlanningSession
+
         session = PlanningSession.deserialized(self, self._session_options(handle), args[-1], int(load_with),
                                                self.drop_fast_path)
         self._freeze()

@@ -38,11 +38,14 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import dtypes
-from ..backend import Handle, backend_version, create_handle, destroy_handle, set_stream
 from ..enums import data_type, heur_mode
 from ..errors import InvalidTypeError, InvalidValueError, UsageError
 from ..ir import Tensor
 from .pygraph import pygraph
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backend import Handle
 
 __all__ = ["Graph", "data_type", "heur_mode", "cudnn"]  # noqa: F822  (`cudnn`: the module __getattr__)
 
@@ -53,10 +56,32 @@ def __getattr__(name: str) -> Any:
     was imported first (``import cudnn_py`` imports this module only when first used)."""
     if name == "cudnn":
         return sys.modules[__name__.split(".")[0]]
+    if name in _BACKEND_NAMES:
+        return _from_backend(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-CudnnHandle = Handle
+# the raw layer's handle functions (and 1.32's ``CudnnHandle``), imported on first use, not with the module (reading
+# `cudnn_py.pygraph` imports this module): module attributes through ``__getattr__``, kept once read
+_BACKEND_NAMES = frozenset({"CudnnHandle", "Handle", "backend_version", "create_handle", "destroy_handle",
+                            "set_stream"})
+
+
+def _from_backend(name: str) -> Any:
+    """The raw layer's ``name`` as this module's attribute (a test's monkeypatched value included)."""
+    value = globals().get(name)
+    if value is None:
+        from .. import backend
+
+        value = getattr(backend, "Handle" if name == "CudnnHandle" else name)
+        globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_BACKEND_NAMES, "cudnn"})
+
+
 _GRAPH_TENSOR_TYPES = (Tensor,)
 
 logger = logging.getLogger(__name__)
@@ -162,12 +187,12 @@ def get_default_handle(stream: Any = None) -> Handle:
         by_device = _default_handles.by_device = {}
     handle = by_device.get(device)
     if handle is None or handle.backend_handle is None:
-        handle = create_handle(device)
+        handle = _from_backend("create_handle")(device)
         by_device[device] = handle
         # kept beyond the thread: a thread ending must not destroy CUDA resources under another one's capture
         with _default_handle_lock:
             _default_handle_registry.append(handle)
-    set_stream(handle=handle, stream=raw)
+    _from_backend("set_stream")(handle=handle, stream=raw)
     return handle
 
 
@@ -179,7 +204,7 @@ def destroy_default_handle() -> None:
     failed, first_error = [], None
     for handle in handles:
         try:
-            destroy_handle(handle)
+            _from_backend("destroy_handle")(handle)
         except Exception as error:
             failed.append(handle)
             first_error = first_error or error
@@ -251,7 +276,7 @@ class Graph:
             raise InvalidValueError("outputs must be a list or tuple")
         if heuristics and not isinstance(heuristics, (list, tuple)):
             raise InvalidValueError("heuristics must be a list or tuple")
-        if backend_version() < 91200:
+        if _from_backend("backend_version")() < 91200:
             raise UsageError("cuDNN version 9.12.0 or higher is required")
         for key in _DTYPE_KEYWORDS:  # torch dtypes become cuDNN ones
             if key in kwargs:

@@ -13,7 +13,6 @@ classic facade ``cudnn_py.facade.pygraph`` and ``cudnn_py.plans``).
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import types
@@ -266,6 +265,8 @@ class Graph(BuilderMixin):
 
         doc = {"context": self._context.to_dict(), "nodes": [node_doc(n) for n in self._nodes],
                "tensors": [tensor_doc(t) for t in self._tensors], "dynamic": dynamic}
+        import hashlib  # (not at import: _hashlib is a few ms)
+
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()
         return int.from_bytes(digest[:8], "little") >> 1
 

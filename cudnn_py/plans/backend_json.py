@@ -5,8 +5,11 @@ there, we count again."""
 from __future__ import annotations
 
 from .._generated.names import Status
-from ..backend import Descriptor
 from ..errors import CudnnError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
 
 JSON_READ_ATTEMPTS = 4
 

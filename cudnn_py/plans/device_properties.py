@@ -17,9 +17,14 @@ strings): ``backend/json_check.py`` checks every field's type and range first (`
 from __future__ import annotations
 
 from .._generated.names import attr, desc
-from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError, InvalidTypeError, InvalidValueError
 from .backend_json import read_json_attribute
+
+# the descriptor layer, json_check and the version gates are imported by the calls that use them (not at import:
+# reading `cudnn_py.pygraph` imports this module for its isinstance check)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
 
 KIND = desc.DEVICEPROP_DESCRIPTOR
 _JSON = attr.DEVICEPROP_JSON_REPRESENTATION
@@ -34,6 +39,8 @@ class DeviceProperties:
 
     @classmethod
     def from_device(cls, device_id: int) -> DeviceProperties:
+        from ..backend.descriptor import Descriptor
+
         desc = Descriptor(KIND)
         desc.set(attr.DEVICEPROP_DEVICE_ID, int(device_id))
         try:
@@ -49,6 +56,9 @@ class DeviceProperties:
     def from_json(cls, text: str) -> DeviceProperties:
         if not text:
             raise InvalidValueError("create_device_properties(json): the JSON is empty")
+        from ..backend import json_check
+        from ..backend.descriptor import Descriptor
+
         json_check.check_device_properties(text, "create_device_properties(json): device properties JSON")
         desc = Descriptor(KIND)
         desc.set(_JSON, text)
@@ -70,6 +80,8 @@ class DeviceProperties:
 
 def create_device_properties(device_id_or_json: int | str) -> DeviceProperties:
     """Classic ``cudnn.create_device_properties(device_id)`` or ``(json)``."""
+    from ..backend import versions
+
     versions.require(KIND, what="create_device_properties()")
     arg = device_id_or_json
     if isinstance(arg, bytes):

@@ -22,9 +22,14 @@ import logging
 import threading
 
 from .._generated.names import attr, desc
-from ..backend import Descriptor, json_check, versions
 from ..errors import CudnnError, InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from .backend_json import read_json_attribute
+
+# the descriptor layer, json_check and the version gates are imported by the calls that use them (not at import:
+# reading `cudnn_py.pygraph` imports this module for its isinstance check)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
 
 _log = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ class KernelCache:
     """The classic ``kernel_cache`` object (``serialize``, ``deserialize``; 1.32's ``size``, ``revision``)."""
 
     def __init__(self) -> None:
+        from ..backend import versions
+
         versions.require(KIND, what="create_kernel_cache()")
         self._descriptor: Descriptor | None = None
         self._device: int | None = None  # the device of the graph that bound it (None: deviceless or not bound)
@@ -49,6 +56,9 @@ class KernelCache:
 
     def bind(self, operation_graph: Descriptor, device: int | None) -> Descriptor:
         """The finalized cache for a graph's plans: made and bound to ``operation_graph`` the first time."""
+        from ..backend import versions
+        from ..backend.descriptor import Descriptor
+
         with self._lock:
             if self._device is not None and device is not None and device != self._device:
                 raise InvalidValueError(f"kernel cache: it holds kernels loaded for device {self._device}; a graph "
@@ -67,6 +77,8 @@ class KernelCache:
 
     def serialize(self) -> str:
         """The cache as cuDNN's JSON (``KERNEL_CACHE_JSON_REPRESENTATION``, cuDNN >= 9.10)."""
+        from ..backend import versions
+
         versions.require(_JSON, what="kernel_cache.serialize()")
         desc = self._descriptor
         if desc is None:
@@ -76,6 +88,9 @@ class KernelCache:
 
     def deserialize(self, text: str) -> None:
         """Load a cache written by ``serialize()`` into this empty cache (cuDNN >= 9.10)."""
+        from ..backend import json_check, versions
+        from ..backend.descriptor import Descriptor
+
         versions.require(_JSON, what="kernel_cache.deserialize()")
         if isinstance(text, bytes):
             text = text.decode()
@@ -107,6 +122,8 @@ class KernelCache:
         return self._read_count(attr.KERNEL_CACHE_REVISION, "kernel_cache.revision()")
 
     def _read_count(self, attribute: str, what: str) -> int:
+        from ..backend import versions
+
         versions.require(attribute, what=what)
         if self._descriptor is None:
             return 0

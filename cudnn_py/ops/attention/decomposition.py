@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._generated.names import attr
-from ...backend import versions
 from ...enums import attention_implementation, data_type, diagonal_alignment, reduction_mode
 from ...errors import (
     NotImplementedOptionError,
@@ -76,6 +75,8 @@ def unified_refusal(node: Node, available: Any) -> str | None:
         return ("score_max / score_sum_exp go through the unified op's softmax descriptor (cuDNN >= 9.21), which "
                 "cudnn_py does not build yet")
     if p.get("unfuse_fma") and not available(UNFUSE_FMA):
+        from ...backend import versions
+
         return f"the unified op's unfuse_fma needs cuDNN >= {version_string(versions.since(UNFUSE_FMA))}"
     return None
 

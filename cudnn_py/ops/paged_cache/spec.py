@@ -8,7 +8,6 @@ its (b, H, D, S) Kᵀ view, recognised by stride[2] == 1) that the decomposition
 from __future__ import annotations
 
 from ..._generated.names import desc
-from ...backend import versions
 from ...enums import data_type
 from ...errors import cudnnGraphNotSupportedError, shape_error, version_string
 from ...ir.inference import InferenceContext, fill_data_types, require_dims
@@ -50,6 +49,8 @@ def check_page_table(op: str, node: Node, table: Tensor, b: int, s_kv: int, bloc
         raise shape_error(op, node.name, table, f"the packed page table's ragged offset {off.name!r} needs dims "
                           f"[b + 1, 1, 1, 1] = {[b + 1, 1, 1, 1]}, INT32 or INT64 (got {list(off.dim)}, "
                           f"{off.data_type.name})")
+    from ...backend import versions  # the loader, only for a packed page table (not at import)
+
     if versions.runtime_version() < PACKED_MIN_VERSION:
         raise cudnnGraphNotSupportedError(f"{op} node {node.name!r}: packed page tables (a ragged offset on "
                                           f"{table.name!r}) need cuDNN >= 9.10.2; the loaded cuDNN is "
