@@ -37,6 +37,7 @@ to paste.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -330,3 +331,23 @@ def test_outputs_pair_with_their_blocks(tmp_path):
         page.write_text(bad)
         with pytest.raises(AssertionError, match=re.escape(why)):
             page_blocks(page)
+
+
+@pytest.mark.parametrize("page", ["ARCHITECTURE.md", "docs/internals.md"])
+def test_every_path_a_developer_page_names_exists(page):
+    """The architecture pages name modules by path: each must exist (from the repository root, from cudnn_py/, or,
+    for a family's facet or a ``<family>`` pattern, in a real family folder), so that a move cannot leave them stale."""
+    text = (ROOT / page).read_text()
+    names = set(re.findall(r"`([\w./*<>-]+)`", text)) | set(re.findall(r"\]\(([^)#]+)", text))
+    missing = []
+    for n in sorted(names):
+        if n.startswith("include/") or not ("/" in n or n.endswith((".py", ".md", ".json", ".pyi"))):
+            continue  # (the official frontend's C++ headers; bare words)
+        n = n.replace("<family>", "matmul")
+        here = (ROOT / page).parent
+        candidates = [here / n, ROOT / n, ROOT / "cudnn_py" / n, ROOT / "cudnn_py" / "_generated" / n]
+        if n in ("spec.py", "lowering.py", "reference.py"):
+            candidates.append(ROOT / "cudnn_py" / "ops" / "matmul" / n)
+        if not any(glob.glob(str(c)) for c in candidates):
+            missing.append(n)
+    assert not missing, f"{page} names paths that do not exist: {missing}"
