@@ -37,6 +37,11 @@ from .checks import (  # noqa: F401  (missing_requirements: imported from here t
 )
 from .encoding import (
     _DESCRIBED_AT_ONCE,
+    T_BACKEND_DESCRIPTOR,
+    T_CHAR,
+    T_FRACTION,
+    T_HANDLE,
+    T_VOID_PTR,
     DescriptorBase,
     _as_list,
     _describe,
@@ -57,12 +62,8 @@ from .requirements import FILLED_FROM_JSON, GET_CRASHES_ALWAYS, GET_CRASHES_WHEN
 from .types import Int64VectorVector, element_ctype
 from .versions import runtime_version
 
-# names compared per call (set, get, finalize), bound once: a module-global read, not a class-attribute lookup
-_T_BACKEND_DESCRIPTOR = atype.BACKEND_DESCRIPTOR
-_T_CHAR = atype.CHAR
-_T_FRACTION = atype.FRACTION
-_T_HANDLE = atype.HANDLE
-_T_VOID_PTR = atype.VOID_PTR
+# names compared per call (set, get, finalize), bound once: a module-global read, not a class-attribute lookup (the
+# attribute types T_*: encoding.py's, imported above)
 _D_OPERATIONGRAPH_DESCRIPTOR = desc.OPERATIONGRAPH_DESCRIPTOR
 
 
@@ -233,7 +234,7 @@ class Descriptor(DescriptorBase):
         """The C array (and what must stay alive with it) of a type with no plain converter (set tried that)."""
         ct = element_ctype(type_name)
         n = len(vals)
-        if type_name == _T_BACKEND_DESCRIPTOR:
+        if type_name == T_BACKEND_DESCRIPTOR:
             for i, d in enumerate(vals):
                 if not isinstance(d, Descriptor):
                     raise DescriptorError(f"{spec.name} element {i} must be a Descriptor, not {_type_of(d)}")
@@ -252,14 +253,14 @@ class Descriptor(DescriptorBase):
                 if d is self:
                     raise DescriptorError(f"{spec.name} element {i} is descriptor #{d.id} itself")
             return values.array_type(ct, n)(*[d._ptr for d in vals]), list(vals)  # each checked live above
-        if type_name == _T_CHAR:
+        if type_name == T_CHAR:
             return ctypes.create_string_buffer(bytes(vals), n), None
-        if type_name == _T_FRACTION:
+        if type_name == T_FRACTION:
             return values.fraction_array(vals), None
-        if type_name == _T_HANDLE:
+        if type_name == T_HANDLE:
             handles = [_handle_value(v, spec.name, i, n) for i, v in enumerate(vals)]
             return values.array_type(ct, n)(*handles), list(vals)
-        if type_name == _T_VOID_PTR:
+        if type_name == T_VOID_PTR:
             host = spec.name in HOST_POINTER_ATTRIBUTES
             pointers = [_pointer_value(v, spec.name, i, n, host) for i, v in enumerate(vals)]
             return values.array_type(ct, n)(*pointers), list(vals)
@@ -413,7 +414,7 @@ class Descriptor(DescriptorBase):
             if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GET_COUNT:
                 raise DescriptorError(f"get({spec.name}): count must be an int in [0, {MAX_GET_COUNT}], not "
                                       f"{count!r}")
-        if type_name == _T_BACKEND_DESCRIPTOR:
+        if type_name == T_BACKEND_DESCRIPTOR:
             if into is not None:
                 return self._get_into(spec, into)
             return self._get_descriptors(spec, kind, count, scalar)
@@ -433,7 +434,7 @@ class Descriptor(DescriptorBase):
         got = ctypes.c_int64(0)
         self._raw_get(spec, type_name, n, got, buf)
         m = min(got.value, n)
-        if type_name == _T_CHAR:
+        if type_name == T_CHAR:
             return bytes(buf[:m]).split(b"\0", 1)[0].decode(errors="replace")
         vals = [_from_c(buf[i], type_name) for i in range(m)]
         return (vals[0] if vals else None) if scalar else vals
@@ -449,7 +450,7 @@ class Descriptor(DescriptorBase):
                     f"cudnn_py cannot tell whether it is set, and reading it unset crashes "
                     f"({GET_CRASHES_WHEN_UNSET[spec.name]}); read it from the descriptor you built")
             return
-        if spec.settable and _T_BACKEND_DESCRIPTOR in spec.types:
+        if spec.settable and T_BACKEND_DESCRIPTOR in spec.types:
             extra = f" ({GET_CRASHES_WHEN_UNSET[spec.name]})" if spec.name in GET_CRASHES_WHEN_UNSET else ""
             raise DescriptorError(
                 f"cannot read {spec.name}: it was never set on descriptor #{self.id} ({self.kind.name}), so cuDNN has "
@@ -489,7 +490,7 @@ class Descriptor(DescriptorBase):
             into = into[:1]  # a scalar is read with exactly one element (schema §4)
         arr = values.array_type(ctypes.c_void_p, max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
-        self._raw_get(spec, _T_BACKEND_DESCRIPTOR, len(into), got, arr)
+        self._raw_get(spec, T_BACKEND_DESCRIPTOR, len(into), got, arr)
         for d in into[: got.value]:  # the backend copies finalized descriptors into them
             d.finalized = True
             d._filled = True
@@ -506,7 +507,7 @@ class Descriptor(DescriptorBase):
         if spec.element_kinds and k.name not in spec.element_kinds:
             raise DescriptorError(f"get({spec.name}, kind={k.name}): it holds {' or '.join(spec.element_kinds)}; "
                                   "cuDNN would copy one into a descriptor of another kind")
-        n = 1 if scalar else (count if count is not None else self._count(spec, _T_BACKEND_DESCRIPTOR))
+        n = 1 if scalar else (count if count is not None else self._count(spec, T_BACKEND_DESCRIPTOR))
         if not 0 <= n <= MAX_GET_COUNT:
             raise DescriptorError(f"get({spec.name}): cuDNN reports {n} element(s), more than {MAX_GET_COUNT}")
         created = [Descriptor(k) for _ in range(n)]

@@ -19,15 +19,16 @@ from .types import ENUM_OF_TYPE
 
 # names compared per value (set, get, describe, trace, fingerprint), bound once: a module-global read, not a
 # class-attribute lookup
-_T_BACKEND_DESCRIPTOR = atype.BACKEND_DESCRIPTOR
-_T_BOOLEAN = atype.BOOLEAN
-_T_CHAR = atype.CHAR
-_T_FRACTION = atype.FRACTION
-_T_HANDLE = atype.HANDLE
-_T_VOID_PTR = atype.VOID_PTR
-_T_POINTERS = (_T_VOID_PTR, _T_HANDLE)
-_T_FLOATS = (atype.FLOAT, atype.DOUBLE)
-_A_TENSOR_CONSTANT_VALUE = attr.TENSOR_CONSTANT_VALUE
+T_BACKEND_DESCRIPTOR = atype.BACKEND_DESCRIPTOR
+T_BOOLEAN = atype.BOOLEAN
+T_CHAR = atype.CHAR
+T_FRACTION = atype.FRACTION
+T_HANDLE = atype.HANDLE
+T_INT64 = atype.INT64
+T_VOID_PTR = atype.VOID_PTR
+T_POINTERS = (T_VOID_PTR, T_HANDLE)
+T_FLOATS = (atype.FLOAT, atype.DOUBLE)
+A_TENSOR_CONSTANT_VALUE = attr.TENSOR_CONSTANT_VALUE
 
 
 class DescriptorBase:
@@ -40,9 +41,9 @@ class DescriptorBase:
 
 
 def _as_list(value: Any, type_name: str, attr: str) -> list:
-    if type_name == _T_CHAR:
+    if type_name == T_CHAR:
         return values.char_list(attr, value)
-    if type_name == _T_FRACTION:
+    if type_name == T_FRACTION:
         return values.fractions(attr, value)
     if isinstance(value, (list, tuple)):
         return list(value)
@@ -124,15 +125,15 @@ def _plain_converter(type_name: str) -> Any:
 def _from_c(x: Any, type_name: str) -> Any:
     if type_name in ENUM_OF_TYPE:
         return enum_class(ENUM_OF_TYPE[type_name])(int(x))
-    if type_name == _T_FRACTION:
+    if type_name == T_FRACTION:
         return Fraction(x.numerator, x.denominator) if x.denominator else Fraction(x.numerator)
-    if type_name in _T_POINTERS:
+    if type_name in T_POINTERS:
         return x or 0
     return x
 
 
 # pointers and handles are described as they are when set (an operand's pointer can move later)
-_DESCRIBED_AT_ONCE = frozenset(_T_POINTERS)
+_DESCRIBED_AT_ONCE = frozenset(T_POINTERS)
 
 
 class _Unknowable(Exception):
@@ -141,7 +142,7 @@ class _Unknowable(Exception):
 
 def _referenced(value: Any) -> tuple:
     """The descriptors an attribute value refers to (a descriptor array), in order; () for any other value."""
-    if isinstance(value, _Undescribed) and value.type_name == _T_BACKEND_DESCRIPTOR:
+    if isinstance(value, _Undescribed) and value.type_name == T_BACKEND_DESCRIPTOR:
         return tuple(value.vals)
     return ()
 
@@ -150,12 +151,12 @@ def _fingerprint_item(name: str, value: Any, kept: Any, order: dict[int, int]) -
     """One attribute of a fingerprint (``Descriptor.fingerprint``): referenced descriptors by position."""
     if isinstance(value, _Undescribed):
         t = value.type_name
-        if t == _T_BACKEND_DESCRIPTOR:
+        if t == T_BACKEND_DESCRIPTOR:
             return (name, t, tuple(order[c.id] for c in value.vals))
-        if t in _T_FLOATS:  # -0.0 is not 0.0 here
+        if t in T_FLOATS:  # -0.0 is not 0.0 here
             return (name, t, tuple(float(x).hex() for x in value.vals))
         return (name, t, tuple(value.vals))
-    if name == _A_TENSOR_CONSTANT_VALUE:  # the value at the address, not the address
+    if name == A_TENSOR_CONSTANT_VALUE:  # the value at the address, not the address
         scalar = kept[1] if kept else None
         if not isinstance(scalar, ctypes._SimpleCData):
             raise _Unknowable
@@ -184,17 +185,17 @@ class _Undescribed:
 
 
 def _describe(vals: list, type_name: str, scalar: bool) -> Any:
-    if type_name == _T_BACKEND_DESCRIPTOR:
+    if type_name == T_BACKEND_DESCRIPTOR:
         out: Any = [f"#{d.id}:{d.kind.name.removeprefix('CUDNN_BACKEND_').removesuffix('_DESCRIPTOR')}" for d in vals]
-    elif type_name == _T_CHAR:
+    elif type_name == T_CHAR:
         return bytes(vals).decode(errors="replace")
-    elif type_name == _T_VOID_PTR:
+    elif type_name == T_VOID_PTR:
         out = [hex(_pointer_value(v, "")) for v in vals]
-    elif type_name == _T_HANDLE:
+    elif type_name == T_HANDLE:
         out = [hex((v.value or 0) if isinstance(v, ctypes.c_void_p) else int(v)) for v in vals]
     elif type_name in ENUM_OF_TYPE:
         out = [coerce(ENUM_OF_TYPE[type_name], v).name for v in vals]
-    elif type_name == _T_BOOLEAN:
+    elif type_name == T_BOOLEAN:
         out = [bool(v) for v in vals]
     else:
         out = [str(v) if isinstance(v, Fraction) else v for v in vals]
@@ -205,13 +206,13 @@ def _trace_values(array: Any, type_name: str, n: int) -> Any:
     """JSON-able element values for the trace (descriptors by id, pointers as hex)."""
     if array is None or n <= 0:
         return []
-    if type_name == _T_CHAR:
+    if type_name == T_CHAR:
         return bytes(array[:n]).decode(errors="replace")
-    if type_name == _T_BACKEND_DESCRIPTOR:
+    if type_name == T_BACKEND_DESCRIPTOR:
         return [{"ptr": hex(array[i] or 0), "desc": _desc_id_by_ptr(array[i])} for i in range(n)]
-    if type_name in _T_POINTERS:
+    if type_name in T_POINTERS:
         return [hex(array[i] or 0) for i in range(n)]
-    if type_name == _T_FRACTION:
+    if type_name == T_FRACTION:
         return [[array[i].numerator, array[i].denominator] for i in range(n)]
     if type_name in ENUM_OF_TYPE:
         cls = enum_class(ENUM_OF_TYPE[type_name])

@@ -41,6 +41,18 @@ from .._generated.names import attr, atype
 from ..backend import loader
 from ..backend import trace as trace_module
 from ..backend.descriptor import Descriptor
+from ..backend.encoding import (  # the names compared per record, bound once (a module-global read)
+    A_TENSOR_CONSTANT_VALUE,
+    T_BACKEND_DESCRIPTOR,
+    T_BOOLEAN,
+    T_CHAR,
+    T_FLOATS,
+    T_FRACTION,
+    T_HANDLE,
+    T_INT64,
+    T_POINTERS,
+    T_VOID_PTR,
+)
 from ..backend.enums import enum_class
 from ..backend.handle import create_handle, destroy_handle
 from ..backend.types import ENUM_OF_TYPE
@@ -54,17 +66,6 @@ _SKIPPED_FNS = {"cudnnBackendExecute": "needs the traced process's device memory
                 "cudnnSetStream": "needs the traced process's streams"}
 _HOST_POINTERS_SKIPPED = (attr.VARIANT_PACK_OVERRIDE_SHAPES, attr.VARIANT_PACK_OVERRIDE_STRIDES)
 _INT_RANGE = {atype.INT64: (-(1 << 63), 1 << 63), atype.INT32: (-(1 << 31), 1 << 31)}
-# names compared per record, bound once
-_T_BACKEND_DESCRIPTOR = atype.BACKEND_DESCRIPTOR
-_T_BOOLEAN = atype.BOOLEAN
-_T_CHAR = atype.CHAR
-_T_FRACTION = atype.FRACTION
-_T_HANDLE = atype.HANDLE
-_T_INT64 = atype.INT64
-_T_VOID_PTR = atype.VOID_PTR
-_T_FLOATS = (atype.FLOAT, atype.DOUBLE)
-_T_POINTERS = (_T_VOID_PTR, _T_HANDLE)
-_A_TENSOR_CONSTANT_VALUE = attr.TENSOR_CONSTANT_VALUE
 
 
 class TraceError(ValueError):
@@ -146,7 +147,7 @@ def _enum_value(enum_name: str, v: Any, what: str) -> Any:
 def _check_values(spec: AttributeSpec, type_name: str, count: int, values: Any) -> list[Any] | str:
     """The record's values as Descriptor.set takes them, checked against type and count."""
     where = f"{spec.name} ({type_name})"
-    if type_name == _T_CHAR:
+    if type_name == T_CHAR:
         s = _str(values, f"values of {where}")
         if len(s.encode()) != count:
             raise _Bad(f"count {count} but {len(s.encode())} byte(s) given for {where}")
@@ -160,26 +161,26 @@ def _check_values(spec: AttributeSpec, type_name: str, count: int, values: Any) 
         what = f"{where} element {i}"
         if type_name in _INT_RANGE:
             out.append(_int(v, what, *_INT_RANGE[type_name]))
-        elif type_name == _T_BOOLEAN:
+        elif type_name == T_BOOLEAN:
             if not isinstance(v, bool) and v not in (0, 1):
                 raise _Bad(f"{what} must be true/false")
             out.append(bool(v))
-        elif type_name in _T_FLOATS:
+        elif type_name in T_FLOATS:
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise _Bad(f"{what} must be a number")
             out.append(float(v))
         elif type_name in ENUM_OF_TYPE:
             out.append(_enum_value(ENUM_OF_TYPE[type_name], v, what))
-        elif type_name in _T_POINTERS:
+        elif type_name in T_POINTERS:
             out.append(_pointer(v, what))
-        elif type_name == _T_FRACTION:
+        elif type_name == T_FRACTION:
             if not (isinstance(v, list) and len(v) == 2):
                 raise _Bad(f"{what} must be [numerator, denominator]")
-            num, den = _int(v[0], what, *_INT_RANGE[_T_INT64]), _int(v[1], what, *_INT_RANGE[_T_INT64])
+            num, den = _int(v[0], what, *_INT_RANGE[T_INT64]), _int(v[1], what, *_INT_RANGE[T_INT64])
             if den == 0:
                 raise _Bad(f"{what} has denominator 0")
             out.append((num, den))
-        elif type_name == _T_BACKEND_DESCRIPTOR:
+        elif type_name == T_BACKEND_DESCRIPTOR:
             if not isinstance(v, dict) or "desc" not in v:
                 raise _Bad(f'{what} must be {{"desc": id}}')
             out.append(None if v["desc"] is None else _int(v["desc"], f"{what} desc id", 0))
@@ -214,7 +215,7 @@ def _check_record(r: dict[str, Any], kinds: dict[int, str]) -> tuple[str, dict[s
                 tuple(spec.types) + ((spec.get_type,) if spec.get_type else ())
             if type_name not in accepted:
                 raise _Bad(f"{attr} does not take {type_name} (the catalog accepts {', '.join(accepted)})")
-            most = MAX_DESCRIPTORS if type_name == _T_BACKEND_DESCRIPTOR else MAX_COUNT
+            most = MAX_DESCRIPTORS if type_name == T_BACKEND_DESCRIPTOR else MAX_COUNT
             count = _int(r.get("count"), "count", 0, most + 1)
             f.update(attr=attr, type=type_name, count=count, spec=spec)
             if fn == "cudnnBackendSetAttribute":
@@ -232,7 +233,7 @@ def _check_end(rec: Record, r: dict[str, Any]) -> None:
     rec.done = True
     if rec.fn == "cudnnCreate" and "ptr" in r:
         rec.fields["handle"] = _pointer(r["ptr"], "ptr")
-    if rec.fn == "cudnnBackendGetAttribute" and rec.fields.get("type") == _T_BACKEND_DESCRIPTOR:
+    if rec.fn == "cudnnBackendGetAttribute" and rec.fields.get("type") == T_BACKEND_DESCRIPTOR:
         vals = r.get("values", [])
         if not isinstance(vals, list) or len(vals) > rec.fields["count"]:
             raise _Bad(f"returned values of {rec.fields['attr']} must be a list of at most count elements")
@@ -417,20 +418,20 @@ class _Replayer:
 
     def _set_value(self, f: dict[str, Any]) -> Any:
         type_name, attr, values = f["type"], f["attr"], f["values"]
-        if type_name == _T_BACKEND_DESCRIPTOR:
+        if type_name == T_BACKEND_DESCRIPTOR:
             descs = [self._desc(v) for v in values]
             if any(d is None for d in descs):
                 self.skip(f"{attr}: names a descriptor this replay did not create")
                 return None
             return descs
-        if type_name == _T_HANDLE:
+        if type_name == T_HANDLE:
             hs = [self.handles.get(p) for p in values]
             if any(h is None for h in hs):
                 self.skip(f"{attr}: a handle that could not be created here")
                 return None
             return [int(h) for h in hs if h is not None]
-        if type_name == _T_VOID_PTR:
-            if attr == _A_TENSOR_CONSTANT_VALUE:
+        if type_name == T_VOID_PTR:
+            if attr == A_TENSOR_CONSTANT_VALUE:
                 return [ctypes.addressof(self._scratch)]  # a host pointer of the traced process: never passed on
             if attr in _HOST_POINTERS_SKIPPED and any(values):
                 self.skip(f"{attr}: host pointers of the traced process")
@@ -440,7 +441,7 @@ class _Replayer:
 
     def _get(self, d: Descriptor, f: dict[str, Any]) -> None:
         spec: AttributeSpec = f["spec"]
-        if f["type"] == _T_BACKEND_DESCRIPTOR:
+        if f["type"] == T_BACKEND_DESCRIPTOR:
             into = [self._desc(i) for i in f.get("into", [])]
             if any(x is None for x in into):
                 raise DescriptorError("the Get wrote into descriptors this replay did not create")
