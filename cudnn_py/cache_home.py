@@ -5,20 +5,25 @@ verdicts, ``backend/vetting.py``) and planning's disk cache (``plans/disk_cache.
 * the directory: ``CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn_py``, else ``~/.cache/cudnn_py``;
 * ``CUDNN_PY_CACHE=0`` (``off``, ``false``, ``no``; case and blanks ignored) turns every use of it off.
 
-:func:`read_small` and :func:`write_atomic` are for small records only (a verdict: a few hundred bytes): a regular
-file, read without following a link and bounded, written to a temporary file and renamed into place, so that a
-reader never sees half a record and processes writing at once leave one whole record. Failures are quiet (None /
-False): a record that cannot be kept only costs the work it would have saved.
+:func:`read_regular` and :func:`write_replacing` are how both read and write their files: a regular file, read
+without following a link nor blocking, bounded; written to a temporary file renamed into place, so that a reader
+never sees half a file and processes writing at once leave one whole file. :func:`read_small` and
+:func:`write_atomic` are the quiet forms for small records (a verdict): a record that cannot be kept only costs the
+work it would have saved.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
+import time
 
 DIR_ENV = "CUDNN_PY_CACHE_DIR"
 SWITCH_ENV = "CUDNN_PY_CACHE"
-OFF_VALUES = ("0", "off", "false", "no")
+OFF_VALUES = ("0", "off", "false", "no")  # case and surrounding blanks ignored
+TMP_PREFIX = ".tmp-"  # a file being written (renamed into place when whole)
 
 
 def directory() -> str:
@@ -30,47 +35,93 @@ def directory() -> str:
     return os.path.abspath(os.path.join(base, "cudnn_py"))
 
 
-def switched_off() -> str | None:
-    """``"CUDNN_PY_CACHE=value"`` when the environment turns the cache off, else None."""
-    value = os.environ.get(SWITCH_ENV)
+def switched_off(variable: str = SWITCH_ENV) -> str | None:
+    """``"VARIABLE=value"`` when the environment turns a feature off (by default the cache: ``CUDNN_PY_CACHE``),
+    else None (unset or any other value). Planning's other switches (``plans/switches.py``) read it too."""
+    value = os.environ.get(variable)
     if value is not None and value.strip().lower() in OFF_VALUES:
-        return f"{SWITCH_ENV}={value}"
+        return f"{variable}={value}"
     return None
+
+
+class Refused(OSError):
+    """The path is there but is not a regular file of a readable size (``st``: its fstat, when it was opened)."""
+
+    def __init__(self, message: str, st: os.stat_result | None):
+        super().__init__(message)
+        self.st = st
+
+
+def read_regular(path: str, limit: int, what: str = "a file", holder: str = "a file") -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file of at most ``limit`` bytes, never following a symbolic link nor blocking on a
+    FIFO; :class:`Refused` (naming ``what`` the file should have been, ``holder`` what is bounded) for anything
+    else, OSError as raised."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Refused(f"a symbolic link, not {what}", None) from None
+        if e.errno in (errno.EISDIR, errno.ENXIO):
+            raise Refused("not a regular file", None) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
+                "not a regular file"
+            raise Refused(f"{kind}, not {what}", st)
+        if st.st_size > limit:
+            raise Refused(f"{st.st_size} bytes, over the {limit} {holder} may have", st)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise Refused(f"over the {limit} bytes {holder} may have", st)
+        return data, st
+    finally:
+        os.close(fd)
+
+
+def write_replacing(folder: str, name: str, data: bytes, prefix: str = TMP_PREFIX) -> None:
+    """Write ``data`` to ``folder/name`` through a temporary file in ``folder`` (``prefix``) renamed into place, its
+    times set to now: a reader sees the old file or the new one, never a part. OSError as raised; no temporary file
+    is left behind."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        now = time.time_ns()
+        os.utime(tmp, ns=(now, now))
+        os.replace(tmp, os.path.join(folder, name))
+        tmp = None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def read_small(subdir: str, name: str, limit: int = 16384) -> str | None:
     """The text of ``<directory>/<subdir>/<name>`` if it is a regular file of at most ``limit`` bytes (no link
     followed), else None."""
-    path = os.path.join(directory(), subdir, name)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > limit:  # S_ISREG
-            return None
-        data = os.read(fd, limit + 1)
-        return data.decode("utf-8") if len(data) <= limit else None
+        data, _ = read_regular(os.path.join(directory(), subdir, name), limit)
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    finally:
-        os.close(fd)
 
 
 def write_atomic(subdir: str, name: str, text: str) -> bool:
-    """Write ``text`` to ``<directory>/<subdir>/<name>`` through a temporary file renamed into place."""
+    """Write ``text`` to ``<directory>/<subdir>/<name>`` (:func:`write_replacing`); False where it cannot be."""
     folder = os.path.join(directory(), subdir)
-    tmp = None
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(folder, name))
+        write_replacing(folder, name, text.encode("utf-8"))
         return True
     except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         return False

@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["conv_bias_relu.py", "layernorm_train.py", "with_torch.py",
+@pytest.mark.parametrize("script", ["first_graph.py", "conv_bias_relu.py", "layernorm_train.py", "with_torch.py",
                                     "sdpa_train_step.py"])
 def test_example_runs_and_reports_its_error(script):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

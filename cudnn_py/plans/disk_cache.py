@@ -66,7 +66,7 @@ DIR_ENV = "CUDNN_PY_CACHE_DIR"
 MAX_BYTES_ENV = "CUDNN_PY_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".entry"
-TMP_PREFIX = ".tmp-"
+TMP_PREFIX = cache_home.TMP_PREFIX
 STALE_TMP_SECONDS = 3600  # a temp file this old was left by a writer that died: eviction deletes it
 _ENTRY_NAME = re.compile(r"[0-9a-f]{64}" + re.escape(SUFFIX))
 
@@ -223,27 +223,14 @@ class DiskCache:
                       min(MAX_ENTRY_BYTES, self.max_bytes))
             return False
         path = self._file(key)
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=self.path)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            now = time.time_ns()
-            os.utime(tmp, ns=(now, now))
-            os.replace(tmp, path)
-            tmp = None
+            cache_home.write_replacing(self.path, os.path.basename(path), data, TMP_PREFIX)
         except OSError as e:
             _log.warning("disk cache: could not write %s (%s); not stored", os.path.basename(path),
                          e.strerror or e)
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.ENOENT):
                 self._ready = False  # the directory itself changed: probe again next time
             return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
         self.evict()
         return True
 
@@ -336,42 +323,9 @@ class DiskCache:
         return n
 
 
-class _Refused(OSError):
-    """The path is there but is not a regular file of a readable size."""
-
-    def __init__(self, message: str, st: os.stat_result | None):
-        super().__init__(message)
-        self.st = st
+_Refused = cache_home.Refused
 
 
 def _read(path: str) -> tuple[bytes, os.stat_result]:
-    """The bytes of a regular file of at most MAX_ENTRY_BYTES, never following a symlink nor blocking on a FIFO."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise _Refused("a symbolic link, not an entry file", None) from None
-        if e.errno in (errno.EISDIR, errno.ENXIO):
-            raise _Refused("not a regular file", None) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
-                "not a regular file"
-            raise _Refused(f"{kind}, not an entry file", st)
-        if st.st_size > MAX_ENTRY_BYTES:
-            raise _Refused(f"{st.st_size} bytes, over the {MAX_ENTRY_BYTES} an entry may have", st)
-        chunks, left = [], MAX_ENTRY_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > MAX_ENTRY_BYTES:
-            raise _Refused(f"over the {MAX_ENTRY_BYTES} bytes an entry may have", st)
-        return data, st
-    finally:
-        os.close(fd)
+    """The bytes of a regular file of at most MAX_ENTRY_BYTES, never following a symbolic link nor blocking."""
+    return cache_home.read_regular(path, MAX_ENTRY_BYTES, "an entry file", "an entry")

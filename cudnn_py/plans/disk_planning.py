@@ -55,6 +55,7 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any
 
+from .. import cache_home
 from .._generated.names import attr, desc
 from .._version import __version__
 from ..backend import trace
@@ -63,11 +64,10 @@ from . import disk_cache, heuristics, plan_cache
 from .disk_cache import DiskCache, Entry, Key, PlanRecord
 from .engine_config import EngineConfig
 from .plan import ExecutionPlan
-from .switches import switched_off
 
 _log = logging.getLogger(__name__)
 
-ENV = "CUDNN_PY_CACHE"
+ENV = cache_home.SWITCH_ENV
 FINGERPRINT_FORMAT = 1  # bump when portable_fingerprint changes what it writes: old entries then never match
 DISK = "rebuilt from the disk cache (the JSON of a plan an earlier process built)"
 HEURISTICS_ORIGIN = "from the disk cache"
@@ -78,7 +78,7 @@ _HANDLE_ATTRIBUTE = attr.OPERATIONGRAPH_HANDLE
 def off_reason() -> str | None:
     """``"CUDNN_PY_CACHE=0"`` (or the value given) when the environment turns planning's use of the disk cache
     off, else None."""
-    return switched_off(ENV)
+    return cache_home.switched_off(ENV)
 
 
 _stores: dict[tuple[str, int], DiskCache] = {}
