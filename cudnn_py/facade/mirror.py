@@ -24,6 +24,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidValueError
+from ..ir.builders import MadeOnFirstRead
 
 _GATES = {
     "graph": (["if not self._is_validated:", "    self.validate()"], "self._at(Phase.OPERATION_GRAPH)"),
@@ -42,7 +43,7 @@ def mirror(gate: str, signature: str, *, forward: str | None = None, checks: tup
     return _Mirror(gate, signature, forward=forward, checks=checks, engine=engine, doc=doc)
 
 
-class _Mirror:
+class _Mirror(MadeOnFirstRead):
     """One mirrored method (see the module's docstring): ``signature`` without ``self``, e.g.
     ``"(index: int) -> str"``; ``forward``: the session's arguments (default: the parameters, in order);
     ``checks``: statements after the gate (``{name}`` is the method's name); ``engine``: the value returned when
@@ -57,11 +58,6 @@ class _Mirror:
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.owner, self.name = owner, name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        method = self.method()
-        setattr(self.owner, self.name, method)  # from now on a plain method of the class
-        return method if obj is None else method.__get__(obj, owner)
 
     def source(self) -> str:
         """The method as Python source."""

@@ -178,20 +178,36 @@ def _make_builder(spec: OpSpec):
     return builder
 
 
-class _LazyBuilder:
-    """A builder method not made yet: its signature and docstring (``surface_signature``, ``builder_doc``) cost
-    about 0.2 ms an op, so each is made on its first read (``__get__`` puts the plain function on the class in its
-    place, as ``facade/mirror.py`` does), not for every op when the IR is imported."""
+class MadeOnFirstRead:
+    """A class attribute standing for a method not made yet: its first read makes it (:meth:`method`) and puts the
+    plain function on ``owner`` under ``name`` in its place, so every later read is an ordinary method's. For
+    methods whose making costs import time (the builders here, the facade's mirrored methods in
+    ``facade/mirror.py``)."""
 
-    __slots__ = ("spec", "owner")
+    __slots__ = ()
+    owner: type
+    name: str
 
-    def __init__(self, spec: OpSpec, owner: type) -> None:
-        self.spec, self.owner = spec, owner
+    def method(self) -> Any:
+        raise NotImplementedError
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        method = _make_builder(self.spec)
-        setattr(self.owner, self.spec.method, method)  # from now on a plain method of the class
+        method = self.method()
+        setattr(self.owner, self.name, method)  # from now on a plain method of the class
         return method if obj is None else method.__get__(obj, owner)
+
+
+class _LazyBuilder(MadeOnFirstRead):
+    """A builder method not made yet: its signature and docstring (``surface_signature``, ``builder_doc``) cost
+    about 0.2 ms an op, so each is made on its first read, not for every op when the IR is imported."""
+
+    __slots__ = ("spec", "owner", "name")
+
+    def __init__(self, spec: OpSpec, owner: type) -> None:
+        self.spec, self.owner, self.name = spec, owner, spec.method
+
+    def method(self) -> Any:
+        return _make_builder(self.spec)
 
 
 def install_builders(cls: type) -> None:
