@@ -139,7 +139,14 @@ def test_reductions(mode, fn, axes):
     Y = g.reduction(X, mode=getattr(cudnn.reduction_mode, mode))
     Y.set_output(True).set_dim(ydim).set_stride(list(out.stride()))
     run(g, {X: x, Y: out})
-    assert rel_err(out, fn(x.double(), axes)) < 1e-5
+    ref = fn(x.double(), axes)
+    if mode == "ADD":
+        # a sum of signed values can nearly cancel: its float32 rounding error is bounded by eps times the sum of the
+        # magnitudes, not by eps times the (possibly tiny) result, so the error is measured against that scale
+        scale = x.double().abs().sum(axes, keepdim=True)
+        assert float(((out.double() - ref).abs() / scale).max()) < 1e-6
+    else:
+        assert rel_err(out, ref) < 1e-5
 
 
 def test_build_all_plans_and_execute_each():

@@ -300,7 +300,7 @@ class Descriptor(DescriptorBase):
             if want is not None and ctypes.sizeof(value) != want:
                 raise DescriptorError(
                     f"{spec.name}: a {type(value).__name__} has {ctypes.sizeof(value)} byte(s), but the tensor's "
-                    f"data type {self._attr('CUDNN_ATTR_TENSOR_DATA_TYPE')} has {want}")
+                    f"data type {self._attr(attr.TENSOR_DATA_TYPE)} has {want}")
             ptr, keep = ctypes.addressof(value), value
         elif isinstance(value, (float, complex, str, bytes)) or value is None:
             raise DescriptorError(
