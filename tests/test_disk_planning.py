@@ -30,11 +30,15 @@ MODES = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 DATA = ROOT / "tests" / "data" / "serialized"
 
 
-def plan_json(version: int | None = None, rows: int = 64) -> str:
+def plan_json(version: int | None = None, rows: int = 64, kernels: bool = True) -> str:
     """A plan JSON cuDNN wrote (conv, 9.19), claiming the version given (the store checks it is the key's), its
-    tensors those of :func:`matmul`'s graph (a rebuild checks the plan is for the graph's tensors)."""
+    tensors those of :func:`matmul`'s graph (a rebuild checks the plan is for the graph's tensors); ``kernels``:
+    with the compiled kernel of a runtime-compiled engine (an SDPA plan's, 9.19), as an NVRTC-compiled plan has."""
     doc = json.loads(json.loads((DATA / "plan_conv_cudnn91900.json").read_text())["plan"]["json"])
     doc["cudnnVersion"] = versions.runtime_version() if version is None else version
+    if kernels:
+        compiled = json.loads(json.loads((DATA / "plan_sdpa_cudnn91900.json").read_text())["plan"]["json"])
+        doc["engine"]["payload"] = compiled["engine"]["payload"]
     base = doc["operationGraph"]["tensors"][0]
     shapes = {"1": ([1, rows, 32], [rows * 32, 32, 1], "CUDNN_DATA_HALF"), "2": ([1, 32, 16], [512, 16, 1],
               "CUDNN_DATA_HALF"), "3": ([1, rows, 16], [rows * 16, 16, 1], "CUDNN_DATA_FLOAT")}
@@ -171,6 +175,7 @@ class GPU:
         self.built: list = []
         self.rebuilt: list = []
         self.rebuilt_as = None  # (engine, knobs, workspace) a rebuild returns; None: what was built
+        self.plan_text = None  # the JSON of a plan built (None: plan_json(), with a compiled kernel)
         self.facts = (90, 132)
         self.dir = tmp_path / "cache"
         monkeypatch.setenv("CUDNN_PY_CACHE", "1")
@@ -194,7 +199,7 @@ class GPU:
 
         def build(config, **kw):
             self.built.append(config.name)
-            return _Plan(config, 4096)
+            return _Plan(config, 4096, self.plan_text)
 
         def from_json(text, handle):
             self.rebuilt.append((text, handle))
@@ -266,6 +271,20 @@ def test_a_miss_stores_and_the_next_process_builds_from_the_entry_without_heuris
     g3 = gpu.build()
     assert g3.session.plan().source == plan_cache.REBUILT and len(gpu.rebuilt) == 2
     assert g3.session.disk.lines == [] and path.stat().st_mtime_ns == before
+
+
+def test_a_plan_without_compiled_kernels_is_finalized_from_its_config_with_the_stored_answer(gpu):
+    # its JSON would only repeat the engine and knobs, and cuDNN parses it more slowly than it finalizes the config
+    gpu.plan_text = plan_json(kernels=False)
+    gpu.build()
+    gpu.new_process()
+    g = gpu.build()
+    assert gpu.queries == [] and gpu.rebuilt == [] and gpu.built == ["eng3_k24=2"]
+    assert "plan eng3_k24=2 finalized from its config (its JSON carries no compiled kernels)" in g.session.disk.lines
+    report = json.loads(g.explain("json"))
+    assert report["engine_configs"][0]["plan_origin"] == "built"
+    assert report["heuristics"][0]["result"].endswith("(from the disk cache)")
+    assert len(gpu.entry_files()) == 1  # a hit: nothing written again
 
 
 def test_explain_says_built_for_a_plan_built_here(gpu):

@@ -1,9 +1,9 @@
 """GPU: the disk cache across processes (plans/disk_planning.py, issue #29). Every case runs fresh processes (a child
 script, each bounded by a timeout) sharing a temporary ``CUDNN_PY_CACHE_DIR``: the first builds the graph (a miss:
 heuristics queried, the plan finalized from its engine config, the entry written), the second must build it from
-the entry - no heuristics query (no ENGINEHEUR descriptor in its trace), no plan finalized from an engine config
-(so nothing compiled: the plan is rebuilt from its JSON, which carries the kernels), ``explain()`` naming the disk
-cache - and compute what the first computed: seeded inputs, output and workspace poisoned (NaN / 0xFF), both
+the entry - no heuristics query (no ENGINEHEUR descriptor in its trace); a plan of a runtime-compiled engine
+rebuilt from its JSON, which carries the kernels (no plan finalized from an engine config: nothing compiled), with
+``explain()`` naming the disk cache; a precompiled engine's plan finalized from its config - and compute what the first computed: seeded inputs, output and workspace poisoned (NaN / 0xFF), both
 against float64, and the two outputs bit for bit. A tampered entry is dropped and the graph built normally; an
 entry of another device kind or cuDNN is a miss. The CPU side (keys, hostile entries, the wiring with stand-ins):
 tests/test_disk_planning.py."""
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cudnn_py.plans import disk_cache
+from cudnn_py.plans import disk_cache, disk_planning
 
 pytestmark = pytest.mark.gpu
 
@@ -119,11 +119,24 @@ def assert_built(r: dict, case: str) -> None:
     assert r["engineheur"] >= 1 and r["plans_from_config"] >= 1, r
 
 
-def assert_from_disk(r: dict) -> None:
-    assert r["plan_origin"] == "disk cache", r
+def assert_from_disk(r: dict, compiled: bool = True) -> None:
+    """A build from the entry: no heuristics query; a plan with compiled kernels rebuilt from its JSON (nothing
+    compiled), one without finalized from its config (its JSON would only name the engine and knobs)."""
     assert r["engineheur"] == 0, f"a heuristics query was made: {r}"
-    assert r["plans_from_config"] == 0, f"a plan was finalized from an engine config (a compile): {r}"
-    assert r["plans_from_json"] == 1 and r["disk_events"] == ["hit"], r
+    assert r["disk_events"] == ["hit"], r
+    if compiled:
+        assert r["plan_origin"] == "disk cache", r
+        assert r["plans_from_config"] == 0, f"a plan was finalized from an engine config (a compile): {r}"
+        assert r["plans_from_json"] == 1, r
+    else:
+        assert r["plan_origin"] == "built" and r["plans_from_config"] == 1 and r["plans_from_json"] == 0, r
+        assert any("finalized from its config" in line for line in r["disk_lines"]), r
+
+
+def entry_carries_kernels(cache: Path) -> bool:
+    (stored,) = disk_cache.DiskCache(cache).entries()
+    plan = json.loads(Path(stored.path).read_text())["payload"]["plan"]["json"]
+    return disk_planning.carries_kernels(json.loads(plan))
 
 
 @pytest.mark.parametrize("case", ["matmul", "sdpa"])
@@ -133,8 +146,10 @@ def test_a_second_process_builds_from_the_disk_cache_and_computes_the_same(case,
     assert_built(cold, case)
     assert cold["disk_events"][0] == "miss" and "stored" in cold["disk_events"], cold
     assert len(list(cache.glob("*.entry"))) == 1 and disk_cache.DiskCache(cache).verify() == []
+    compiled = entry_carries_kernels(cache)
+    assert compiled or case != "sdpa", "an SDPA plan is compiled at run time: its JSON carries the kernels"
     warm = run_child(case, cache, tmp_path, "warm")
-    assert_from_disk(warm)
+    assert_from_disk(warm, compiled)
     assert warm["plan_name"] == cold["plan_name"]
     assert warm["out_sha"] == cold["out_sha"], "the plan rebuilt from the disk computed other bits"
     print(f"{case}: first build cold {cold['build_ms']:.1f} ms, warm {warm['build_ms']:.1f} ms")

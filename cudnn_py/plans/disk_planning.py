@@ -29,10 +29,12 @@ than their JSON (the same rule as the in-process plan cache). On a hit:
   no ENGINEHEUR is made (a trace of the build shows none). Its configs are rebuilt from engine index and knobs
   for this graph's operation graph, and one that does not build is handled as any cached answer's
   (``cached_planning.query_afresh``: cuDNN asked afresh; the entry is then dropped);
-* the plan record is rebuilt from its JSON with the planning handle (``plan_cache.checked_rebuild``: what
-  ``deserialize`` does) and must have the recorded engine, knob choices and workspace; cuDNN's plan JSON carries
-  the compiled kernels of runtime-compiled engines (``engine.payload.kernels[].cubin``), so nothing is compiled.
-  The rebuilt plan is also handed to the in-process plan cache;
+* the plan record, when its JSON carries compiled kernels, is rebuilt from that JSON with the planning handle
+  (``plan_cache.checked_rebuild``: what ``deserialize`` does) and must have the recorded engine, knob choices
+  and workspace; cuDNN's plan JSON carries the compiled kernels of runtime-compiled engines
+  (``engine.payload.kernels[].cubin``), so nothing is compiled. The rebuilt plan is also handed to the
+  in-process plan cache. A plan whose JSON carries no kernels (a precompiled engine's) is finalized from its
+  config instead (:func:`carries_kernels`): the JSON saves nothing then, and cuDNN parses it more slowly;
 * the entry's kernel-cache JSON is not written nor read: it serves graphs with a kernel cache (dynamic shapes),
   which this cache leaves alone, and a static graph's kernels already travel in its plan's JSON.
 
@@ -277,17 +279,26 @@ def _one(attributes: dict[str, Any], name: str, default: Any) -> Any:
     return v[0] if isinstance(v, tuple) and len(v) == 1 else default
 
 
-def plan_io(text: str) -> dict[int, tuple[str, int, int]]:
-    """The in-memory tensors a plan JSON (already through ``json_check``'s schema) describes (``_io``)."""
-    tensors = json.loads(text)["operationGraph"]["tensors"]
+def plan_io(doc: dict) -> dict[int, tuple[str, int, int]]:
+    """The in-memory tensors a plan JSON (parsed, already through ``json_check``'s schema) describes (``_io``)."""
+    tensors = doc["operationGraph"]["tensors"]
     return _io((t["name"], t["dim"], t["stride"], t["dataType"], t.get("isVirtual", False), t.get("isByValue", False))
                for t in tensors)
+
+
+def carries_kernels(doc: dict) -> bool:
+    """Whether a plan JSON (parsed, already through ``json_check``'s schema) holds compiled kernels
+    (``engine.payload.kernels``): those of a runtime-compiled engine, which a rebuild from it does not compile."""
+    engine = doc.get("engine")
+    payload = engine.get("payload") if isinstance(engine, dict) else None
+    return isinstance(payload, dict) and bool(payload.get("kernels"))
 
 
 def rebuild(use: DiskUse, config: EngineConfig, handle: int,
             io: dict[int, tuple[str, int, int]] | None = None) -> ExecutionPlan | None:
     """The entry's plan for ``config``, rebuilt from its JSON and checked (engine, knobs, workspace); None: no plan
-    for this config's engine and knobs, or it failed (the entry is then dropped, and the plan is to be built).
+    for this config's engine and knobs, a JSON without compiled kernels (the config is to be finalized), or it
+    failed (the entry is then dropped, and the plan is to be built).
     ``io``: this graph's in-memory tensors (:func:`graph_io`); a plan JSON describing others is refused before
     cuDNN sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
     would read and write other sizes than the operands have)."""
@@ -298,8 +309,16 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int,
     if (config.engine_index, plan_cache.chosen(config.knobs)) != (record.engine, want):
         return None  # a plan of another config (a filter, build_plans(ALL), an explicit config): not this one's
     use.plan = None  # used once: the config's plan is then the session's
+    doc = json.loads(record.json)
+    if not carries_kernels(doc):
+        # Nothing compiled to save: the JSON would only name the engine and knobs the config already has, and cuDNN
+        # parsing it back costs more than finalizing the config (H200, 9.19: a conv + bias + relu's plan 130 ms
+        # from its JSON against 88 ms for heuristics query and finalize together). The query is still answered
+        # from the entry.
+        use.note(f"plan {config.name} finalized from its config (its JSON carries no compiled kernels)")
+        return None
     if io is not None:
-        theirs = plan_io(record.json)
+        theirs = plan_io(doc)
         if theirs != io:
             diff = sorted(set(theirs.items()) ^ set(io.items()))[:4]
             drop(use, f"its plan describes other tensors than this graph's (uid, data type, elements, span "
