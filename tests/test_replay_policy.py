@@ -786,3 +786,35 @@ def test_the_general_fast_path_does_what_execute_does_on_random_call_sequences(m
         checked, _ = _play(script, monkeypatch, hot=False, checked=True)
         for i, (g, c) in enumerate(zip(_work(general), _work(checked))):
             assert g == c, f"seed {seed}, call {i}: the bound execute {g}, Executor.execute {c}"
+
+
+def test_every_tier_compares_operands_by_the_one_description():
+    """The three forms of the operand re-check (execute_checks.py) are generated from TORCH_TERMS: nothing else
+    describes a torch operand's comparison."""
+    import inspect
+
+    from cudnn_py.plans import execute_checks
+
+    for form in (execute_checks.resolve_checked, execute_checks.fast_resolver, execute_checks.hot_matcher):
+        assert inspect.signature(form).parameters["terms"].default is execute_checks.TORCH_TERMS
+
+
+@pytest.mark.filterwarnings("ignore:.*elements of the same size:RuntimeWarning")
+def test_a_term_left_out_of_the_hot_form_fails_the_differential_test(monkeypatch):
+    """The hot path generated from the description less its dtype term launches where the general path refuses:
+    the differential sequences see it (so they would see a hot check that drifted from the general one)."""
+    import random
+
+    from cudnn_py.plans import execute_checks
+
+    less = tuple(t for t in execute_checks.TORCH_TERMS if "dtype" not in t.differs)
+    assert len(less) == len(execute_checks.TORCH_TERMS) - 1
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        general, _ = _play(script, monkeypatch, hot=False)
+        with monkeypatch.context() as m:
+            m.setattr(execute_mod, "hot_matcher", lambda n: execute_checks.hot_matcher(n, terms=less))
+            fast, _ = _play(script, monkeypatch, hot=True)
+        if general != fast:
+            return
+    raise AssertionError("no sequence told the hot path without its dtype term from the general path")

@@ -61,6 +61,7 @@ from ..cuda import capture
 from ..cuda import context as _context
 from ..errors import InvalidTypeError, InvalidValueError
 from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signature, data_ptr, signature_getter
+from .execute_checks import fast_resolver, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
 from .execute_operands import OperandSlots, _alias_depth, _check_workspace, _where
 from .execute_operands import _check_operand as _check_operand  # (re-exported: tests import it from here)
@@ -281,12 +282,12 @@ class Executor(OperandSlots):
         It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
-        slots, template, checked = self._fast_slots, self._template, self._checked
+        slots, checked = self._fast_slots, self._checked
         backend_execute, plan_ptr, plan_ws, plan_id = self._backend_execute, plan.ptr, plan.workspace, plan.id
         default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
-        getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
-        extras = bool(bound_items or aliases)  # one test per call for both
+        getters, graph_handle, live_handles, buffer_ptr = POINTER_GETTERS, self.graph_handle, _live_handles, _buffer_ptr
+        extras = bool(self._bound_items or self._aliases)
+        resolve = fast_resolver(slots, self._template, checked, self._bound_items, self._aliases)
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
@@ -324,83 +325,42 @@ class Executor(OperandSlots):
                 # contiguity) with the same pointers, the same workspace pointer (and size), handle registry record,
                 # binding and recording. Anything else clears the state and takes the general path below, which
                 # checks everything again; nothing is launched here that the general path would not launch.
-                keys, rows, hot_rec, ws_cls, replay_ref = state_now
-                if tuple(variant_pack) == keys:
-                    for value, (cls, shape, dtype, device, ptr) in zip(variant_pack.values(), rows):
-                        if value.__class__ is not cls or value.shape != shape or value.dtype is not dtype or \
-                                value.get_device() != device or not value.is_contiguous() or value.data_ptr() != ptr:
-                            break
-                    else:
-                        hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
-                        if hot_replay is replays.last and hot_replay is not None:
-                            # the workspace's pointer as the general path reads it; -1: the general path decides
-                            if workspace.__class__ is ws_cls:
-                                ws = workspace.data_ptr() if workspace.nbytes >= plan_ws else -1
-                            elif workspace is None:
-                                ws = 0 if not plan_ws else -1  # (workspace=None with a workspace: the general path)
-                            elif workspace.__class__ is int:
-                                ws = workspace
-                            else:
-                                ws = -1
-                            h = graph_handle if handle is None else handle
-                            binding = hot_replay.binding
-                            if ws == binding[1] and executor._last is binding and live_handles.get(h) is hot_rec \
-                                    and trace.active is None:
-                                try:
-                                    out = executed.params
-                                except AttributeError:  # this thread's first call: the general path sends it on
-                                    out = None
-                                ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
-                                if out is not None and (ctx_get is None or ctx is None or (
-                                        (got := ctx_get())[0] == 0 and int(got[1]) == ctx)) and \
-                                        cudnn_get_stream(h, out.stream) == 0:
-                                    stream = out.stream.value or 0
-                                    if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
-                                        if graph_launch(hot_replay.exec, stream) == 0:
-                                            hot_replay.launches += 1
-                                            return None
-                                        # (the general path below launches it once more, and drops it if that fails)
+                keys, rows, hot_rec, ws_cls, replay_ref, matches = state_now
+                if matches(variant_pack, keys, rows):  # (execute_checks.hot_matcher)
+                    hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
+                    if hot_replay is replays.last and hot_replay is not None:
+                        # the workspace's pointer as the general path reads it; -1: the general path decides
+                        if workspace.__class__ is ws_cls:
+                            ws = workspace.data_ptr() if workspace.nbytes >= plan_ws else -1
+                        elif workspace is None:
+                            ws = 0 if not plan_ws else -1  # (workspace=None with a workspace: the general path)
+                        elif workspace.__class__ is int:
+                            ws = workspace
+                        else:
+                            ws = -1
+                        h = graph_handle if handle is None else handle
+                        binding = hot_replay.binding
+                        if ws == binding[1] and executor._last is binding and live_handles.get(h) is hot_rec \
+                                and trace.active is None:
+                            try:
+                                out = executed.params
+                            except AttributeError:  # this thread's first call: the general path sends it on
+                                out = None
+                            ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
+                            if out is not None and (ctx_get is None or ctx is None or (
+                                    (got := ctx_get())[0] == 0 and int(got[1]) == ctx)) and \
+                                    cudnn_get_stream(h, out.stream) == 0:
+                                stream = out.stream.value or 0
+                                if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
+                                    if graph_launch(hot_replay.exec, stream) == 0:
+                                        hot_replay.launches += 1
+                                        return None
+                                    # (the general path below launches it once more, and drops it if that fails)
                 hot, tried = None, 0
-            ptrs = template.copy()
-            placement = None
-            for key, value in variant_pack.items():
-                slot = slots.get(key)
-                if slot is None:
-                    return slow(variant_pack, workspace, handle)
-                cls = value.__class__
-                if cls is int:
-                    ptrs[slot] = value
-                    continue
-                seen_cls, getter, signature, sig, where, is_torch, shape, stride, dtype, device = checked[slot]
-                if seen_cls is not cls:
-                    return slow(variant_pack, workspace, handle)
-                if is_torch:
-                    # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
-                    # most of what the re-check costs per operand. Row-major strides are re-checked by
-                    # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
-                    # row-major stride, which is what the full check requires (_check_operand)
-                    if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
-                            not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
-                        return slow(variant_pack, workspace, handle)
-                    ptrs[slot] = value.data_ptr()  # the getter (cls.data_ptr), bound: cheaper than calling it
-                elif signature(value) != sig:
-                    return slow(variant_pack, workspace, handle)
-                else:
-                    ptrs[slot] = getter(value)
-                if placement is None:
-                    placement = where
-            if extras:
-                for slot, value in bound_items:  # data bound at build time: the same checks (unless rebound)
-                    if ptrs[slot] != template[slot]:
-                        continue
-                    seen_cls, getter, signature, sig, where = checked[slot][:5]
-                    if seen_cls is not value.__class__ or signature(value) != sig:
-                        return slow(variant_pack, workspace, handle)
-                    ptrs[slot] = getter(value)
-                    if placement is None:
-                        placement = where
-                for view, source, offset in aliases:
-                    ptrs[view] = ptrs[source] + offset
+            got = resolve(variant_pack)  # every operand re-checked against its slot (execute_checks.py)
+            if got is None:
+                return slow(variant_pack, workspace, handle)
+            ptrs, placement = got
             try:
                 out = executed.params
             except AttributeError:  # this thread's first call: the slow path makes its buffers (and gives it a context)
@@ -544,12 +504,12 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
     if workspace is not None and workspace.__class__ is not int and \
             signature_getter(workspace.__class__) is not _torch_signature:
         return None  # the hot path reads a workspace's size and pointer as torch's (nbytes, data_ptr())
-    rows = []
+    rows, fields = [], hot_fields()
     for key, value in variant_pack.items():
         slot = slots[key]
-        cls, _getter, _signature, _sig, _where, kind, shape, _stride, dtype, device = checked[slot]
-        if kind != 2 or value.__class__ is not cls:
+        entry = checked[slot]
+        if entry[5] != 2 or value.__class__ is not entry[0]:  # (kind, class: execute_checks.CHECKED)
             return None
-        rows.append((cls, shape, dtype, device, ptrs[slot]))
+        rows.append((*(entry[i] for i in fields), ptrs[slot]))
     ws_cls = None if workspace is None or workspace.__class__ is int else workspace.__class__
-    return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay))
+    return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay), hot_matcher(len(rows)))
