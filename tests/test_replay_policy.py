@@ -793,9 +793,10 @@ def test_every_tier_compares_operands_by_the_one_description():
     describes a torch operand's comparison."""
     import inspect
 
-    from cudnn_py.plans import execute_checks
+    from cudnn_py.plans import execute_checks, execute_fast
 
-    for form in (execute_checks.resolve_checked, execute_checks.fast_resolver, execute_checks.hot_matcher):
+    for form in (execute_checks.resolve_checked, execute_checks.fast_operand_lines, execute_checks.hot_matcher,
+                 execute_fast.bound_execute, execute_fast.bound_execute_source):
         assert inspect.signature(form).parameters["terms"].default is execute_checks.TORCH_TERMS
 
 
@@ -818,3 +819,42 @@ def test_a_term_left_out_of_the_hot_form_fails_the_differential_test(monkeypatch
         if general != fast:
             return
     raise AssertionError("no sequence told the hot path without its dtype term from the general path")
+
+
+@pytest.mark.filterwarnings("ignore:.*elements of the same size:RuntimeWarning")
+def test_a_term_left_out_of_the_bound_execute_fails_the_differential_test(monkeypatch):
+    """The bound execute generated from the description less its dtype term executes where Executor.execute
+    refuses: the differential sequences see it."""
+    import random
+
+    from cudnn_py.plans import execute_checks, execute_fast
+
+    less = tuple(t for t in execute_checks.TORCH_TERMS if "dtype" not in t.differs)
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        checked, _ = _play(script, monkeypatch, hot=False, checked=True)
+        with monkeypatch.context() as m:
+            m.setattr(execute_mod, "bound_execute", lambda extras, ns: execute_fast.bound_execute(extras, ns, less))
+            general, _ = _play(script, monkeypatch, hot=False)
+        if _work(general) != _work(checked):
+            return
+    raise AssertionError("no sequence told the bound execute without its dtype term from Executor.execute")
+
+
+def test_the_generated_bound_execute_reads_only_names_it_is_given():
+    """Every global the generated bound execute reads (execute_fast._RUN_TEMPLATE) is one of plans/execute.py's or
+    a builtin: a name dropped from that module fails here, not at the first call that reaches its line."""
+    import builtins
+    import dis
+    import types
+
+    from cudnn_py.plans import execute_fast
+
+    for extras in (False, True):
+        code = compile(execute_fast.bound_execute_source(extras), "<run>", "exec")
+        make = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+        run = next(c for c in make.co_consts if isinstance(c, types.CodeType))
+        read = {i.argval for i in dis.get_instructions(run) if i.opname == "LOAD_GLOBAL"}
+        assert "_hot_state" in read and "trace" in read, sorted(read)
+        assert all(n in vars(execute_mod) or hasattr(builtins, n) for n in read), \
+            sorted(n for n in read if n not in vars(execute_mod) and not hasattr(builtins, n))

@@ -7,14 +7,16 @@ form:
 
 * ``resolve_checked``: ``Executor.execute``'s comparison (``OperandSlots._resolve``): every operand's pointer,
   and whether all of them match (those that do not are then fully checked);
-* ``fast_resolver``: the bound execute's (``Executor.fast``): the pointers, or None at the first operand that does
-  not match (the call then goes to ``Executor.execute``);
+* ``fast_operand_lines``: the bound execute's (``Executor.fast``), lines inlined into its generated function
+  (``execute_fast.py``): the pointers, or the call handed to ``Executor.execute`` at the first operand that does
+  not match;
 * ``hot_matcher(n)``: the steady state's (the hot path of ``Executor.fast``): n row-major torch operands in a known
   key order, each compared with its row (class, the terms' fields, pointer) in straight-line code.
 
 Generated rather than shared at run time: the hot path's speed is its specialised inline check, and a call per
-operand (or a shared method taking every form's arguments) made a replayed call measurably slower (issue #30). A
-check added to ``TORCH_TERMS`` is made by all three forms; ``tests/test_replay_policy.py`` compares the tiers.
+operand (or a shared method taking every form's arguments) made a replayed call measurably slower, a shared
+resolver called by the bound execute its general path (issue #30). A check added to ``TORCH_TERMS`` is made by all
+three forms; ``tests/test_replay_policy.py`` compares the tiers.
 """
 from __future__ import annotations
 
@@ -76,64 +78,71 @@ def _torch_differs(terms: tuple[Term, ...], v: str, row_major_only: bool, suffix
     return " or ".join(parts)
 
 
-def _operand_block(terms: tuple[Term, ...], v: str, class_miss: list[str], miss: list[str], ints: bool) -> list[str]:
-    """The re-check of operand ``v`` at ``slot``: its pointer into ``ptrs``, ``placement`` set from the first device
-    operand that matches; ``class_miss`` are the lines run where its class is not the checked one, ``miss`` where a
-    field differs (its pointer is read first)."""
-    check = [f"{', '.join('seen_cls' if f == 'cls' else f for f in CHECKED)} = checked[slot]",
-             f"if seen_cls is not {v}.__class__:", *(f"    {m}" for m in class_miss),
-             "elif kind:",
-             f"    ptrs[slot] = {TORCH_POINTER.format(v=v)}",
-             f"    if {_torch_differs(terms, v, False)}:", *(f"        {m}" for m in miss),
-             "    elif placement is None:", "        placement = where",
-             "else:",
-             f"    ptrs[slot] = getter({v})",
-             f"    if signature({v}) != sig:", *(f"        {m}" for m in miss),
-             "    elif placement is None:", "        placement = where"]
-    if not ints:
-        return check
-    # an int pointer carries no metadata: the caller's responsibility
-    return [f"if {v}.__class__ is int:", f"    ptrs[slot] = {v}", "else:", *(f"    {line}" for line in check)]
-
-
-def _resolve_source(terms: tuple[Term, ...], checked_mode: bool, extras: bool) -> str:
-    """The source of a resolver: ``checked_mode`` the one of Executor.execute (a method: every pointer, and
-    whether all match), else the bound execute's (a closure over the executor's tables: the pointers and the
-    placement, or None at the first miss)."""
-    if checked_mode:
-        head = ["def resolve(self, variant_pack):",
-                "    slots, checked, template = self._fast_slots, self._checked, self._template",
-                "    ptrs = template.copy()", "    placement, same = None, True"]
-        unknown = ["if key is None:", "    continue", "slot = self._slot(key)",
-                   "if slot < 0 or slot in self._fixed:",
-                   "    continue  # read by no operation, or a scalar whose value the graph carries"]
-        # (an operand of another class than the checked one: its pointer read the general way)
-        class_miss, miss = ["ptrs[slot] = data_ptr(value)", "same = False"], ["same = False"]
-        bound = "self._bound_items"
+def _operand_block(terms: tuple[Term, ...], v: str, miss: list[str], exits: bool, ints: bool) -> list[str]:
+    """The re-check of operand ``v`` at ``slot`` against ``checked[slot]``: its pointer into ``ptrs``, ``placement``
+    set from the first device operand that matches; ``miss`` are the lines run where its class is not the checked
+    one or a field differs. ``exits``: ``miss`` leaves the loop (the bound execute's ``return slow(...)``), so the
+    pointer is read only once the operand matched; else its pointer is read first (the general path's, which checks
+    a missed operand in full then), the general way for another class. ``ints``: an int is taken as its pointer (it
+    carries no metadata: the caller's responsibility)."""
+    unpack = f"{', '.join('seen_cls' if f == 'cls' else f for f in CHECKED)} = checked[slot]"
+    differs = _torch_differs(terms, v, False)
+    torch_ptr = f"ptrs[slot] = {TORCH_POINTER.format(v=v)}"
+    lines = [f"cls = {v}.__class__"]
+    if ints:
+        lines += ["if cls is int:", f"    ptrs[slot] = {v}", "    continue"]
+    if exits:  # nothing read that a miss would not need
+        lines += [unpack, "if seen_cls is not cls:", *(f"    {m}" for m in miss),
+                  "if kind:", f"    if {differs}:", *(f"        {m}" for m in miss), f"    {torch_ptr}",
+                  f"elif signature({v}) != sig:", *(f"    {m}" for m in miss),
+                  "else:", f"    ptrs[slot] = getter({v})"]
     else:
-        head = ["def make(slots, template, checked, bound_items, aliases):",
-                "    slots_get = slots.get",
-                "    def resolve(variant_pack):",
-                "        ptrs = template.copy()", "        placement = None"]
-        unknown = class_miss = miss = ["return None"]
-        bound = "bound_items"
-    get = "slots.get" if checked_mode else "slots_get"
-    loop = ["for key, value in variant_pack.items():", f"    slot = {get}(key)", "    if slot is None:"]
-    loop += [f"        {line}" for line in unknown]
-    loop += [f"    {line}" for line in _operand_block(terms, "value", class_miss, miss, ints=True)]
-    body = loop
+        lines += [unpack, "if seen_cls is not cls:", f"    ptrs[slot] = data_ptr({v})", *(f"    {m}" for m in miss),
+                  "    continue",
+                  "if kind:", f"    {torch_ptr}", f"    if {differs}:", *(f"        {m}" for m in miss),
+                  "        continue",
+                  "else:", f"    ptrs[slot] = getter({v})", f"    if signature({v}) != sig:",
+                  *(f"        {m}" for m in miss), "        continue"]
+    return lines + ["if placement is None:", "    placement = where"]
+
+
+def _loop_lines(terms: tuple[Term, ...], miss: list[str], exits: bool, extras: bool, slot_of: str,
+                unknown: list[str], bound: str, aliases: str) -> list[str]:
+    """The operand loop of a form: every pack entry, then (``extras``) data bound at build time, re-checked the
+    same way unless the pack rebinds its slot, and the views' pointers made from their sources'."""
+    lines = ["for key, value in variant_pack.items():", f"    slot = {slot_of}(key)", "    if slot is None:"]
+    lines += [f"        {line}" for line in unknown]
+    lines += [f"    {line}" for line in _operand_block(terms, "value", miss, exits, ints=True)]
     if extras:
-        # data bound at build time: the same re-check, unless the caller's pack rebinds the slot
-        body += [f"for slot, value in {bound}:", "    if ptrs[slot] == template[slot]:"]
-        body += [f"        {line}" for line in _operand_block(terms, "value", miss, miss, ints=False)]
-        body += [f"for view, source, offset in {'self._aliases' if checked_mode else 'aliases'}:",
-                 "    ptrs[view] = ptrs[source] + offset if ptrs[source] else 0"]
-    body += ["return ptrs, same, placement" if checked_mode else "return ptrs, placement"]
-    indent = "    " if checked_mode else "        "
-    lines = head + [f"{indent}{line}" for line in body]
-    if not checked_mode:
-        lines.append("    return resolve")
+        lines += [f"for slot, value in {bound}:", "    if ptrs[slot] != template[slot]:", "        continue"]
+        lines += [f"    {line}" for line in _operand_block(terms, "value", miss, exits, ints=False)]
+        lines += [f"for view, source, offset in {aliases}:",
+                  "    ptrs[view] = ptrs[source] + offset if ptrs[source] else 0"]
+    return lines
+
+
+def _checked_source(terms: tuple[Term, ...]) -> str:
+    """The source of ``Executor.execute``'s comparison (a method: every pointer, and whether all match)."""
+    unknown = ["if key is None:", "    continue", "slot = self._slot(key)",
+               "if slot < 0 or slot in self._fixed:",
+               "    continue  # read by no operation, or a scalar whose value the graph carries"]
+    body = _loop_lines(terms, ["same = False"], False, True, "slots.get", unknown, "self._bound_items",
+                       "self._aliases")
+    lines = ["def resolve(self, variant_pack):",
+             "    slots, checked, template = self._fast_slots, self._checked, self._template",
+             "    ptrs = template.copy()", "    placement, same = None, True",
+             *(f"    {line}" for line in body), "    return ptrs, same, placement"]
     return "\n".join(lines) + "\n"
+
+
+def fast_operand_lines(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS) -> list[str]:
+    """The bound execute's re-check (``execute_fast.py`` inlines it into its template): the pointers into ``ptrs``
+    (a copy of ``template``) and the placement, or ``return slow(variant_pack, workspace, handle)`` (to
+    ``Executor.execute``) at the first key or operand that is not as checked. ``extras``: the executor has data
+    bound at build time or views."""
+    slow = ["return slow(variant_pack, workspace, handle)"]
+    return ["ptrs = template.copy()", "placement = None",
+            *_loop_lines(terms, slow, True, extras, "slots_get", slow, "bound_items", "aliases")]
 
 
 def _hot_source(terms: tuple[Term, ...], n: int) -> str:
@@ -170,12 +179,7 @@ def _compile(source: str, name: str) -> Any:
 
 @functools.cache
 def _checked_resolver(terms: tuple[Term, ...]) -> Callable[..., Any]:
-    return _compile(_resolve_source(terms, True, True), "resolve_checked")["resolve"]
-
-
-@functools.cache
-def _fast_factory(terms: tuple[Term, ...], extras: bool) -> Callable[..., Any]:
-    return _compile(_resolve_source(terms, False, extras), "fast_resolver")["make"]
+    return _compile(_checked_source(terms), "resolve_checked")["resolve"]
 
 
 @functools.cache
@@ -186,13 +190,6 @@ def _hot(terms: tuple[Term, ...], n: int) -> Callable[..., bool]:
 def resolve_checked(terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[..., Any]:
     """``OperandSlots._resolve``'s comparison: ``(self, variant_pack) -> (pointers, all matched, placement)``."""
     return _checked_resolver(terms)
-
-
-def fast_resolver(slots: dict, template: list[int], checked: list[tuple], bound_items: tuple, aliases: tuple,
-                  terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[[dict], Any]:
-    """The bound execute's comparison over these tables: ``variant_pack -> (pointers, placement)``, None at the
-    first key or operand that is not as checked."""
-    return _fast_factory(terms, bool(bound_items or aliases))(slots, template, checked, bound_items, aliases)
 
 
 def hot_matcher(n: int, terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[[dict, tuple, tuple], bool]:
