@@ -858,3 +858,31 @@ def test_the_generated_bound_execute_reads_only_names_it_is_given():
         assert "_hot_state" in read and "trace" in read, sorted(read)
         assert all(n in vars(execute_mod) or hasattr(builtins, n) for n in read), \
             sorted(n for n in read if n not in vars(execute_mod) and not hasattr(builtins, n))
+
+
+def test_the_call_checks_are_written_once_and_made_by_both_tiers():
+    """Each of the call's other checks (execute_checks.CALL_CHECKS: the binding, the handle's device, the default
+    handle's liveness and stream) is inlined into the generated bound execute and compiled for the general path."""
+    from cudnn_py.plans import execute_checks, execute_defaults, execute_fast
+
+    source = execute_fast.bound_execute_source(False)
+    assert "<<" not in source
+    general = {"binding_matches": execute_mod._binding_matches, "handle_on_device": execute_mod._handle_on_device,
+               "default_handle_live": execute_defaults._default_handle_live,
+               "stream_bound": execute_defaults._stream_bound}
+    assert set(general) == set(execute_checks.CALL_CHECKS)
+    for name in execute_checks.CALL_CHECKS:
+        assert general[name] is execute_checks.call_check(name)
+        given = _template_args(name)
+        assert given, f"the template does not make check {name}"
+        assert all(execute_checks.call_check_expr(name, args) in source for args in given), name
+
+
+def _template_args(name: str) -> list[tuple[str, ...]]:
+    """The argument names the template gives check ``name`` (read back from its placeholders)."""
+    import re
+
+    from cudnn_py.plans import execute_fast
+
+    return [tuple(a.strip() for a in m[2].split(","))
+            for m in re.finditer(execute_fast._CHECK, execute_fast._RUN_TEMPLATE) if m[1] == name]

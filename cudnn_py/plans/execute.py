@@ -61,7 +61,7 @@ from ..cuda import capture
 from ..cuda import context as _context
 from ..errors import InvalidTypeError, InvalidValueError  # noqa: F401  (InvalidTypeError: as get_ident)
 from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signature, data_ptr, signature_getter
-from .execute_checks import hot_fields, hot_matcher
+from .execute_checks import call_check, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
 from .execute_fast import bound_execute
 from .execute_operands import OperandSlots, _alias_depth, _check_workspace, _where
@@ -87,6 +87,8 @@ _UNCHECKED = (None, None, None, None, None, 0, None, None, None, None)
 # VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
 # never mutated after. Holding the tuple keeps the descriptor alive.
 _NO_BINDING = (None, None, None, None, None)
+_binding_matches = call_check("binding_matches")  # (execute_checks.CALL_CHECKS, as the other checks below)
+_handle_on_device = call_check("handle_on_device")
 
 
 class Executor(OperandSlots):
@@ -185,7 +187,7 @@ class Executor(OperandSlots):
                 live_handle(handle, "execute(handle=...)")
                 rec = _lookup_handle(handle)
             ctx = rec.context if rec is not None else None
-            if rec is not None and rec.device is not None and self.device is not None and rec.device != self.device:
+            if rec is not None and not _handle_on_device(rec, self.device):
                 raise InvalidValueError(f"execute(handle=...): handle 0x{int(handle):x} is on device {rec.device}, "
                                         f"but the "
                                  f"graph was built for device {self.device}; pass a handle of device {self.device} "
@@ -216,7 +218,7 @@ class Executor(OperandSlots):
             ws = data_ptr(workspace)
             _check_workspace(workspace, plan, self.device)
         binding = self._last  # read once: another thread may publish its own meanwhile
-        if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
+        if not _binding_matches(binding, plan, ws, ptrs):
             binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
         if trace.active is None:
             status = self._backend_execute(handle, plan.ptr, binding[3])

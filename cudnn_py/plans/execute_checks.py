@@ -25,6 +25,7 @@ import string
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..errors import InvalidTypeError
 from ..interop import data_ptr
 
 
@@ -54,6 +55,53 @@ TORCH_TERMS: tuple[Term, ...] = (
     Term("{v}.stride() != {stride}", row_major="not {v}.is_contiguous()"),
 )
 TORCH_POINTER = "{v}.data_ptr()"  # a torch operand's pointer (cls.data_ptr, bound: cheaper than the getter)
+
+
+class Check(NamedTuple):
+    """A check of a call other than its operands': ``holds`` is an expression of ``params`` (``{name}``), true when
+    the call may go on as it is."""
+
+    params: tuple[str, ...]
+    holds: str
+
+
+# The call's other checks, each written once. Executor.execute and its helpers call them compiled (``call_check``),
+# the bound execute's template inlines them (``<<name(args)>>``, ``call_check_expr``); the hot path keeps the
+# state they passed for (its handle's record, its binding: see ``Executor.fast``).
+CALL_CHECKS: dict[str, Check] = {
+    # the last binding (a tuple: plan, workspace pointer, operand pointers, VARIANT_PACK pointer, descriptor) is
+    # the one this call executes with: the same plan, workspace and pointers
+    "binding_matches": Check(("binding", "plan", "ws", "ptrs"),
+                             "{binding}[0] is {plan} and {binding}[1] == {ws} and {binding}[2] == {ptrs}"),
+    # a handle's registry record is of the graph's device (either unknown: nothing to compare)
+    "handle_on_device": Check(("rec", "device"),
+                              "{rec}.device is None or {device} is None or {rec}.device == {device}"),
+    # a thread's default-handle state is live: its handle not destroyed since (the registry holds its record)
+    "default_handle_live": Check(("state", "live"),
+                                 "{state} is not None and {live}.get({state}.handle) is {state}.record"),
+    # the default handle is bound to the stream the call runs on
+    "stream_bound": Check(("state", "stream"), "{stream} == {state}.stream"),
+}
+
+
+def call_check_expr(name: str, args: tuple[str, ...] | list[str], checks: dict[str, Check] = CALL_CHECKS) -> str:
+    """Check ``name``'s expression over ``args`` (the names it is given, in ``params``' order), parenthesised."""
+    check = checks[name]
+    if len(args) != len(check.params):
+        raise InvalidTypeError(f"check {name} takes {check.params}, got {tuple(args)}")
+    return "(" + check.holds.format(**dict(zip(check.params, args))) + ")"
+
+
+@functools.cache
+def _call_check(name: str) -> Callable[..., bool]:
+    params = CALL_CHECKS[name].params
+    source = f"def {name}({', '.join(params)}):\n    return {call_check_expr(name, params)}\n"
+    return _compile(source, name)[name]
+
+
+def call_check(name: str) -> Callable[..., bool]:
+    """Check ``name`` as a function of its ``params``."""
+    return _call_check(name)
 
 
 def _fields(expr: str) -> list[str]:

@@ -23,11 +23,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .execute_checks import TORCH_TERMS, Term, fast_operand_lines
+from .execute_checks import TORCH_TERMS, Term, call_check_expr, fast_operand_lines
 
 # The bound execute. `make`'s parameters are what `Executor.fast` reads once (the executor's tables, the plan's
-# fields, the driver's and cuDNN's functions); a line `<<name>>` is replaced by the lines of `_blocks(...)[name]`,
-# indented as the placeholder is. Read with plans/execute.py, whose names it uses.
+# fields, the driver's and cuDNN's functions). A line `<<operands>>` is replaced by the operand re-check's lines
+# (execute_checks.fast_operand_lines), indented as the placeholder is; `<<name(args)>>` by the expression of the
+# call check `name` (execute_checks.CALL_CHECKS) over those names. Read with plans/execute.py, whose names it uses.
 _RUN_TEMPLATE = r'''
 def make(*, plan, classic, executor, slots, checked, template, bound_items, aliases, extras, backend_execute,
          plan_ptr, plan_ws, plan_id, default_handles, ws_buffers, getters, graph_handle, live_handles, buffer_ptr,
@@ -103,17 +104,17 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
             h = graph_handle if handle is None else handle  # `handle` stays the caller's: the slow path gets it
             rec = live_handles.get(h)
             # not live, or of another device than the graph's: the slow path raises, naming why
-            if rec is None or (graph_device is not None and rec.device is not None and rec.device != graph_device):
+            if rec is None or not <<handle_on_device(rec, graph_device)>>:
                 return slow(variant_pack, workspace, handle)
             ctx, owner = rec.context, rec
         else:
             if placement is None:
                 placement = NO_FRAMEWORK
             state = default_handles.get((get_ident(), placement.device if graph_device is None else graph_device))
-            if state is None or live_handles.get(state.handle) is not state.record:  # (destroyed: a new one)
+            if not <<default_handle_live(state, live_handles)>>:  # (destroyed: a new one)
                 return slow(variant_pack, workspace, handle)
             stream = placement.current_stream()
-            if stream != state.stream:  # the slow path binds the new stream
+            if not <<stream_bound(state, stream)>>:  # the slow path binds the new stream
                 return slow(variant_pack, workspace, handle)
             h, ctx, owner = state.handle, state.context, state
         if ctx_get is not None and ctx is not None:  # cuCtxGetCurrent, inlined: no call frame
@@ -145,7 +146,7 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
         binding = executor._last  # read once; holding it keeps its variant pack alive
         if trace.active is not None:
             return slow(variant_pack, workspace, handle)
-        if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
+        if not <<binding_matches(binding, plan, ws, ptrs)>>:
             # Other pointers than the last call's (a framework's fresh output tensors at every call): where a
             # variant pack was built for these before, execute does no more than this path has done (every
             # operand re-checked against its slot's signature, the handle, stream, context and workspace as
@@ -195,12 +196,14 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
 '''
 
 _PLACEHOLDER = re.compile(r"^( *)<<(\w+)>>$", re.MULTILINE)
+_CHECK = re.compile(r"<<(\w+)\(([\w, ]*)\)>>")
 
 
 def bound_execute_source(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS) -> str:
     """The source of ``make`` for an executor with (``extras``) or without data bound at build time or views."""
     blocks = {"operands": fast_operand_lines(extras, terms)}
-    return _PLACEHOLDER.sub(lambda m: "\n".join(m[1] + line for line in blocks[m[2]]), _RUN_TEMPLATE)
+    source = _PLACEHOLDER.sub(lambda m: "\n".join(m[1] + line for line in blocks[m[2]]), _RUN_TEMPLATE)
+    return _CHECK.sub(lambda m: call_check_expr(m[1], [a.strip() for a in m[2].split(",")]), source)
 
 
 _made: dict[tuple[tuple[Term, ...], bool, int], Callable[..., Any]] = {}
