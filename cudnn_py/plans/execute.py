@@ -36,7 +36,8 @@ holds its binding (which holds the descriptor) until cuDNN returns, so a descrip
 finalizer) only once no call uses it. The last binding is one immutable tuple, published and read in one step.
 
 Modules. The operand slots and the full checks are ``execute_operands.py`` (``OperandSlots``, a base class of the
-Executor); the default handles and their streams ``execute_defaults.py``; replay ``execute_replay.py``.
+Executor); the default handles and their streams ``execute_defaults.py``; replay ``execute_replay.py``; every
+check, described once, ``execute_checks.py``; the bound execute (``Executor.fast``), generated, ``execute_fast.py``.
 """
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ CALL_CHECKS: dict[str, Check] = {
                              "{binding}[0] is {plan} and {binding}[1] == {ws} and {binding}[2] == {ptrs}"),
     # a handle's registry record is of the graph's device (either unknown: nothing to compare)
     "handle_on_device": Check(("rec", "device"),
-                              "{rec}.device is None or {device} is None or {rec}.device == {device}"),
+                              "{device} is None or {rec}.device is None or {rec}.device == {device}"),
     # a thread's default-handle state is live: its handle not destroyed since (the registry holds its record)
     "default_handle_live": Check(("state", "live"),
                                  "{state} is not None and {live}.get({state}.handle) is {state}.record"),

@@ -4,7 +4,7 @@
 operand with the signature recorded at its slot's last full check) and check operands in full (shape, strides,
 dtype, device, alignment); the attributes they read are made by ``Executor.__init__``. The functions below are the
 checks themselves, and the workspace's (a caller's workspace object: device and size). None of this is on the
-bound execute's path (``Executor.fast``), which compares the recorded signatures itself.
+bound execute's path (``Executor.fast``), whose comparison is generated into it (``execute_fast.py``).
 """
 from __future__ import annotations
 
