@@ -268,8 +268,8 @@ def _no_signature(obj: Any) -> None:
 
 def _torch_signature(t: Any) -> tuple:
     # dtypes are singletons; torch.Size compares as a tuple; get_device() is an int (-1 on the host), cheaper to
-    # read and compare than a torch.device. The execute hot path compares these four inline (see
-    # Executor.fast): keep the two in sync.
+    # read and compare than a torch.device. The execute tiers compare these four field by field, as
+    # plans/execute_checks.TORCH_TERMS describes them: keep the two in sync.
     return (t.shape, t.stride(), t.dtype, t.get_device())
 
 

@@ -786,3 +786,103 @@ def test_the_general_fast_path_does_what_execute_does_on_random_call_sequences(m
         checked, _ = _play(script, monkeypatch, hot=False, checked=True)
         for i, (g, c) in enumerate(zip(_work(general), _work(checked))):
             assert g == c, f"seed {seed}, call {i}: the bound execute {g}, Executor.execute {c}"
+
+
+def test_every_tier_compares_operands_by_the_one_description():
+    """The three forms of the operand re-check (execute_checks.py) are generated from TORCH_TERMS: nothing else
+    describes a torch operand's comparison."""
+    import inspect
+
+    from cudnn_py.plans import execute_checks, execute_fast
+
+    for form in (execute_checks.resolve_checked, execute_checks.fast_operand_lines, execute_checks.hot_matcher,
+                 execute_fast.bound_execute, execute_fast.bound_execute_source):
+        assert inspect.signature(form).parameters["terms"].default is execute_checks.TORCH_TERMS
+
+
+@pytest.mark.filterwarnings("ignore:.*elements of the same size:RuntimeWarning")
+def test_a_term_left_out_of_the_hot_form_fails_the_differential_test(monkeypatch):
+    """The hot path generated from the description less its dtype term launches where the general path refuses:
+    the differential sequences see it (so they would see a hot check that drifted from the general one)."""
+    import random
+
+    from cudnn_py.plans import execute_checks
+
+    less = tuple(t for t in execute_checks.TORCH_TERMS if "dtype" not in t.differs)
+    assert len(less) == len(execute_checks.TORCH_TERMS) - 1
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        general, _ = _play(script, monkeypatch, hot=False)
+        with monkeypatch.context() as m:
+            m.setattr(execute_mod, "hot_matcher", lambda n: execute_checks.hot_matcher(n, terms=less))
+            fast, _ = _play(script, monkeypatch, hot=True)
+        if general != fast:
+            return
+    raise AssertionError("no sequence told the hot path without its dtype term from the general path")
+
+
+@pytest.mark.filterwarnings("ignore:.*elements of the same size:RuntimeWarning")
+def test_a_term_left_out_of_the_bound_execute_fails_the_differential_test(monkeypatch):
+    """The bound execute generated from the description less its dtype term executes where Executor.execute
+    refuses: the differential sequences see it."""
+    import random
+
+    from cudnn_py.plans import execute_checks, execute_fast
+
+    less = tuple(t for t in execute_checks.TORCH_TERMS if "dtype" not in t.differs)
+    for seed in range(150):
+        script = _random_script(random.Random(seed), 100)
+        checked, _ = _play(script, monkeypatch, hot=False, checked=True)
+        with monkeypatch.context() as m:
+            m.setattr(execute_mod, "bound_execute", lambda extras, ns: execute_fast.bound_execute(extras, ns, less))
+            general, _ = _play(script, monkeypatch, hot=False)
+        if _work(general) != _work(checked):
+            return
+    raise AssertionError("no sequence told the bound execute without its dtype term from Executor.execute")
+
+
+def test_the_generated_bound_execute_reads_only_names_it_is_given():
+    """Every global the generated bound execute reads (execute_fast._RUN_TEMPLATE) is one of plans/execute.py's or
+    a builtin: a name dropped from that module fails here, not at the first call that reaches its line."""
+    import builtins
+    import dis
+    import types
+
+    from cudnn_py.plans import execute_fast
+
+    for extras in (False, True):
+        code = compile(execute_fast.bound_execute_source(extras), "<run>", "exec")
+        make = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+        run = next(c for c in make.co_consts if isinstance(c, types.CodeType))
+        read = {i.argval for i in dis.get_instructions(run) if i.opname == "LOAD_GLOBAL"}
+        assert "_hot_state" in read and "trace" in read, sorted(read)
+        assert all(n in vars(execute_mod) or hasattr(builtins, n) for n in read), \
+            sorted(n for n in read if n not in vars(execute_mod) and not hasattr(builtins, n))
+
+
+def test_the_call_checks_are_written_once_and_made_by_both_tiers():
+    """Each of the call's other checks (execute_checks.CALL_CHECKS: the binding, the handle's device, the default
+    handle's liveness and stream) is inlined into the generated bound execute and compiled for the general path."""
+    from cudnn_py.plans import execute_checks, execute_defaults, execute_fast
+
+    source = execute_fast.bound_execute_source(False)
+    assert "<<" not in source
+    general = {"binding_matches": execute_mod._binding_matches, "handle_on_device": execute_mod._handle_on_device,
+               "default_handle_live": execute_defaults._default_handle_live,
+               "stream_bound": execute_defaults._stream_bound}
+    assert set(general) == set(execute_checks.CALL_CHECKS)
+    for name in execute_checks.CALL_CHECKS:
+        assert general[name] is execute_checks.call_check(name)
+        given = _template_args(name)
+        assert given, f"the template does not make check {name}"
+        assert all(execute_checks.call_check_expr(name, args) in source for args in given), name
+
+
+def _template_args(name: str) -> list[tuple[str, ...]]:
+    """The argument names the template gives check ``name`` (read back from its placeholders)."""
+    import re
+
+    from cudnn_py.plans import execute_fast
+
+    return [tuple(a.strip() for a in m[2].split(","))
+            for m in re.finditer(execute_fast._CHECK, execute_fast._RUN_TEMPLATE) if m[1] == name]

@@ -36,7 +36,8 @@ holds its binding (which holds the descriptor) until cuDNN returns, so a descrip
 finalizer) only once no call uses it. The last binding is one immutable tuple, published and read in one step.
 
 Modules. The operand slots and the full checks are ``execute_operands.py`` (``OperandSlots``, a base class of the
-Executor); the default handles and their streams ``execute_defaults.py``; replay ``execute_replay.py``.
+Executor); the default handles and their streams ``execute_defaults.py``; replay ``execute_replay.py``; every
+check, described once, ``execute_checks.py``; the bound execute (``Executor.fast``), generated, ``execute_fast.py``.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from threading import get_ident
+from threading import get_ident  # noqa: F401  (read by the generated bound execute: execute_fast.py)
 from typing import Any
 
 from .._generated.names import attr, desc
@@ -59,9 +60,11 @@ from ..backend.live import _live as _live_handles  # the registry of live handle
 from ..backend.live import lookup as _lookup_handle
 from ..cuda import capture
 from ..cuda import context as _context
-from ..errors import InvalidTypeError, InvalidValueError
+from ..errors import InvalidTypeError, InvalidValueError  # noqa: F401  (InvalidTypeError: as get_ident)
 from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signature, data_ptr, signature_getter
+from .execute_checks import call_check, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
+from .execute_fast import bound_execute
 from .execute_operands import OperandSlots, _alias_depth, _check_workspace, _where
 from .execute_operands import _check_operand as _check_operand  # (re-exported: tests import it from here)
 from .execute_replay import Replays, environment_refusal
@@ -85,6 +88,8 @@ _UNCHECKED = (None, None, None, None, None, 0, None, None, None, None)
 # VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
 # never mutated after. Holding the tuple keeps the descriptor alive.
 _NO_BINDING = (None, None, None, None, None)
+_binding_matches = call_check("binding_matches")  # (execute_checks.CALL_CHECKS, as the other checks below)
+_handle_on_device = call_check("handle_on_device")
 
 
 class Executor(OperandSlots):
@@ -183,7 +188,7 @@ class Executor(OperandSlots):
                 live_handle(handle, "execute(handle=...)")
                 rec = _lookup_handle(handle)
             ctx = rec.context if rec is not None else None
-            if rec is not None and rec.device is not None and self.device is not None and rec.device != self.device:
+            if rec is not None and not _handle_on_device(rec, self.device):
                 raise InvalidValueError(f"execute(handle=...): handle 0x{int(handle):x} is on device {rec.device}, "
                                         f"but the "
                                  f"graph was built for device {self.device}; pass a handle of device {self.device} "
@@ -214,7 +219,7 @@ class Executor(OperandSlots):
             ws = data_ptr(workspace)
             _check_workspace(workspace, plan, self.device)
         binding = self._last  # read once: another thread may publish its own meanwhile
-        if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
+        if not _binding_matches(binding, plan, ws, ptrs):
             binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
         if trace.active is None:
             status = self._backend_execute(handle, plan.ptr, binding[3])
@@ -281,226 +286,25 @@ class Executor(OperandSlots):
         It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
-        slots, template, checked = self._fast_slots, self._template, self._checked
-        backend_execute, plan_ptr, plan_ws, plan_id = self._backend_execute, plan.ptr, plan.workspace, plan.id
-        default_handles, ws_buffers = _DEFAULT_HANDLES, self._workspaces._buffers
-        getters, bound_items, graph_handle = POINTER_GETTERS, self._bound_items, self.graph_handle
-        live_handles, aliases, buffer_ptr = _live_handles, self._aliases, _buffer_ptr
-        extras = bool(bound_items or aliases)  # one test per call for both
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
-        executed = _executed  # .params: the calls' out-parameters, once the thread's first call set them
-        replays, find_replay = self.replays, self.replays.find
+        replays = self.replays
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
-        is_capturing: Any = driver.cuStreamIsCapturing if driver else None  # cuda.bindings': (CUresult, status)
-        graph_launch: Any = driver.cuGraphLaunch if driver else None  # ctypes (capture.py): CUresult
-        cudnn_get_stream = lib().cudnnGetStream
-        slow = functools.partial(self.execute, plan)
-        executor = self
-        # The steady state of a replayed call, made when the general path launches the recording the executor
-        # launched last (two launches of it in a row: bindings, handles or plans taking turns never pay for making
-        # it; see _hot_state): one tuple, replaced whole, None when there is none; it holds its recording weakly.
-        # `tried`: the id of the recording a state was last made (or found impossible) for, so that is tried once
-        # per run. An id, not a reference: a recording dropped or evicted is destroyed at once (its graph exec with
-        # it); an id reused by a later recording only skips one attempt.
-        hot: tuple | None = None
-        tried = 0
-
-        def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
-                override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
-            nonlocal hot, tried
-            if override_uids is not None or override_shapes is not None or override_strides is not None or \
-                    tensor_uids is not None:
-                if classic is None:
-                    raise InvalidTypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
-                                    "override_strides or tensor_uids")
-                return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
-                               tensor_uids)
-            state_now = hot
-            if state_now is not None:
-                # The hot path: the same keys in the same order as the steady state's call, every operand a
-                # row-major torch tensor re-checked as the general path re-checks it (class, shape, dtype, device,
-                # contiguity) with the same pointers, the same workspace pointer (and size), handle registry record,
-                # binding and recording. Anything else clears the state and takes the general path below, which
-                # checks everything again; nothing is launched here that the general path would not launch.
-                keys, rows, hot_rec, ws_cls, replay_ref = state_now
-                if tuple(variant_pack) == keys:
-                    for value, (cls, shape, dtype, device, ptr) in zip(variant_pack.values(), rows):
-                        if value.__class__ is not cls or value.shape != shape or value.dtype is not dtype or \
-                                value.get_device() != device or not value.is_contiguous() or value.data_ptr() != ptr:
-                            break
-                    else:
-                        hot_replay = replay_ref()  # still recorded and launched last: its binding is the state's
-                        if hot_replay is replays.last and hot_replay is not None:
-                            # the workspace's pointer as the general path reads it; -1: the general path decides
-                            if workspace.__class__ is ws_cls:
-                                ws = workspace.data_ptr() if workspace.nbytes >= plan_ws else -1
-                            elif workspace is None:
-                                ws = 0 if not plan_ws else -1  # (workspace=None with a workspace: the general path)
-                            elif workspace.__class__ is int:
-                                ws = workspace
-                            else:
-                                ws = -1
-                            h = graph_handle if handle is None else handle
-                            binding = hot_replay.binding
-                            if ws == binding[1] and executor._last is binding and live_handles.get(h) is hot_rec \
-                                    and trace.active is None:
-                                try:
-                                    out = executed.params
-                                except AttributeError:  # this thread's first call: the general path sends it on
-                                    out = None
-                                ctx = hot_rec.context  # type: ignore[union-attr]  # (narrowed by `is`: the record)
-                                if out is not None and (ctx_get is None or ctx is None or (
-                                        (got := ctx_get())[0] == 0 and int(got[1]) == ctx)) and \
-                                        cudnn_get_stream(h, out.stream) == 0:
-                                    stream = out.stream.value or 0
-                                    if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
-                                        if graph_launch(hot_replay.exec, stream) == 0:
-                                            hot_replay.launches += 1
-                                            return None
-                                        # (the general path below launches it once more, and drops it if that fails)
-                hot, tried = None, 0
-            ptrs = template.copy()
-            placement = None
-            for key, value in variant_pack.items():
-                slot = slots.get(key)
-                if slot is None:
-                    return slow(variant_pack, workspace, handle)
-                cls = value.__class__
-                if cls is int:
-                    ptrs[slot] = value
-                    continue
-                seen_cls, getter, signature, sig, where, is_torch, shape, stride, dtype, device = checked[slot]
-                if seen_cls is not cls:
-                    return slow(variant_pack, workspace, handle)
-                if is_torch:
-                    # interop._torch_signature compared inline, field by field: no call frame, no tuple. This is
-                    # most of what the re-check costs per operand. Row-major strides are re-checked by
-                    # is_contiguous(): with the same shape it holds exactly when every dim of size > 1 has its
-                    # row-major stride, which is what the full check requires (_check_operand)
-                    if value.shape != shape or value.dtype is not dtype or value.get_device() != device or (
-                            not value.is_contiguous() if is_torch == 2 else value.stride() != stride):
-                        return slow(variant_pack, workspace, handle)
-                    ptrs[slot] = value.data_ptr()  # the getter (cls.data_ptr), bound: cheaper than calling it
-                elif signature(value) != sig:
-                    return slow(variant_pack, workspace, handle)
-                else:
-                    ptrs[slot] = getter(value)
-                if placement is None:
-                    placement = where
-            if extras:
-                for slot, value in bound_items:  # data bound at build time: the same checks (unless rebound)
-                    if ptrs[slot] != template[slot]:
-                        continue
-                    seen_cls, getter, signature, sig, where = checked[slot][:5]
-                    if seen_cls is not value.__class__ or signature(value) != sig:
-                        return slow(variant_pack, workspace, handle)
-                    ptrs[slot] = getter(value)
-                    if placement is None:
-                        placement = where
-                for view, source, offset in aliases:
-                    ptrs[view] = ptrs[source] + offset
-            try:
-                out = executed.params
-            except AttributeError:  # this thread's first call: the slow path makes its buffers (and gives it a context)
-                return slow(variant_pack, workspace, handle)
-            graph_device = executor.device  # read per call: set_device may come after this closure was made
-            stream = state = None
-            owner: Any  # the handle's registry record, or this thread's default-handle state: what a replay is for
-            if handle is not None or graph_handle is not None:
-                h = graph_handle if handle is None else handle  # `handle` stays the caller's: the slow path gets it
-                rec = live_handles.get(h)
-                # not live, or of another device than the graph's: the slow path raises, naming why
-                if rec is None or (graph_device is not None and rec.device is not None and rec.device != graph_device):
-                    return slow(variant_pack, workspace, handle)
-                ctx, owner = rec.context, rec
-            else:
-                if placement is None:
-                    placement = NO_FRAMEWORK
-                state = default_handles.get((get_ident(), placement.device if graph_device is None else graph_device))
-                if state is None or live_handles.get(state.handle) is not state.record:  # (destroyed: a new one)
-                    return slow(variant_pack, workspace, handle)
-                stream = placement.current_stream()
-                if stream != state.stream:  # the slow path binds the new stream
-                    return slow(variant_pack, workspace, handle)
-                h, ctx, owner = state.handle, state.context, state
-            if ctx_get is not None and ctx is not None:  # cuCtxGetCurrent, inlined: no call frame
-                got = ctx_get()
-                if got[0] != 0 or int(got[1]) != ctx:  # the slow path switches contexts
-                    return slow(variant_pack, workspace, handle)
-            if workspace is None:
-                ws = 0
-                if plan_ws:
-                    if placement is None:
-                        placement = NO_FRAMEWORK
-                    if stream is None:
-                        stream = _get_stream(h)
-                    # held until cuDNN returns
-                    ws_entry = ws_buffers.get((placement.device if graph_device is None else graph_device, stream))
-                    if ws_entry is None or ws_entry[0] < plan_ws:
-                        return slow(variant_pack, workspace, handle)
-                    ws = ws_entry[1]
-            elif workspace.__class__ is int:
-                ws = workspace
-            else:
-                getter = getters.get(workspace.__class__)
-                nbytes = getattr(workspace, "nbytes", None)
-                if nbytes is None and getter is buffer_ptr:  # a cuda.core Buffer knows its size in bytes
-                    nbytes = workspace.size
-                if getter is None or nbytes is None or nbytes < plan_ws:  # the slow path checks and reports
-                    return slow(variant_pack, workspace, handle)
-                ws = getter(workspace)
-            binding = executor._last  # read once; holding it keeps its variant pack alive
-            if trace.active is not None:
-                return slow(variant_pack, workspace, handle)
-            if binding[0] is not plan or binding[1] != ws or binding[2] != ptrs:
-                # Other pointers than the last call's (a framework's fresh output tensors at every call): where a
-                # variant pack was built for these before, execute does no more than this path has done (every
-                # operand re-checked against its slot's signature, the handle, stream, context and workspace as
-                # above) before it takes that pack from its cache (_binding_for: no check on a hit) and executes.
-                # So does this, with neither replay nor recording (as execute). Pointers never seen go to execute,
-                # which checks them in full, and so does a caller's workspace object (execute checks its device).
-                if workspace is not None and workspace.__class__ is not int:
-                    return slow(variant_pack, workspace, handle)
-                cached = executor._cached_binding((plan_id, ws, *ptrs))
-                if cached is None:
-                    return slow(variant_pack, workspace, handle)
-                status = backend_execute(h, plan_ptr, cached[3])
-                if status != 0:
-                    raise error_for(status, "cudnnBackendExecute", kind=_PLAN_KIND,
-                                    detail=f"plan {plan.name}")
-                return None
-            if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
-                if stream is None:
-                    if cudnn_get_stream(h, out.stream) != 0:
-                        return slow(variant_pack, workspace, handle)
-                    stream = out.stream.value or 0
-                replay = replays.last  # the one launched last, else the one recorded for this binding and handle
-                again = replay is not None and replay.binding is binding and replay.owner is owner
-                if not again:
-                    replay = find_replay(binding, owner)
-                if replay is not None:
-                    # not while the caller captures this stream: its capture records the execute instead. The
-                    # legacy default stream (0, or CU_STREAM_LEGACY: 1) cannot be captured: no query for it
-                    if stream < 2 or ((got := is_capturing(stream))[0] == 0 and got[1] == 0):
-                        status = graph_launch(replay.exec, stream)
-                        if status == 0:
-                            replay.launches += 1
-                            if again and tried != id(replay):  # the second launch in a row: a steady state?
-                                tried = id(replay)
-                                if state is None and not extras:
-                                    hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, replay)
-                            return None
-                        replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
-                elif replays.consider(binding, owner, h, stream, backend_execute):
-                    return None
-            status = backend_execute(h, plan_ptr, binding[3])
-            if status != 0:
-                raise error_for(status, "cudnnBackendExecute", kind=_PLAN_KIND,
-                                detail=f"plan {plan.name}")
-
-        return run
+        extras = bool(self._bound_items or self._aliases)
+        # the function itself is generated (execute_fast.py: one template, the operand re-check inlined)
+        make = bound_execute(extras, globals())
+        return make(
+            plan=plan, classic=classic, executor=self, slots=self._fast_slots, checked=self._checked,
+            template=self._template, bound_items=self._bound_items, aliases=self._aliases, extras=extras,
+            backend_execute=self._backend_execute, plan_ptr=plan.ptr, plan_ws=plan.workspace, plan_id=plan.id,
+            default_handles=_DEFAULT_HANDLES, ws_buffers=self._workspaces._buffers, getters=POINTER_GETTERS,
+            graph_handle=self.graph_handle, live_handles=_live_handles, buffer_ptr=_buffer_ptr, ctx_get=ctx_get,
+            executed=_executed,  # .params: the calls' out-parameters, once the thread's first call set them
+            replays=replays, find_replay=replays.find,
+            is_capturing=driver.cuStreamIsCapturing if driver else None,  # cuda.bindings': (CUresult, status)
+            graph_launch=driver.cuGraphLaunch if driver else None,  # ctypes (capture.py): CUresult
+            cudnn_get_stream=lib().cudnnGetStream, slow=functools.partial(self.execute, plan))
 
     def set_scratch(self, sizes: dict[int, int]) -> None:
         """Intermediates the program keeps in memory no caller provides (uid -> bytes): they take the start of
@@ -544,12 +348,12 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
     if workspace is not None and workspace.__class__ is not int and \
             signature_getter(workspace.__class__) is not _torch_signature:
         return None  # the hot path reads a workspace's size and pointer as torch's (nbytes, data_ptr())
-    rows = []
+    rows, fields = [], hot_fields()
     for key, value in variant_pack.items():
         slot = slots[key]
-        cls, _getter, _signature, _sig, _where, kind, shape, _stride, dtype, device = checked[slot]
-        if kind != 2 or value.__class__ is not cls:
+        entry = checked[slot]
+        if entry[5] != 2 or value.__class__ is not entry[0]:  # (kind, class: execute_checks.CHECKED)
             return None
-        rows.append((cls, shape, dtype, device, ptrs[slot]))
+        rows.append((*(entry[i] for i in fields), ptrs[slot]))
     ws_cls = None if workspace is None or workspace.__class__ is int else workspace.__class__
-    return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay))
+    return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay), hot_matcher(len(rows)))

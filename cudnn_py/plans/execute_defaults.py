@@ -20,6 +20,7 @@ from ..backend import handle as _handle_mod
 from ..backend import out_params
 from ..backend.live import _live as _live_handles  # the registry of live handles (a dict: one lookup)
 from ..cuda import context as _context
+from .execute_checks import call_check
 
 
 class _DefaultHandle:
@@ -66,6 +67,11 @@ def _context_of(handle: int) -> int | None:
     return _handle_mod.context_of(handle)
 
 
+# (execute_checks.CALL_CHECKS: the bound execute inlines the same two)
+_default_handle_live = call_check("default_handle_live")
+_stream_bound = call_check("stream_bound")
+
+
 def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHandle:
     """This thread's default handle for ``device`` (the graph's; None: the placement's device), bound to the
     framework's current stream."""
@@ -73,11 +79,12 @@ def _default_handle_on(placement: Any, device: int | None = None) -> _DefaultHan
         device = placement.device
     key = (get_ident(), device)
     state = _DEFAULT_HANDLES.get(key)
-    if state is None or _live_handles.get(state.handle) is not state.record:  # none yet, or destroyed since
+    if not _default_handle_live(state, _live_handles):  # none yet, or destroyed since
         h = _new_default_handle(device)
         state = _DEFAULT_HANDLES[key] = _DefaultHandle(h, _context_of(h))
+    assert state is not None  # (the check above: a live one, or a new one)
     stream = placement.current_stream()
-    if stream != state.stream:
+    if not _stream_bound(state, stream):
         _set_stream(state.handle, stream)
         state.stream = stream
     return state

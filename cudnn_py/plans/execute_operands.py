@@ -4,7 +4,7 @@
 operand with the signature recorded at its slot's last full check) and check operands in full (shape, strides,
 dtype, device, alignment); the attributes they read are made by ``Executor.__init__``. The functions below are the
 checks themselves, and the workspace's (a caller's workspace object: device and size). None of this is on the
-bound execute's path (``Executor.fast``), which compares the recorded signatures itself.
+bound execute's path (``Executor.fast``), whose comparison is generated into it (``execute_fast.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ from ..interop import (
     signature_getter,
 )
 from ..ir import layout
+from .execute_checks import resolve_checked
+
+# every operand compared with its slot's last full check (execute_checks.py, the bound execute's comparison made
+# from the same description)
+_compare_operands = resolve_checked()
 
 
 def _where(t: Any) -> str:
@@ -96,43 +101,7 @@ class OperandSlots:
     def _resolve(self, variant_pack: dict) -> tuple[list[int], bool, Any]:
         """(pointers, whether every operand matches the signature last checked for its slot, the placement of
         the first device operand of a framework or None)."""
-        ptrs = self._template.copy()
-        slots, fixed, checked = self._fast_slots, self._fixed, self._checked
-        same, placement = True, None
-        for key, value in variant_pack.items():
-            slot = slots.get(key)
-            if slot is None:
-                if key is None:
-                    continue
-                slot = self._slot(key)
-                if slot < 0 or slot in fixed:
-                    continue  # read by no operation, or a scalar whose value the graph carries
-            cls = value.__class__
-            if cls is int:
-                ptrs[slot] = value
-                continue
-            seen_cls, getter, signature, sig, where = checked[slot][:5]
-            if seen_cls is not cls:
-                ptrs[slot] = data_ptr(value)
-                same = False
-                continue
-            ptrs[slot] = getter(value)
-            if signature(value) != sig:
-                same = False
-            elif placement is None:
-                placement = where
-        for slot, value in self._bound_items:
-            if ptrs[slot] != self._template[slot]:
-                continue  # the caller's pack rebinds this slot
-            seen_cls, getter, signature, sig, where = checked[slot][:5]
-            if seen_cls is not value.__class__ or signature(value) != sig:
-                same = False
-                continue
-            ptrs[slot] = getter(value)
-            if placement is None:
-                placement = where
-        for view, source, offset in self._aliases:
-            ptrs[view] = ptrs[source] + offset if ptrs[source] else 0
+        ptrs, same, placement = _compare_operands(self, variant_pack)
         if 0 in ptrs:
             missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
             raise InvalidValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
