@@ -13,7 +13,8 @@ W=$(mktemp -d)
 site=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .conformance/whl/*.whl
 python3 -m compileall -q cudnn_py >/dev/null 2>&1  # as pip compiles it: some machines set PYTHONDONTWRITEBYTECODE
-{ git log --oneline -1 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# the tree's own fingerprint: the copy's .git can be older than its files (compare with the same line run here)
+{ echo "tree $(find cudnn_py -name '*.py' | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import cudnn_py, torch; print('cudnn', cudnn_py.backend_version(), 'torch', torch.__version__)"; } \
   > "$OUT/env.txt" 2>&1
 t0=$(date +%s)
