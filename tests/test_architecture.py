@@ -1,5 +1,6 @@
-"""The code's shape, checked: the import layering (import-linter), and ruff and mypy clean on the whole package.
-The tools come with the test extra; where one is missing (a bare checkout) its test skips."""
+"""The code's shape, checked: the import layering (import-linter), ruff and mypy clean on the whole package, and no
+hand-written module longer than a sitting's reading (issue #30). The tools come with the test extra; where one is
+missing (a bare checkout) its test skips."""
 from __future__ import annotations
 
 import shutil
@@ -48,3 +49,12 @@ def test_ruff_is_clean():
 def test_mypy_is_clean():
     r = _run([_tool("mypy")])
     assert r.returncode == 0, r.stdout[-4000:]
+
+
+MAX_MODULE_LINES = 600  # a module read in one sitting; past it, split it by job (ARCHITECTURE.md)
+
+
+def test_no_hand_written_module_is_over_600_lines():
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "cudnn_py").rglob("*.py"))
+            if "_generated" not in p.parts and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these by job (lines): {long}"
