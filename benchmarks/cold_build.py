@@ -18,7 +18,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +31,7 @@ def child(lib_name: str) -> None:
     else:
         import cudnn as lib
     from benchmarks.attention import BACKWARD_CASES, CASES, backward_graph, forward_graph, shapes
+    from benchmarks.build_stages import stage_times
 
     torch.cuda.set_device(0)
     torch.empty(1, device="cuda")
@@ -47,13 +47,7 @@ def child(lib_name: str) -> None:
         times = []
         for _ in range(2):
             g = make(lib, handle, case, layouts)[0]
-            t0 = time.perf_counter()
-            g.validate()
-            g.build_operation_graph()
-            g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-            g.check_support()
-            g.build_plans()
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append(sum(stage_times(lib, g).values()))
         out[f"sdpa_{'bwd' if backward else 'fwd'}_{name}"] = {"first_ms": times[0], "second_ms": times[1]}
     print("RESULT " + json.dumps(out))
 

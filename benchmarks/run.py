@@ -79,18 +79,12 @@ def bench_interleaved(fns: dict, rounds=12, reps=5, warm=5) -> dict:
 
 
 def build(lib, g, case=None):
-    steps = [("validate", g.validate), ("build_operation_graph", g.build_operation_graph),
-             ("create_execution_plans", lambda: g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])),
-             ("check_support", g.check_support), ("build_plans", g.build_plans)]
-    t_start = time.perf_counter()
-    stages = {}
-    for name, fn in steps:
-        t0 = time.perf_counter()
-        fn()
-        stages[name] = round((time.perf_counter() - t0) * 1e3, 3)
+    from build_stages import stage_times  # benchmarks/build_stages.py (run.py runs from benchmarks/)
+
+    stages = stage_times(lib, g)
     if case is not None and lib is cudnn_py:
-        STAGES[case] = stages
-    return (time.perf_counter() - t_start) * 1e3
+        STAGES[case] = {k: round(v, 3) for k, v in stages.items()}
+    return sum(stages.values())
 
 
 def matmul_graph(lib, a, b):
