@@ -84,9 +84,9 @@ CALL_CHECKS: dict[str, Check] = {
 }
 
 
-def call_check_expr(name: str, args: tuple[str, ...] | list[str], checks: dict[str, Check] = CALL_CHECKS) -> str:
+def call_check_expr(name: str, args: tuple[str, ...] | list[str]) -> str:
     """Check ``name``'s expression over ``args`` (the names it is given, in ``params``' order), parenthesised."""
-    check = checks[name]
+    check = CALL_CHECKS[name]
     if len(args) != len(check.params):
         raise InvalidTypeError(f"check {name} takes {check.params}, got {tuple(args)}")
     return "(" + check.holds.format(**dict(zip(check.params, args))) + ")"
