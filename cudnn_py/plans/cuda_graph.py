@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._generated.names import desc
 from ..backend import api, versions
 from ..backend.handle import live_handle
 from ..errors import CudaDriverError, CudaUnavailableError, InvalidTypeError, InvalidValueError
 from ..interop import data_ptr
+from .execute import _PLAN_KIND  # how a plan's errors name it, as execute's do
 
 POPULATE, UPDATE = "cudnnBackendPopulateCudaGraph", "cudnnBackendUpdateCudaGraph"
-_PLAN_KIND = desc.EXECUTION_PLAN_DESCRIPTOR.removesuffix("_DESCRIPTOR")  # how its errors name the plan
 
 
 def _runtime() -> Any:

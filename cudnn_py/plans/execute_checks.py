@@ -84,24 +84,20 @@ CALL_CHECKS: dict[str, Check] = {
 }
 
 
-def call_check_expr(name: str, args: tuple[str, ...] | list[str], checks: dict[str, Check] = CALL_CHECKS) -> str:
+def call_check_expr(name: str, args: tuple[str, ...] | list[str]) -> str:
     """Check ``name``'s expression over ``args`` (the names it is given, in ``params``' order), parenthesised."""
-    check = checks[name]
+    check = CALL_CHECKS[name]
     if len(args) != len(check.params):
         raise InvalidTypeError(f"check {name} takes {check.params}, got {tuple(args)}")
     return "(" + check.holds.format(**dict(zip(check.params, args))) + ")"
 
 
 @functools.cache
-def _call_check(name: str) -> Callable[..., bool]:
+def call_check(name: str) -> Callable[..., bool]:
+    """Check ``name`` as a function of its ``params`` (compiled once per name)."""
     params = CALL_CHECKS[name].params
     source = f"def {name}({', '.join(params)}):\n    return {call_check_expr(name, params)}\n"
     return _compile(source, name)[name]
-
-
-def call_check(name: str) -> Callable[..., bool]:
-    """Check ``name`` as a function of its ``params``."""
-    return _call_check(name)
 
 
 def _fields(expr: str) -> list[str]:
@@ -226,20 +222,14 @@ def _compile(source: str, name: str) -> Any:
 
 
 @functools.cache
-def _checked_resolver(terms: tuple[Term, ...]) -> Callable[..., Any]:
+def resolve_checked(terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[..., Any]:
+    """``OperandSlots._resolve``'s comparison: ``(self, variant_pack) -> (pointers, all matched, placement)``
+    (compiled once per description)."""
     return _compile(_checked_source(terms), "resolve_checked")["resolve"]
 
 
 @functools.cache
-def _hot(terms: tuple[Term, ...], n: int) -> Callable[..., bool]:
-    return _compile(_hot_source(terms, n), f"hot_matcher({n})")["matches"]
-
-
-def resolve_checked(terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[..., Any]:
-    """``OperandSlots._resolve``'s comparison: ``(self, variant_pack) -> (pointers, all matched, placement)``."""
-    return _checked_resolver(terms)
-
-
 def hot_matcher(n: int, terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[[dict, tuple, tuple], bool]:
-    """The steady state's check of a pack of ``n`` operands: ``(variant_pack, keys, rows) -> bool``."""
-    return _hot(terms, n)
+    """The steady state's check of a pack of ``n`` operands: ``(variant_pack, keys, rows) -> bool`` (compiled once
+    per n and description)."""
+    return _compile(_hot_source(terms, n), f"hot_matcher({n})")["matches"]
