@@ -141,12 +141,13 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
-    stale = [path for path, text in outputs().items() if not path.exists() or path.read_text() != text]
+    files = outputs()  # rendered once: the check and the rewrite compare and write the same text
+    stale = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
     if "--check" in argv:
         for path in stale:
             print(f"stale: {path.relative_to(ROOT)} (run python bindings/apigen.py)")
         return 1 if stale else 0
-    for path, text in outputs().items():
+    for path, text in files.items():
         path.write_text(text)
     return 0
 
