@@ -500,14 +500,15 @@ def emit_names(hs: HeaderSet) -> str:
     out = [banner(hs), NAMES_DOC, "\nimport sys\n\n\n"]
     out.append("def _enum(name: str, prefix: str, members: str) -> type:\n")
     out.append("    return type(name, (), {m: sys.intern(prefix + m) for m in members.split()})\n\n\n")
-    for cname, _ename, prefix, shorts in _names_classes(hs):
+    classes = _names_classes(hs)  # the classes, then BY_ENUM over the same list
+    for cname, _ename, prefix, shorts in classes:
         out.append(f"{cname} = _enum({cname!r}, {prefix!r}, {' '.join(shorts)!r})\n")
     out.append("\n")
     for ename, alias in NAME_ALIASES.items():
         out.append(f"{alias} = {enum_class_name(ename)}\n")
     out.append("\n# C enum typedef name -> its class here\n")
     out.append("BY_ENUM = {\n")
-    for cname, ename, _prefix, _shorts in _names_classes(hs):
+    for cname, ename, _prefix, _shorts in classes:
         out.append(f"    {ename!r}: {cname},\n")
     out.append("}\n")
     return "".join(out)
