@@ -24,13 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the checkout's package, whatever is installed
 
+from cudnn_py import enums as classic_enums  # noqa: E402
 from cudnn_py.ir.signatures import call_forms, format_call  # noqa: E402
 from cudnn_py.ir.spec import SPECS  # noqa: E402
 
 STUB = ROOT / "cudnn_py" / "facade" / "_builder_api.pyi"
 API_PAGE = ROOT / "docs" / "api.md"
-_ENUMS = ("attention_implementation", "convolution_mode", "data_type", "diagonal_alignment", "moe_grouped_matmul_mode",
-          "norm_forward_phase", "reduction_mode", "reshape_mode")
+# the classic enums (cudnn_py/enums.py makes every one at run time): read from the module, so a builder taking a new
+# one gets Any in the stub without an edit here
+_ENUMS = tuple(sorted(name for name, value in vars(classic_enums).items()
+                      if not name.startswith("_") and isinstance(value, type) and issubclass(value, enum.Enum)))
 
 
 def _public_specs() -> list[Any]:
@@ -141,12 +144,13 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
-    stale = [path for path, text in outputs().items() if not path.exists() or path.read_text() != text]
+    files = outputs()  # rendered once: the check and the rewrite compare and write the same text
+    stale = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
     if "--check" in argv:
         for path in stale:
             print(f"stale: {path.relative_to(ROOT)} (run python bindings/apigen.py)")
         return 1 if stale else 0
-    for path, text in outputs().items():
+    for path, text in files.items():
         path.write_text(text)
     return 0
 

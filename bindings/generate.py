@@ -500,14 +500,15 @@ def emit_names(hs: HeaderSet) -> str:
     out = [banner(hs), NAMES_DOC, "\nimport sys\n\n\n"]
     out.append("def _enum(name: str, prefix: str, members: str) -> type:\n")
     out.append("    return type(name, (), {m: sys.intern(prefix + m) for m in members.split()})\n\n\n")
-    for cname, _ename, prefix, shorts in _names_classes(hs):
+    classes = _names_classes(hs)  # the classes, then BY_ENUM over the same list
+    for cname, _ename, prefix, shorts in classes:
         out.append(f"{cname} = _enum({cname!r}, {prefix!r}, {' '.join(shorts)!r})\n")
     out.append("\n")
     for ename, alias in NAME_ALIASES.items():
         out.append(f"{alias} = {enum_class_name(ename)}\n")
     out.append("\n# C enum typedef name -> its class here\n")
     out.append("BY_ENUM = {\n")
-    for cname, ename, _prefix, _shorts in _names_classes(hs):
+    for cname, ename, _prefix, _shorts in classes:
         out.append(f"    {ename!r}: {cname},\n")
     out.append("}\n")
     return "".join(out)
@@ -614,37 +615,41 @@ def emit_requirements(hs: HeaderSet, catalog: attribute_docs.Catalog, data: dict
         out.append("    ),\n")
     out.append("}\n\n")
 
-    def by_name(key: str, const: str, check) -> None:
+    def by_name(key: str, const: str, line) -> None:
+        """Table ``key`` as the dict ``const``: its ``_comment`` above it, then ``line(name, value, ctx)`` per entry."""
         t = table(key)
         out.extend(_comment_lines(t.get("_comment"), ""))
         out.append(f"{const} = {{\n")
-        for name, text in t.items():
-            if name == "_comment":
-                continue
-            if not isinstance(text, str) or not text:
-                raise GenerateError(f"{where} {key}[{name}]: the value must be its source")
-            out.append(f"    {check(name, f'{key}[{name}]')!r}: {text!r},\n")
+        for name, value in t.items():
+            if name != "_comment":
+                out.append(line(name, value, f"{key}[{name}]"))
         out.append("}\n\n")
 
-    by_name("backend_filled_kinds", "BACKEND_FILLED_KINDS", kind_of)
+    def sourced(check):
+        """The line of an entry whose value is its source, its name checked by ``check``."""
+        def line(name: str, text: object, ctx: str) -> str:
+            if not isinstance(text, str) or not text:
+                raise GenerateError(f"{where} {ctx}: the value must be its source")
+            return f"    {check(name, ctx)!r}: {text!r},\n"
+        return line
 
-    t = table("graph_mode_needs")
-    out.extend(_comment_lines(t.get("_comment"), ""))
-    out.append("GRAPH_MODE_NEEDS = {\n")
-    for mode, entry in t.items():
-        if mode == "_comment":
-            continue
-        ctx = f"graph_mode_needs[{mode}]"
+    def graph_mode(mode: str, entry: dict, ctx: str) -> str:
         if mode not in modes:
             raise GenerateError(f"{where} {ctx}: not a member of cudnnBackendOperationGraphMode_t")
         ops = tuple(kind_of(k, ctx) for k in entry.get("kinds", ()))
         if not ops:
             raise GenerateError(f"{where} {ctx}: no kinds")
-        out.append(f"    {mode!r}: ({ops!r}, {source(entry, 'source', ctx)!r}),\n")
-    out.append("}\n\n")
+        return f"    {mode!r}: ({ops!r}, {source(entry, 'source', ctx)!r}),\n"
 
-    by_name("get_crashes_when_unset", "GET_CRASHES_WHEN_UNSET", attribute)
-    by_name("get_crashes_always", "GET_CRASHES_ALWAYS", attribute)
+    def nonfinite(a: str, entry: dict, ctx: str) -> str:
+        if entry.get("allowed") not in ("inf", "inf nan"):
+            raise GenerateError(f"{where} {ctx}: 'allowed' must be 'inf' or 'inf nan'")
+        return f"    {attribute(a, ctx)!r}: {entry['allowed']!r},  # {source(entry, 'source', ctx)}\n"
+
+    by_name("backend_filled_kinds", "BACKEND_FILLED_KINDS", sourced(kind_of))
+    by_name("graph_mode_needs", "GRAPH_MODE_NEEDS", graph_mode)
+    by_name("get_crashes_when_unset", "GET_CRASHES_WHEN_UNSET", sourced(attribute))
+    by_name("get_crashes_always", "GET_CRASHES_ALWAYS", sourced(attribute))
 
     t = table("filled_from_json")
     out.extend(_comment_lines(t.get("_comment"), ""))
@@ -653,19 +658,8 @@ def emit_requirements(hs: HeaderSet, catalog: attribute_docs.Catalog, data: dict
         out.append(f"    {attribute(a, 'filled_from_json')!r},\n")
     out.append("})\n\n")
 
-    t = table("nonfinite_allowed")
-    out.extend(_comment_lines(t.get("_comment"), ""))
-    out.append("NONFINITE_ALLOWED = {\n")
-    for a, entry in t.items():
-        if a == "_comment":
-            continue
-        ctx = f"nonfinite_allowed[{a}]"
-        if entry.get("allowed") not in ("inf", "inf nan"):
-            raise GenerateError(f"{where} {ctx}: 'allowed' must be 'inf' or 'inf nan'")
-        out.append(f"    {attribute(a, ctx)!r}: {entry['allowed']!r},  # {source(entry, 'source', ctx)}\n")
-    out.append("}\n\n")
-
-    by_name("host_pointer_attributes", "HOST_POINTER_ATTRIBUTES", attribute)
+    by_name("nonfinite_allowed", "NONFINITE_ALLOWED", nonfinite)
+    by_name("host_pointer_attributes", "HOST_POINTER_ATTRIBUTES", sourced(attribute))
     return "".join(out).rstrip("\n") + "\n"
 
 

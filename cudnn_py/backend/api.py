@@ -13,7 +13,8 @@ from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64
 from typing import Any
 
 from .._generated.functions import FUNCTIONS
-from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError, InvalidValueError
+from .._generated.names import Status
+from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError, InvalidValueError, status_name
 from . import trace
 from .loader import NO_DRIVER, driver_library_missing, load_library
 
@@ -84,15 +85,13 @@ def get_last_error_string() -> str:
     return buf.value.decode(errors="replace")
 
 
-_SUBLIBRARY_LOADING_FAILED = 1008  # CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
-
-
 def error_for(status: int, function: str, *, kind: str | None = None, attribute: str | None = None,
               detail: str = "") -> CudnnError:
     """The exception for a failed call, reading (and thereby clearing) the last error string now."""
     cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
     message = get_last_error_string()
-    hint = NO_DRIVER if status == _SUBLIBRARY_LOADING_FAILED and driver_library_missing() else ""
+    # the status by its name in the headers' cudnnStatus_t (errors.status_name), not a number written here
+    hint = NO_DRIVER if status_name(status) == Status.SUBLIBRARY_LOADING_FAILED and driver_library_missing() else ""
     call = trace.begin("cudnnGetLastErrorString", after=function, message=message)  # reads the tracer once
     if call is not None:  # the backend's words for the failure, beside the failed call in the trace
         call.end(None)

@@ -84,7 +84,7 @@ def _pick_type(spec: AttributeSpec, type: str | None) -> str:
     return t
 
 
-_MISSING: dict[tuple[str, tuple[str, ...], int], list[str]] = {}  # _check_finalizable's answers
+_MISSING: dict[tuple[str, tuple[str, ...], int], list[str]] = {}  # check_finalizable's answers
 
 
 def missing_requirements(kind: str, attrs: Any) -> list[str]:

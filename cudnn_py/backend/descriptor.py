@@ -25,14 +25,13 @@ from ..dtypes import BY_BACKEND
 from ..errors import DescriptorError, UnsupportedAttributeError
 from . import json_check, trace, values
 from .api import error_for, lib
-from .checks import (  # noqa: F401  (missing_requirements: imported from here too)
+from .checks import (
     _kind_info,
     _pick_type,
     attribute_spec,
     check_finalizable,
     check_graph_mode,
     descriptor_kind,
-    missing_requirements,
     type_value,
 )
 from .encoding import (
