@@ -220,19 +220,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     s = rw.sub(s, stats, compute_data_type=f32)
     s = fwd.band_mask(rw, node, s, options.available)
     probs = rw.exp(s, compute_data_type=f32)
-    dropped = probs
-    if mask is not None:
-        dropped = rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
-    p_t = _transposed_view(rw, dropped, q.data_type, "reshape_p")
+    p_t = _transposed_view(rw, dropped(rw, probs, mask, scale), q.data_type, "reshape_p")
     total_kv = {g: _ragged_total(node, "max_total_seq_len_kv", outs[g], options) for g in ("dK", "dV")}
     _grad_matmul(rw, p_t, d_o, outs["dV"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dV", total_kv["dV"])
     d_p = fwd.virtual(rw, "matmul_dO_VT", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o, v, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
-    if mask is not None:
-        d_p = rw.mul(d_p, mask, compute_data_type=f32)
-    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
-    if mask is not None:
-        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    d_s = score_gradient(rw, d_p, softmax_sum, probs, mask, scale)
     if "dBias" in outs:
         rw.reduction(d_s, reduction_mode.ADD, compute_data_type=f32, out=outs["dBias"])
     if node.params["score_mod_bprop"] is not None:  # §15.3 step 16: dS of the scores score_mod received
@@ -312,6 +305,27 @@ def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any,
     mask, keep = drawn
     # one by-value scale, read by P's dropout and by dS's, as the frontend shares it
     return mask, rw._scalar(1.0 / keep), keep
+
+
+def dropped(rw: Any, probs: Tensor, mask: Any, scale: Any) -> Tensor:
+    """P with the dropout (``_dropout_operands``' mask and scale): P ∘ mask · scale, or P without one."""
+    if mask is None:
+        return probs
+    f32 = data_type.FLOAT
+    return rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
+
+
+def score_gradient(rw: Any, d_p: Tensor, softmax_sum: Tensor, probs: Tensor, mask: Any = None,
+                   scale: Any = None) -> Tensor:
+    """dS = P ∘ (dP ∘ mask - D) · scale, the dropout's mask and scale left out without one (every attention
+    backward's, in the frontend's node order)."""
+    f32 = data_type.FLOAT
+    if mask is not None:
+        d_p = rw.mul(d_p, mask, compute_data_type=f32)
+    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
+    if mask is not None:
+        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    return d_s
 
 
 def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:

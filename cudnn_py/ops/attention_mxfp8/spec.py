@@ -293,7 +293,7 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     v_deq = dequantize(rw, v, ins["DESCALE_V"], ALONG_S)  # Vᵀ
     d_p = fwd.virtual(rw, "bmm_dO_V_T", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o_mx, v_deq, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
-    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
+    d_s = bwd.score_gradient(rw, d_p, softmax_sum, probs)
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     # 7. dQ = dS·K_T
