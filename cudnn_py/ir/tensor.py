@@ -81,7 +81,7 @@ def _bound(n: int) -> str:
 def checked_int(value: Any, low: int | None = None, high: int | None = None, what: str = "") -> int:
     """``value`` as an int (numpy ints too; bools, floats and strings refused, not converted) in ``[low, high)``
     (a bound that is None: none). The IR's one integer check (tensor attributes here, op arguments through
-    ``ops/common.py``'s ``int_at_least``): the message names ``what`` (if given), the rule and the value, e.g.
+    ``inference.py``'s ``int_at_least``): the message names ``what`` (if given), the rule and the value, e.g.
     ``tensor alignment needs an int in [1, 2**31), got 0``."""
     if low is not None and high is not None:
         rule = f"an int in [{_bound(low)}, {_bound(high)})"

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...engines.reference.registry import Read, WithExtra, reference
 from ..attention.reference import _dropout_factor, _probabilities, _score_mod, _sdpa_check, _sum_to, add_sink_gradient
+from ..layout_ops.reference import read_through
 
 
 @reference("sdpa_backward", _sdpa_check)
@@ -36,10 +37,5 @@ def _sdpa_backward(node: Any, read: Read) -> np.ndarray:
 @reference("attention_view")
 def _attention_view(node: Any, read: Read) -> np.ndarray:
     """The same memory under Y's dims and strides: X laid out by its strides, read through Y's."""
-    x_t, y_t = node.inputs["X"], node.outputs["Y"]
-    x = read(x_t)
-    span = 1 + sum((int(d) - 1) * int(st) for d, st in zip(x_t.dim, x_t.stride))
-    flat = np.zeros(span)
-    np.lib.stride_tricks.as_strided(flat, x.shape, tuple(int(st) * 8 for st in x_t.stride))[...] = x
-    return np.lib.stride_tricks.as_strided(flat, tuple(int(d) for d in y_t.dim),
-                                           tuple(int(st) * 8 for st in y_t.stride)).copy()
+    x, y = node.inputs["X"], node.outputs["Y"]
+    return read_through(read(x), x, y)

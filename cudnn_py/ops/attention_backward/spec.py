@@ -24,6 +24,7 @@ from ...ir.spec import OpSpec, Output, Param, Port, register
 from ...ir.tensor import Tensor
 from ..attention import score_mod
 from ..attention import spec as fwd
+from ..attention.options import _fail  # the attention families' one shape error (naming the node's method)
 
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
@@ -55,10 +56,6 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
         values["dropout_mask"], values["dropout_scale"], values["dropout_scale_inv"] = dropout
 
 
-def _error(node: Node, t: Any, message: str) -> ValueError:
-    return shape_error(fwd.op_name(node), node.name, t, message)
-
-
 def _finish(params: dict[str, Any]) -> None:
     # without its bprop the gradient would silently skip score_mod's derivative; a bprop alone has no score_mod
     # to differentiate
@@ -75,21 +72,21 @@ def infer(node: Node, ctx: InferenceContext) -> None:
         t = ins[port]
         require_dims(fwd.op_name(node), node, t)
         if len(t.dim) != 4:
-            raise _error(node, t, f"needs 4 dims, got {list(t.dim)}")
+            raise _fail(node, t, f"needs 4 dims, got {list(t.dim)}")
         if int(t.stride[3]) != 1 and port != "STATS":
             raise fwd._unsupported(node, t, f"the head dim must be innermost (stride[3] == 1), got strides "
                               f"{list(t.stride)}")
     q, k, v = ins["Q"], ins["K"], ins["V"]
     if int(k.dim[3]) != int(q.dim[3]):
-        raise _error(node, k, f"head dim {k.dim[3]} differs from q's {q.dim[3]} (q and k need one "
+        raise _fail(node, k, f"head dim {k.dim[3]} differs from q's {q.dim[3]} (q and k need one "
                           "head dim)")
     if int(v.dim[2]) != int(k.dim[2]):
-        raise _error(node, v, f"sequence length {v.dim[2]} differs from k's {k.dim[2]}")
+        raise _fail(node, v, f"sequence length {v.dim[2]} differs from k's {k.dim[2]}")
     b, h_q, s_q, d_qk = (int(x) for x in q.dim)
     d_v = int(v.dim[3])
     for t in (k, v):
         if int(t.dim[0]) != b:
-            raise _error(node, t, f"batch {t.dim[0]} differs from q's {b}")
+            raise _fail(node, t, f"batch {t.dim[0]} differs from q's {b}")
         if h_q % int(t.dim[1]):
             raise fwd._unsupported(node, t, f"{t.dim[1]} heads do not divide q's {h_q} heads")
     for t, dim in ((q, d_qk), (v, d_v)):
@@ -101,18 +98,18 @@ def infer(node: Node, ctx: InferenceContext) -> None:
                                "the frontend")
     for port, want in (("O", [b, h_q, s_q, d_v]), ("DO", [b, h_q, s_q, d_v]), ("STATS", [b, h_q, s_q, 1])):
         if [int(x) for x in ins[port].dim] != want:
-            raise _error(node, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
+            raise _fail(node, ins[port], f"dims {list(ins[port].dim)} are not the forward's {want}")
     fwd._check_optional_inputs(node, {"b": b, "h_q": h_q, "s_q": s_q, "d_qk": d_qk, "h_k": int(k.dim[1]),
                                       "s_kv": int(k.dim[2]), "h_v": int(v.dim[1]), "d_v": d_v})
     _check_max_totals(node)
     if node.params["dropout"] == "mask" and layout.numel(ins["DROPOUT_SCALE_INV"].dim) != 1:
-        raise _error(node, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
+        raise _fail(node, ins["DROPOUT_SCALE_INV"], "the dropout scale_inv must be one value")
     for grad, like in (("dQ", q), ("dK", k), ("dV", v)):
         t = node.outputs[grad]
         if not t.dim:
             t._infer_set("dim", list(like.dim))
         elif list(t.dim) != list(like.dim):
-            raise _error(node, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
+            raise _fail(node, t, f"dims {list(t.dim)} differ from {like.name!r}'s {list(like.dim)}")
         if not t.stride:
             t._infer_set("stride", list(like.stride))
     d_sink = node.outputs.get("dSink_token")
@@ -121,14 +118,14 @@ def infer(node: Node, ctx: InferenceContext) -> None:
             raise InvalidValueError(f"{fwd.op_name(node)} node {node.name!r}: dSink_token needs the forward's "
                                     f"sink_token")
         if [int(x) for x in d_sink.dim] != [1, h_q, 1, 1]:
-            raise _error(node, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
+            raise _fail(node, d_sink, f"dims {list(d_sink.dim)} are not the sink's [1, {h_q}, 1, 1]")
         if not d_sink.stride:
             d_sink._infer_set("stride", layout.row_major_strides(d_sink.dim))
     dbias = node.outputs.get("dBias")
     if dbias is not None:
         scores = [b, h_q, s_q, int(k.dim[2])]
         if len(dbias.dim) != 4 or any(int(x) not in (1, y) for x, y in zip(dbias.dim, scores)):
-            raise _error(node, dbias, f"dims {list(dbias.dim)} do not broadcast to the scores "
+            raise _fail(node, dbias, f"dims {list(dbias.dim)} do not broadcast to the scores "
                               f"{scores}")
         if not dbias.stride:
             dbias._infer_set("stride", layout.row_major_strides(dbias.dim))
@@ -220,19 +217,12 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     s = rw.sub(s, stats, compute_data_type=f32)
     s = fwd.band_mask(rw, node, s, options.available)
     probs = rw.exp(s, compute_data_type=f32)
-    dropped = probs
-    if mask is not None:
-        dropped = rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
-    p_t = _transposed_view(rw, dropped, q.data_type, "reshape_p")
+    p_t = _transposed_view(rw, dropped(rw, probs, mask, scale), q.data_type, "reshape_p")
     total_kv = {g: _ragged_total(node, "max_total_seq_len_kv", outs[g], options) for g in ("dK", "dV")}
     _grad_matmul(rw, p_t, d_o, outs["dV"], h, {"M_OVERRIDE": seq_kv, "K_OVERRIDE": seq_q}, "dV", total_kv["dV"])
     d_p = fwd.virtual(rw, "matmul_dO_VT", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o, v, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
-    if mask is not None:
-        d_p = rw.mul(d_p, mask, compute_data_type=f32)
-    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
-    if mask is not None:
-        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    d_s = score_gradient(rw, d_p, softmax_sum, probs, mask, scale)
     if "dBias" in outs:
         rw.reduction(d_s, reduction_mode.ADD, compute_data_type=f32, out=outs["dBias"])
     if node.params["score_mod_bprop"] is not None:  # §15.3 step 16: dS of the scores score_mod received
@@ -312,6 +302,27 @@ def _dropout_operands(rw: Any, node: Node, scores: list[int]) -> tuple[Any, Any,
     mask, keep = drawn
     # one by-value scale, read by P's dropout and by dS's, as the frontend shares it
     return mask, rw._scalar(1.0 / keep), keep
+
+
+def dropped(rw: Any, probs: Tensor, mask: Any, scale: Any) -> Tensor:
+    """P with the dropout (``_dropout_operands``' mask and scale): P ∘ mask · scale, or P without one."""
+    if mask is None:
+        return probs
+    f32 = data_type.FLOAT
+    return rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
+
+
+def score_gradient(rw: Any, d_p: Tensor, softmax_sum: Tensor, probs: Tensor, mask: Any = None,
+                   scale: Any = None) -> Tensor:
+    """dS = P ∘ (dP ∘ mask - D) · scale, the dropout's mask and scale left out without one (every attention
+    backward's, in the frontend's node order)."""
+    f32 = data_type.FLOAT
+    if mask is not None:
+        d_p = rw.mul(d_p, mask, compute_data_type=f32)
+    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
+    if mask is not None:
+        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    return d_s
 
 
 def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:

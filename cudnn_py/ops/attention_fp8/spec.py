@@ -249,10 +249,8 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     s = fwd.modify_scores(rw, node, s, h, fwd.op_name(node), descales=(ins["DESCALE_Q"], ins["DESCALE_K"]))
     s = fwd.band_mask(rw, node, s, options.available)
     probs = rw.exp(rw.sub(s, stats, compute_data_type=f32), compute_data_type=f32)
-    dropped = probs
-    if mask is not None:
-        dropped = rw.mul(rw.mul(probs, mask, compute_data_type=f32), scale, compute_data_type=f32)
-    s8 = rw.mul(dropped, ins["SCALE_S"], compute_data_type=f32, out_data_type=q.data_type)
+    s8 = rw.mul(bwd.dropped(rw, probs, mask, scale), ins["SCALE_S"], compute_data_type=f32,
+                out_data_type=q.data_type)
     # 5. dV = MatmulFP8(S8ᵀ, dO)
     s8_t = bwd._transposed_view(rw, s8, q.data_type, "S_transpose")
     matmul_fp8(rw, s8_t, d_o, (ins["DESCALE_S"], ins["DESCALE_DO"]), ins["SCALE_DV"], outs["dV"], outs["Amax_dV"],
@@ -261,11 +259,7 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     d_p = fwd.virtual(rw, "bmm_dO_V_T", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o, v, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     d_p = rw.mul(rw.mul(d_p, ins["DESCALE_DO"], compute_data_type=f32), ins["DESCALE_V"], compute_data_type=f32)
-    if mask is not None:
-        d_p = rw.mul(d_p, mask, compute_data_type=f32)
-    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
-    if mask is not None:
-        d_s = rw.mul(d_s, scale, compute_data_type=f32)
+    d_s = bwd.score_gradient(rw, d_p, softmax_sum, probs, mask, scale)
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     rw.reduction(d_s, reduction_mode.AMAX, compute_data_type=f32, out=outs["Amax_dP"])

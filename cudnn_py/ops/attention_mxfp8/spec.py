@@ -32,13 +32,14 @@ from typing import Any
 
 from ..._generated.names import desc
 from ...enums import data_type, diagonal_alignment, reduction_mode, tensor_reordering
-from ...errors import FeatureVersionError, NotImplementedOptionError, cudnnGraphNotSupportedError, shape_error
+from ...errors import FeatureVersionError, NotImplementedOptionError, cudnnGraphNotSupportedError
 from ...ir import layout
 from ...ir.inference import InferenceContext, member, require_dims
 from ...ir.node import Node
 from ...ir.spec import REQUIRED, OpSpec, Output, Param, Port, register
 from ...ir.tensor import Tensor
 from ..attention import spec as fwd
+from ..attention.options import _fail  # the attention families' one shape error (naming the node's method)
 from ..attention_backward import spec as bwd
 from ..attention_fp8 import spec as fp8
 
@@ -95,10 +96,6 @@ def _finish_backward(params: dict[str, Any]) -> None:
 
 
 # ---- inference and validation -----------------------------------------------------------------------------------
-def _fail(node: Node, t: Any, message: str) -> ValueError:
-    return shape_error(fwd.op_name(node), node.name, t, message)
-
-
 def _check_operands(node: Node, ports: tuple[str, ...]) -> None:
     """MX FP8 operands: 4-D, E4M3 / E5M2, head dim innermost."""
     for port in ports:
@@ -293,7 +290,7 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
     v_deq = dequantize(rw, v, ins["DESCALE_V"], ALONG_S)  # Vᵀ
     d_p = fwd.virtual(rw, "bmm_dO_V_T", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, d_o_mx, v_deq, d_p, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
-    d_s = rw.mul(rw.sub(d_p, softmax_sum, compute_data_type=f32), probs, compute_data_type=f32)
+    d_s = bwd.score_gradient(rw, d_p, softmax_sum, probs)
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
     # 7. dQ = dS·K_T

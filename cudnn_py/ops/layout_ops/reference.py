@@ -34,6 +34,12 @@ def _reshape(node: Any, read: Read) -> np.ndarray:
     value = read(x)
     if node.params["reshape_mode"] is reshape_mode.LOGICAL:
         return value.reshape(tuple(y.dim))
+    return read_through(value, x, y)
+
+
+def read_through(value: np.ndarray, x: Any, y: Any) -> np.ndarray:
+    """A view's value: ``value`` laid out in memory by tensor ``x``'s strides, read through ``y``'s dims and
+    strides (a VIEW_ONLY reshape's, and attention's transposed views)."""
     memory = np.zeros(layout.span(x.dim, x.stride))
     memory[_offsets(x.dim, x.stride)] = value.reshape(-1)
     return memory[_offsets(y.dim, y.stride)].reshape(tuple(y.dim))
