@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import cache_home
 from ..errors import InvalidTypeError, SerializedJSONError
@@ -182,7 +182,7 @@ class DiskCache:
             os.utime(path, ns=(now, now), follow_symlinks=False)
         except OSError:  # replaced or evicted meanwhile: the entry read is still good
             pass
-        return Entry(entry.heuristics, entry.plan, entry.kernel_cache, entry.created, st.st_mtime)
+        return replace(entry, last_used=st.st_mtime)
 
     def discard(self, key: Key, why: str) -> None:
         """Delete the entry of ``key`` because its user found it bad after reading it (a plan that did not

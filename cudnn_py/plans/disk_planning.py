@@ -213,9 +213,9 @@ def lookup(use: DiskUse, key: Key, heuristics_key: Any, modes: list[str]) -> Non
         use.store_after_build = True
         _trace("miss", key)
         return
-    if entry.heuristics is not None:
+    if entry.heuristics_doc is not None:  # (the answer as decode parsed it to check it)
         try:
-            heuristics.seed(heuristics_key, json.loads(entry.heuristics), modes, HEURISTICS_ORIGIN)
+            heuristics.seed(heuristics_key, entry.heuristics_doc, modes, HEURISTICS_ORIGIN)
             use.from_disk = True
         except (CudnnPyError, ValueError, TypeError, KeyError) as e:  # (the schema was checked: belt and braces)
             drop(use, f"its heuristics answer does not fit this query: {e}")
@@ -309,7 +309,8 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int,
     if (config.engine_index, plan_cache.chosen(config.knobs)) != (record.engine, want):
         return None  # a plan of another config (a filter, build_plans(ALL), an explicit config): not this one's
     use.plan = None  # used once: the config's plan is then the session's
-    doc = json.loads(record.json)
+    doc = record.doc
+    assert doc is not None  # (an entry read back: decode parsed the plan's JSON to check it)
     if not carries_kernels(doc):
         # Nothing compiled to save: the JSON would only name the engine and knobs the config already has, and a
         # rebuild from it makes cuDNN parse it and rebuild the operation graph it describes besides finalizing,
