@@ -294,13 +294,13 @@ def carries_kernels(doc: dict) -> bool:
     return isinstance(payload, dict) and bool(payload.get("kernels"))
 
 
-def rebuild(use: DiskUse, config: EngineConfig, handle: int,
-            io: dict[int, tuple[str, int, int]] | None = None) -> ExecutionPlan | None:
+def rebuild(use: DiskUse, config: EngineConfig, handle: int, fingerprint: tuple | None = None) -> ExecutionPlan | None:
     """The entry's plan for ``config``, rebuilt from its JSON and checked (engine, knobs, workspace); None: no plan
     for this config's engine and knobs, a JSON without compiled kernels (the config is to be finalized), or it
     failed (the entry is then dropped, and the plan is to be built).
-    ``io``: this graph's in-memory tensors (:func:`graph_io`); a plan JSON describing others is refused before
-    cuDNN sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
+    ``fingerprint``: the operation graph's (``Descriptor.fingerprint``); a plan JSON describing other in-memory
+    tensors than the graph's (:func:`graph_io`, derived only for a plan about to be rebuilt) is refused before cuDNN
+    sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
     would read and write other sizes than the operands have)."""
     record = use.plan
     if record is None:
@@ -319,6 +319,7 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int,
         # another; from the config 99 / 92 against 94 / 125 cold.) The query is still answered from the entry.
         use.note(f"plan {config.name} finalized from its config (its JSON carries no compiled kernels)")
         return None
+    io = graph_io(fingerprint)
     if io is not None:
         theirs = plan_io(doc)
         if theirs != io:
