@@ -62,7 +62,7 @@ from .disk_entry import (  # noqa: F401  (the entry's names, imported from here 
 
 _log = logging.getLogger(__name__)
 
-DIR_ENV = "CUDNN_PY_CACHE_DIR"
+DIR_ENV = cache_home.DIR_ENV  # (the one variable the whole package reads: cache_home.directory)
 MAX_BYTES_ENV = "CUDNN_PY_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".entry"
