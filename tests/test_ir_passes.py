@@ -278,7 +278,7 @@ def test_an_engine_erratum_bars_its_engines_and_keeps_the_graph():
     assert errata.engine_errata(g.session.program, 91800) == []
     s = g.session
     s.configs = [SimpleNamespace(engine_index=i, name=f"eng{i}") for i in (20, 0, 1, 65)]
-    s._bar_erratic_engines()
+    s.plan_list.bar_erratic_engines()
     if versions.runtime_version() >= 91900:
         assert sorted(s.barred) == [0, 2] and "wgrad-post-padding-engines-1-20" in s.barred[0]
     sym = _wgrad([0, 0, 0])

@@ -31,13 +31,11 @@ from pathlib import Path
 from ..errors import CudnnLibraryNotFoundError, CudnnVersionError, status_name, version_parts, version_string
 from . import vetting
 from .mapped import loaded_path_of, mapped_libraries
-from .vetting import (  # noqa: F401  (Verdict, truncated_libraries, signal_name, _pathfinder_candidate: read from here)
+from .vetting import (  # noqa: F401  (signal_name, _pathfinder_candidate: read from here)
     SYMBOLS,
-    Verdict,
     _pathfinder_candidate,
     _vet_pathfinder,
     signal_name,
-    truncated_libraries,
     vet,
     vetting_enabled,
 )

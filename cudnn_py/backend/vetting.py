@@ -182,11 +182,15 @@ def _elf_truncation(path: str) -> str | None:
     return None
 
 
+def _trial_files(path: str) -> list[str]:
+    """``path`` and the cuDNN sub-libraries beside it that a trial load loads (required or optional), each once."""
+    d = os.path.dirname(os.path.realpath(path))
+    return list(dict.fromkeys([path, *(os.path.join(d, s) for s in (*SUBLIBRARIES, *FIRST_FINALIZE_LOADS))]))
+
+
 def truncated_libraries(path: str) -> list[str]:
     """Why ``path`` or a cuDNN sub-library beside it is truncated, one line each (cheap: ELF headers only)."""
-    d = os.path.dirname(os.path.realpath(path))
-    files = [path] + [os.path.join(d, s) for s in (*SUBLIBRARIES, *FIRST_FINALIZE_LOADS)]
-    return [why for f in dict.fromkeys(files) if (why := _elf_truncation(f)) is not None]
+    return [why for f in _trial_files(path) if (why := _elf_truncation(f)) is not None]
 
 
 @dataclass(frozen=True)
@@ -303,10 +307,8 @@ VERDICTS_SUBDIR = "vetted"
 
 
 def _verdict_key(path: str) -> str | None:
-    d = os.path.dirname(os.path.realpath(path))
-    files = [path, *(os.path.join(d, s) for s in (*SUBLIBRARIES, *FIRST_FINALIZE_LOADS)), *_dependencies_loaded()]
     identity = []
-    for f in dict.fromkeys(files):
+    for f in dict.fromkeys([*_trial_files(path), *_dependencies_loaded()]):
         try:
             st = os.stat(f)
         except OSError:

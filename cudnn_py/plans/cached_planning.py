@@ -139,8 +139,7 @@ def build_plan(s: PlanningSession, i: int) -> ExecutionPlan:
         plan = plan_cache.rebuild(cache_key, config, s.lowered.handle)
     record = s.disk.plan
     if plan is None and record is not None and s.lowered is not None and s.lowered.handle is not None:
-        plan = disk_planning.rebuild(s.disk, config, s.lowered.handle,
-                                     disk_planning.graph_io(operation_graph_fingerprint(s)))
+        plan = disk_planning.rebuild(s.disk, config, s.lowered.handle, operation_graph_fingerprint(s))
         if plan is not None and cache_key is not None:  # the next build here: from memory
             plan_cache.remember_json(cache_key, record.json, record.engine, dict(record.knobs), record.workspace)
     if plan is None:

@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import cache_home
 from ..errors import InvalidTypeError, SerializedJSONError
@@ -62,7 +62,7 @@ from .disk_entry import (  # noqa: F401  (the entry's names, imported from here 
 
 _log = logging.getLogger(__name__)
 
-DIR_ENV = "CUDNN_PY_CACHE_DIR"
+DIR_ENV = cache_home.DIR_ENV  # (the one variable the whole package reads: cache_home.directory)
 MAX_BYTES_ENV = "CUDNN_PY_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".entry"
@@ -182,7 +182,7 @@ class DiskCache:
             os.utime(path, ns=(now, now), follow_symlinks=False)
         except OSError:  # replaced or evicted meanwhile: the entry read is still good
             pass
-        return Entry(entry.heuristics, entry.plan, entry.kernel_cache, entry.created, st.st_mtime)
+        return replace(entry, last_used=st.st_mtime)
 
     def discard(self, key: Key, why: str) -> None:
         """Delete the entry of ``key`` because its user found it bad after reading it (a plan that did not

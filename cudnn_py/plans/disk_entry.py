@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..backend import json_check
@@ -139,6 +139,9 @@ class PlanRecord:
     engine: int
     knobs: tuple[tuple[int, int], ...] = ()
     workspace: int = 0
+    # ``json`` parsed, where :func:`decode` parsed it for its check: the plan's user does not parse it again (not
+    # stored, not compared)
+    doc: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _str(self.json, "PlanRecord.json", MAX_ENTRY_BYTES)
@@ -168,6 +171,8 @@ class Entry:
     kernel_cache: str | None = None
     created: float = field(default=0.0, compare=False)
     last_used: float = field(default=0.0, compare=False)
+    # ``heuristics`` parsed, where :func:`decode` parsed it for its check (not stored, not compared)
+    heuristics_doc: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.heuristics is None and self.plan is None and self.kernel_cache is None:
@@ -295,14 +300,16 @@ def decode(data: bytes, key: Key | None, digest: str | None = None) -> Entry:
     except (InvalidValueError, InvalidTypeError) as e:
         raise EntryProblem(f"payload: {e}") from None
     version = stored_key.cudnn_version
-    if heuristics is not None:
-        check_heuristics_answer(heuristics, "payload.heuristics")
+    heuristics_doc = None if heuristics is None else check_heuristics_answer(heuristics, "payload.heuristics")
     if plan is not None:
-        _same_version(json_check.check_execution_plan(plan.json, "payload.plan.json"), version, "payload.plan.json")
+        plan_doc = json_check.check_execution_plan(plan.json, "payload.plan.json")
+        _same_version(plan_doc, version, "payload.plan.json")
+        plan = replace(plan, doc=plan_doc)
     if kernel_cache is not None:
         _same_version(json_check.check_kernel_cache(kernel_cache, "payload.kernel_cache"), version,
                       "payload.kernel_cache")
-    return entry
+    # what the checks parsed goes with the entry: its user (disk_planning) does not parse the same JSON again
+    return replace(entry, plan=plan, heuristics_doc=heuristics_doc)
 
 
 def _same_version(doc: dict, version: int, what: str) -> None:

@@ -213,9 +213,9 @@ def lookup(use: DiskUse, key: Key, heuristics_key: Any, modes: list[str]) -> Non
         use.store_after_build = True
         _trace("miss", key)
         return
-    if entry.heuristics is not None:
+    if entry.heuristics_doc is not None:  # (the answer as decode parsed it to check it)
         try:
-            heuristics.seed(heuristics_key, json.loads(entry.heuristics), modes, HEURISTICS_ORIGIN)
+            heuristics.seed(heuristics_key, entry.heuristics_doc, modes, HEURISTICS_ORIGIN)
             use.from_disk = True
         except (CudnnPyError, ValueError, TypeError, KeyError) as e:  # (the schema was checked: belt and braces)
             drop(use, f"its heuristics answer does not fit this query: {e}")
@@ -294,13 +294,13 @@ def carries_kernels(doc: dict) -> bool:
     return isinstance(payload, dict) and bool(payload.get("kernels"))
 
 
-def rebuild(use: DiskUse, config: EngineConfig, handle: int,
-            io: dict[int, tuple[str, int, int]] | None = None) -> ExecutionPlan | None:
+def rebuild(use: DiskUse, config: EngineConfig, handle: int, fingerprint: tuple | None = None) -> ExecutionPlan | None:
     """The entry's plan for ``config``, rebuilt from its JSON and checked (engine, knobs, workspace); None: no plan
     for this config's engine and knobs, a JSON without compiled kernels (the config is to be finalized), or it
     failed (the entry is then dropped, and the plan is to be built).
-    ``io``: this graph's in-memory tensors (:func:`graph_io`); a plan JSON describing others is refused before
-    cuDNN sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
+    ``fingerprint``: the operation graph's (``Descriptor.fingerprint``); a plan JSON describing other in-memory
+    tensors than the graph's (:func:`graph_io`, derived only for a plan about to be rebuilt) is refused before cuDNN
+    sees it (the checksum catches corruption, not a plan of another graph put there on purpose: that one
     would read and write other sizes than the operands have)."""
     record = use.plan
     if record is None:
@@ -309,7 +309,8 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int,
     if (config.engine_index, plan_cache.chosen(config.knobs)) != (record.engine, want):
         return None  # a plan of another config (a filter, build_plans(ALL), an explicit config): not this one's
     use.plan = None  # used once: the config's plan is then the session's
-    doc = json.loads(record.json)
+    doc = record.doc
+    assert doc is not None  # (an entry read back: decode parsed the plan's JSON to check it)
     if not carries_kernels(doc):
         # Nothing compiled to save: the JSON would only name the engine and knobs the config already has, and a
         # rebuild from it makes cuDNN parse it and rebuild the operation graph it describes besides finalizing,
@@ -318,6 +319,7 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int,
         # another; from the config 99 / 92 against 94 / 125 cold.) The query is still answered from the entry.
         use.note(f"plan {config.name} finalized from its config (its JSON carries no compiled kernels)")
         return None
+    io = graph_io(fingerprint)
     if io is not None:
         theirs = plan_io(doc)
         if theirs != io:

@@ -397,9 +397,6 @@ class PlanningSession:
     get_execution_plan_count = gated(Phase.BUILT, PlanList.get_execution_plan_count)  # (no phase needed)
     plan_entries = gated(Phase.BUILT, PlanList.plan_entries)
 
-    def _bar_erratic_engines(self) -> None:
-        self.plan_list.bar_erratic_engines()
-
     def create_execution_plan(self, engine_id: int, knobs: dict | None = None) -> None:
         """Add a config for an explicit engine id and knob choices (no heuristics)."""
         count = self.get_engine_count()
