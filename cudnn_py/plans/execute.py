@@ -116,11 +116,10 @@ class Executor(OperandSlots):
             self._slot_by_key[uid] = slot
             if t.is_pass_by_value and t.pass_by_value is not None:  # the graph carries those values
                 self._fixed_slot_by_id[id(t)] = slot
+                self._fixed[slot] = host_scalar(t)
             else:
                 self._fast_slots[t] = slot  # Tensors hash by identity: one lookup on the hot path
             names[t.name] = -1 if t.name in names else slot
-            if t.is_pass_by_value and t.pass_by_value is not None:
-                self._fixed[slot] = host_scalar(t)
         for name, slot in names.items():
             if slot >= 0 and name:
                 self._slot_by_key[name] = slot
