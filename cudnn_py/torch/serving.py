@@ -223,7 +223,7 @@ class Provider:
         if d_o.data_ptr() % 16:  # the graphs' tensors are 16-byte aligned: a fresh buffer is
             d_o = d_o.clone() if d_o.is_contiguous() else d_o.contiguous()
         strides = d_o.stride()
-        built = entry.bwd[None] if strides == entry.o_strides else self._backward_graph(entry, tuple(strides), d_o)
+        built = entry.bwd[None] if strides == entry.o_strides else self._backward_graph(entry, tuple(strides))
         if built is None:
             d_o, built = d_o.contiguous(), entry.bwd[None]
         g, ts = built
@@ -235,7 +235,7 @@ class Provider:
         g.execute(feeds, None)
         return tuple(grads)
 
-    def _backward_graph(self, entry: Entry, strides: tuple, d_o) -> Any:
+    def _backward_graph(self, entry: Entry, strides: tuple) -> Any:
         """The backward for a dO of other strides (e.g. the gradient of a transposed view): built once per layout;
         where it cannot be (not dense, refused), None: dO is made contiguous."""
         if strides in entry.bwd:
