@@ -62,3 +62,11 @@ def test_sublibrary_loading_failure_without_a_driver_says_what_is_missing(monkey
     monkeypatch.setattr(api, "driver_library_missing", lambda: False)
     assert loader.NO_DRIVER not in str(api.error_for(1008, "cudnnBackendFinalize"))
     assert loader.NO_DRIVER not in str(api.error_for(2000, "cudnnBackendFinalize"))
+
+
+def test_every_classic_enum_is_a_lazy_name():
+    # the package lists its lazy names by hand (deriving them would import cudnn_py.enums at `import cudnn_py`)
+    import cudnn_py
+    from cudnn_py import enums
+
+    assert {n for n, source in cudnn_py._LAZY.items() if source == ".enums"} == set(enums.__all__)
