@@ -55,6 +55,13 @@ def query(s: PlanningSession, modes: list[str], defer: bool = False, disk: bool 
     return res
 
 
+def _plans_are_their_json(s: PlanningSession) -> bool:
+    """Whether a plan of this graph is all its JSON says, the condition of both plan caches (in-process and disk):
+    not with a kernel cache or dynamic / override shapes (their plans serve other shapes through the kernel cache;
+    rebuilt ones were never run)."""
+    return s.options.kernel_cache is None and not s.options.dynamic_shapes and not s.options.override_shapes
+
+
 def disk_lookup(s: PlanningSession, heuristics_key: Any, modes: list[str]) -> None:
     """Look the graph up in the disk cache (``disk_planning.py``): a hit seeds the query cache under
     ``heuristics_key`` and keeps the entry's plan for the build; why it is not used goes to explain()."""
@@ -62,7 +69,7 @@ def disk_lookup(s: PlanningSession, heuristics_key: Any, modes: list[str]) -> No
     off = disk_planning.off_reason()
     if off is not None:
         return disk_planning.not_used(use, f"off ({off})")
-    if s.options.kernel_cache is not None or s.options.dynamic_shapes or s.options.override_shapes:
+    if not _plans_are_their_json(s):
         return disk_planning.not_used(use, "a graph with a kernel cache or dynamic / override shapes (its plans "
                                            "hold more than their JSON)")
     if lowered is None or lowered.handle is None or lowered.operation_graph is None or s.device is None:
@@ -110,8 +117,7 @@ def plan_cache_key(s: PlanningSession, i: int) -> tuple | None:
     nothing; never with a kernel cache or device properties (a plan holds more than its JSON then), nor with
     dynamic shapes (their plans serve other shapes through the kernel cache; rebuilt ones were never run)."""
     lowered = s.lowered
-    if not s.cached_queries or s.options.kernel_cache is not None or s.options.dynamic_shapes or \
-            s.options.override_shapes or \
+    if not s.cached_queries or not _plans_are_their_json(s) or \
             lowered is None or lowered.handle is None or lowered.operation_graph is None or \
             not plan_cache.enabled():
         return None
