@@ -35,7 +35,6 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from .. import cache_home
@@ -237,7 +236,8 @@ class DiskCache:
     def evict(self) -> int:
         """Delete the least recently used entries until the total is at most ``max_bytes`` (and temp files left
         by dead writers); the number of entries deleted. Files vanishing meanwhile are skipped."""
-        stored = self.entries()
+        scanned, temporaries = self._scan()
+        stored = self._stored(scanned)
         total = sum(s.size for s in stored)
         deleted = 0
         for s in stored:  # oldest first
@@ -253,7 +253,7 @@ class DiskCache:
                 continue
             total -= s.size
         cutoff = time.time() - STALE_TMP_SECONDS
-        for name, st in self._scan(temporary=True):
+        for name, st in temporaries:
             if st.st_mtime < cutoff:
                 try:
                     os.unlink(os.path.join(self.path, name))
@@ -265,26 +265,34 @@ class DiskCache:
         return deleted
 
     # ---- listing -----------------------------------------------------------------------------------------------
-    def _scan(self, temporary: bool = False) -> Iterator[tuple[str, os.stat_result]]:
-        """(name, lstat) of the entry files (or the temp files), skipping what vanishes meanwhile."""
+    def _scan(self) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, os.stat_result]]]:
+        """(name, lstat) of the entry files and of the temp files, in one pass over the directory, skipping what
+        vanishes meanwhile."""
+        entries: list[tuple[str, os.stat_result]] = []
+        temporaries: list[tuple[str, os.stat_result]] = []
         try:
             it = os.scandir(self.path)
         except (FileNotFoundError, NotADirectoryError):
-            return
+            return entries, temporaries
         with it:
             for d in it:
                 name = d.name
-                if not (name.startswith(TMP_PREFIX) if temporary else _ENTRY_NAME.fullmatch(name)):
+                into = temporaries if name.startswith(TMP_PREFIX) else entries if _ENTRY_NAME.fullmatch(name) else None
+                if into is None:
                     continue
                 try:
-                    yield name, d.stat(follow_symlinks=False)
+                    into.append((name, d.stat(follow_symlinks=False)))
                 except FileNotFoundError:
                     continue
+        return entries, temporaries
+
+    def _stored(self, scanned: list[tuple[str, os.stat_result]]) -> list[Stored]:
+        out = [Stored(os.path.join(self.path, n), st.st_size, st.st_mtime_ns / 1e9) for n, st in scanned]
+        return sorted(out, key=lambda s: (s.last_used, s.path))
 
     def entries(self) -> list[Stored]:
         """The entry files (not read), least recently used first."""
-        out = [Stored(os.path.join(self.path, n), st.st_size, st.st_mtime_ns / 1e9) for n, st in self._scan()]
-        return sorted(out, key=lambda s: (s.last_used, s.path))
+        return self._stored(self._scan()[0])
 
     def size(self) -> int:
         """Total bytes of the entry files."""
@@ -307,8 +315,9 @@ class DiskCache:
     def clear(self) -> int:
         """Delete every entry (and temp file); the number of entries deleted."""
         n = 0
-        for temporary in (False, True):
-            for name, st in list(self._scan(temporary)):
+        entries, temporaries = self._scan()
+        for temporary, scanned in ((False, entries), (True, temporaries)):
+            for name, st in scanned:
                 path = os.path.join(self.path, name)
                 try:
                     if stat.S_ISDIR(st.st_mode):
