@@ -55,6 +55,15 @@ class Program:
                 twin._raw_set("ragged_offset", self.own(t.ragged_offset))
         return twin
 
+    def view_aliases(self) -> dict[int, tuple[int, int]]:
+        """View uid -> (source uid, byte offset): the variant-pack replacements of the program's views (the
+        outputs their specs' ``aliases`` name: a slice's)."""
+        out: dict[int, tuple[int, int]] = {}
+        for n in self.nodes:
+            if n.spec is not None and n.spec.aliases is not None:
+                out.update(n.spec.aliases(n))
+        return out
+
     def new_uid(self) -> int:
         return next(self._uids)
 

@@ -8,11 +8,11 @@ kind picks its lowering from :data:`LOWERINGS` (filled by ``@lowers(kind)`` in t
 from __future__ import annotations
 
 from ..ops import LOWERING, load
-from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program, view_aliases
+from .operation_graph import LoweredGraph, finalize_operation_graph, lower_program
 from .registry import LOWERINGS, lowers
 from .tensors import TensorTable, host_scalar, lower_tensor, pointer_alignment
 
 load(LOWERING)
 
 __all__ = ["LOWERINGS", "LoweredGraph", "TensorTable", "finalize_operation_graph", "host_scalar", "lower_program",
-           "lower_tensor", "lowers", "pointer_alignment", "view_aliases"]
+           "lower_tensor", "lowers", "pointer_alignment"]

@@ -81,16 +81,6 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
     return lowered
 
 
-def view_aliases(program: Any) -> dict[int, tuple[int, int]]:
-    """View uid -> (source uid, byte offset): the variant-pack replacements of the program's views (the outputs
-    their specs' ``aliases`` name: a slice's)."""
-    out: dict[int, tuple[int, int]] = {}
-    for n in program.nodes:
-        if n.spec is not None and n.spec.aliases is not None:
-            out.update(n.spec.aliases(n))
-    return out
-
-
 def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descriptor:
     """(Re)build the OPERATIONGRAPH over the lowered operations, with ``handle`` when given."""
     og = Descriptor(desc.OPERATIONGRAPH_DESCRIPTOR)

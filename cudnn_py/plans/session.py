@@ -57,7 +57,7 @@ from ..interop import data_ptr
 from ..ir.graph import weak_callable
 from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
-from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment, view_aliases
+from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
 from . import cached_planning, cuda_graph, device_gates, disk_planning, errata, heuristics, serialize
 from .engine_config import EngineConfig, make_engine
 from .execute import Executor
@@ -234,7 +234,7 @@ class PlanningSession:
             if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
                 continue
             checked[uid] = program.user_tensor(uid) or t
-        aliases = view_aliases(program)
+        aliases = program.view_aliases()
         for view, (source, _) in aliases.items():
             # the source is bound even where no operation reads it (a slice on cuDNN < 9.22 has no op), and
             # the view is a slot whether or not an operation reads it
@@ -552,7 +552,7 @@ class PlanningSession:
     # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
     def serialize(self, graph_doc: dict) -> bytes:
         """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
-        if self.program is not None and view_aliases(self.program):
+        if self.program is not None and self.program.view_aliases():
             raise NotImplementedOptionError("serialize() of a graph with a slice is not implemented: the blob does "
                                             "not record the slice output's pointer offset")
         return serialize.dump(self.plan(), self.bound_tensors, graph_doc,
