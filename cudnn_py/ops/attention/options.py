@@ -39,9 +39,7 @@ def _unpack(values: dict[str, Any]) -> None:
 
 def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     """attn_scale (an int becomes a float) and the forward's dropout tuple, for sdpa and sdpa_fp8."""
-    scale = values.get("attn_scale")
-    if isinstance(scale, int) and not isinstance(scale, bool):
-        values["attn_scale"] = float(scale)  # a FLOAT by-value scalar, as the frontend's attn_scale_value
+    float_attn_scale(values)
     dropout = values.get("dropout")
     values["dropout"] = None
     if dropout is None:
@@ -53,6 +51,14 @@ def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     else:
         values["dropout"] = "mask"
         values["dropout_mask"], values["dropout_scale"] = dropout
+
+
+def float_attn_scale(values: dict[str, Any]) -> None:
+    """An int attn_scale becomes a float: a FLOAT by-value scalar, as the frontend's attn_scale_value (forward and
+    backward alike)."""
+    scale = values.get("attn_scale")
+    if isinstance(scale, int) and not isinstance(scale, bool):
+        values["attn_scale"] = float(scale)
 
 
 def set_dropout_probability(values: dict[str, Any], method: str, p: Any, seed: Any, offset: Any) -> None:

@@ -24,7 +24,7 @@ from ...ir.spec import OpSpec, Output, Param, Port, register
 from ...ir.tensor import Tensor
 from ..attention import score_mod
 from ..attention import spec as fwd
-from ..attention.options import _fail  # the attention families' one shape error (naming the node's method)
+from ..attention.options import _fail, float_attn_scale  # (_fail: the attention families' one shape error)
 
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
@@ -39,9 +39,7 @@ def _unpack(values: dict[str, Any]) -> None:
 def unpack_scale_and_dropout(values: dict[str, Any], method: str) -> None:
     """attn_scale (an int becomes a float) and the backward's dropout tuple, for sdpa_backward and
     sdpa_fp8_backward."""
-    scale = values.get("attn_scale")
-    if isinstance(scale, int) and not isinstance(scale, bool):
-        values["attn_scale"] = float(scale)
+    float_attn_scale(values)
     dropout = values.get("dropout")
     values["dropout"] = None
     if dropout is None:
