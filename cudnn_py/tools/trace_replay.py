@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._generated.attributes import ATTRIBUTES, AttributeSpec
-from .._generated.names import attr, atype
+from .._generated.names import attr
 from ..backend import loader
 from ..backend import trace as trace_module
 from ..backend.descriptor import Descriptor
@@ -55,7 +55,7 @@ from ..backend.encoding import (  # the names compared per record, bound once (a
 )
 from ..backend.enums import enum_class
 from ..backend.handle import create_handle, destroy_handle
-from ..backend.types import ENUM_OF_TYPE
+from ..backend.types import ENUM_OF_TYPE, INT_RANGE
 from ..errors import CudnnError, DescriptorError, status_name
 
 MAX_COUNT = 1 << 20  # elements in one record; more is refused as malformed
@@ -65,7 +65,8 @@ _DESCRIPTOR_FNS = ("cudnnBackendCreateDescriptor", "cudnnBackendSetAttribute", "
 _SKIPPED_FNS = {"cudnnBackendExecute": "needs the traced process's device memory",
                 "cudnnSetStream": "needs the traced process's streams"}
 _HOST_POINTERS_SKIPPED = (attr.VARIANT_PACK_OVERRIDE_SHAPES, attr.VARIANT_PACK_OVERRIDE_STRIDES)
-_INT_RANGE = {atype.INT64: (-(1 << 63), 1 << 63), atype.INT32: (-(1 << 31), 1 << 31)}
+# the C integer types' ranges as _int takes them (an exclusive upper bound)
+_INT_RANGE = {name: (lo, hi + 1) for name, (lo, hi) in INT_RANGE.items()}
 
 
 class TraceError(ValueError):
