@@ -174,6 +174,7 @@ class GPU:
         self.queries: list = []
         self.built: list = []
         self.rebuilt: list = []
+        self.json_checked: list = []  # per rebuild: whether the caller vouched for the JSON (checked already)
         self.rebuilt_as = None  # (engine, knobs, workspace) a rebuild returns; None: what was built
         self.plan_text = None  # the JSON of a plan built (None: plan_json(), with a compiled kernel)
         self.facts = (90, 132)
@@ -201,8 +202,9 @@ class GPU:
             self.built.append(config.name)
             return _Plan(config, 4096, self.plan_text)
 
-        def from_json(text, handle):
+        def from_json(text, handle, json_checked=False):
             self.rebuilt.append((text, handle))
+            self.json_checked.append(json_checked)
             engine, knobs, ws = self.rebuilt_as or (3, [(24, 2), (14, -1)], 4096)  # (-1: a knob at its default)
             return _Plan(_Config(engine, knobs, "deserialized"), ws, text, "deserialized")
 
@@ -219,6 +221,7 @@ class GPU:
         self.queries.clear()
         self.built.clear()
         self.rebuilt.clear()
+        self.json_checked.clear()
 
     def build(self, g=None, modes=(cudnn.heur_mode.A,)):
         g = g if g is not None else matmul()
@@ -257,6 +260,7 @@ def test_a_miss_stores_and_the_next_process_builds_from_the_entry_without_heuris
         g2 = gpu.build()
     assert gpu.queries == [] and gpu.built == []  # no heuristics query, no plan built
     assert len(gpu.rebuilt) == 1 and gpu.rebuilt[0] == (stored["payload"]["plan"]["json"], 0xBEEF)
+    assert gpu.json_checked == [True]  # the entry's decode checked the plan JSON: set does not parse it again
     plan = g2.session.plan()
     assert plan.source == disk_planning.DISK
     events = [c for c in trace.read(out.getvalue().splitlines()) if c["fn"] == disk_planning.TRACE_FN]
@@ -270,6 +274,7 @@ def test_a_miss_stores_and_the_next_process_builds_from_the_entry_without_heuris
     before = path.stat().st_mtime_ns
     g3 = gpu.build()
     assert g3.session.plan().source == plan_cache.REBUILT and len(gpu.rebuilt) == 2
+    assert gpu.json_checked == [True, True]  # the plan cache's entry: the JSON the disk entry's decode checked
     assert g3.session.disk.lines == [] and path.stat().st_mtime_ns == before
 
 
@@ -442,7 +447,7 @@ def test_a_cuDNN_refusal_of_the_plan_json_is_dropped_and_built(gpu, monkeypatch)
     gpu.build()
     gpu.new_process()
 
-    def refuse(text, handle):
+    def refuse(text, handle, json_checked=False):
         raise CudnnError(3000, "cudnnBackendFinalize", detail="refused by the test")
 
     monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(refuse))

@@ -117,6 +117,29 @@ def test_the_raw_attribute_is_checked_in_descriptor_set():
         d.set("CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION", json.dumps(doc))
 
 
+
+def test_a_plan_json_is_checked_at_set_unless_its_caller_checked_it(monkeypatch):
+    """Descriptor.set checks an execution plan's JSON; a caller that checked it already (serialize.load, the disk
+    cache's decode) or that holds cuDNN's own (the plan cache) says so and the ~2 ms parse is not paid twice."""
+    from tests.support.libcuda_stub import ensure_driver
+
+    ensure_driver()
+    from cudnn_py.backend import Descriptor
+
+    text = json.loads((DATA / "plan_sdpa_cudnn91900.json").read_text())["plan"]["json"]
+    checked = []
+    real = json_check.check_attribute
+    monkeypatch.setattr(json_check, "check_attribute", lambda a, data: checked.append(a) or real(a, data))
+    attr_name = "CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION"
+    Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR").set(attr_name, text)
+    assert checked == [attr_name]
+    Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR").set(attr_name, text, json_checked=True)
+    assert checked == [attr_name]  # not again
+    doc = json.loads(text)
+    doc["operationGraph"]["tensors"] = 7
+    with pytest.raises(SerializedJSONError, match=f"{attr_name}: operationGraph.tensors: 7 is not a list"):
+        Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR").set(attr_name, json.dumps(doc))
+
 @pytest.mark.parametrize("field, value, message", [
     ("warpSize", 0, r"warpSize: 0 is below 1"), ("multiProcessorCount", -1, r"multiProcessorCount: -1 is below 1"),
     ("maxGridSize", ["a", "b", "c"], r"maxGridSize\[0\]: \"a\" is not an integer"),
@@ -140,7 +163,7 @@ def load_blob(monkeypatch):
     class FakePlan:
         workspace = 256
 
-    monkeypatch.setattr(serialize.ExecutionPlan, "from_json", classmethod(lambda cls, text, handle: FakePlan()))
+    monkeypatch.setattr(serialize.ExecutionPlan, "from_json", classmethod(lambda cls, text, handle, json_checked: FakePlan()))
     doc = json.loads((DATA / "plan_sdpa_cudnn91900.json").read_text())
     doc["cudnn_version"] = versions.runtime_version()
 

@@ -161,8 +161,11 @@ class Descriptor(DescriptorBase):
         if spec.since > rv:
             raise UnsupportedAttributeError(spec.name, spec.since, rv)
 
-    def set(self, attr: Any, value: Any, type: str | None = None) -> Descriptor:
-        """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first)."""
+    def set(self, attr: Any, value: Any, type: str | None = None, *, json_checked: bool = False) -> Descriptor:
+        """Set an attribute; ``type`` picks among the catalog's accepted types (default: the first).
+        ``json_checked``: the value is a JSON document that its caller checked against the attribute's schema
+        already (``json_check``), or that cuDNN wrote in this process; it is not parsed a second time (the check
+        of a 75 KB attention plan costs about 2 ms, which a plan rebuilt from the plan cache would pay per build)."""
         # what depends only on (kind, attribute, type, loaded library) is checked once and remembered (_SET_PLANS):
         # the lowering sets a few hundred attributes per graph
         key: tuple | None = (self.kind, attr, type, type.__class__, runtime_version())  # (IntEnum == its int)
@@ -205,7 +208,7 @@ class Descriptor(DescriptorBase):
             array, keep = plan.convert(spec.name, type_name, vals), None
         else:
             array, keep = self._to_c_array(spec, type_name, vals)
-        if plan.fills:  # a JSON document cuDNN parses: checked against its schema first (cuDNN crashes on some)
+        if plan.fills and not json_checked:  # a JSON document cuDNN parses: checked first (it crashes on some)
             json_check.check_attribute(plan.name, bytes(array))
         self._raw_set(spec, type_name, n, array)  # the one call point of cudnnBackendSetAttribute (tests hook it)
         # described when first shown (repr, explain): a set on the lowering path pays for no string building

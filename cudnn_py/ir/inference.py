@@ -7,7 +7,6 @@ from typing import Any
 
 from ..enums import data_type, dtype_info
 from ..errors import InvalidTypeError, InvalidValueError, shape_error
-from . import layout
 from .node import Node
 from .tensor import Tensor, checked_int
 
@@ -62,29 +61,38 @@ def like_input(op: str, node: Node, y: Tensor, x: Tensor, what: str = "the input
 
 def check_tensor(t: Tensor) -> None:
     """Tensor_attributes::validate, plus an explicit data-type check."""
-    label = f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"
-    if not t.dim:
-        raise InvalidValueError(f"tensor {label}: dims are not set")
-    if any(d <= 0 for d in t.dim):
-        raise InvalidValueError(f"tensor {label}: dims must be positive, got {list(t.dim)}")
-    if len(t.stride) != len(t.dim):
-        raise InvalidValueError(f"tensor {label}: stride {list(t.stride)} and dims {list(t.dim)} differ in rank")
+    dims, strides = t.dim, t.stride
+    if not dims:
+        raise InvalidValueError(f"tensor {_label(t)}: dims are not set")
+    if min(dims) <= 0:
+        raise InvalidValueError(f"tensor {_label(t)}: dims must be positive, got {list(dims)}")
+    if len(strides) != len(dims):
+        raise InvalidValueError(f"tensor {_label(t)}: stride {list(strides)} and dims {list(dims)} differ in rank")
     if t.is_virtual and t.is_pass_by_value:
-        raise InvalidValueError(f"tensor {label}: cannot be both virtual and pass-by-value")
+        raise InvalidValueError(f"tensor {_label(t)}: cannot be both virtual and pass-by-value")
     if t.is_compile_time_constant and (t.is_virtual or not t.is_pass_by_value):
-        raise InvalidValueError(f"tensor {label}: a compile-time constant must be pass-by-value and not virtual")
+        raise InvalidValueError(f"tensor {_label(t)}: a compile-time constant must be pass-by-value and not virtual")
     if t.data_type is data_type.NOT_SET:
-        raise InvalidValueError(f"tensor {label}: data type is not set (set_data_type, or give the graph an "
+        raise InvalidValueError(f"tensor {_label(t)}: data type is not set (set_data_type, or give the graph an "
                                 f"io_data_type)")
-    if any(s < 0 for s in t.stride):
-        raise InvalidValueError(f"tensor {label}: strides must not be negative, got {list(t.stride)}")
+    if min(strides) < 0:
+        raise InvalidValueError(f"tensor {_label(t)}: strides must not be negative, got {list(strides)}")
     # cuDNN computes element offsets and byte sizes in int64: a tensor whose bytes do not fit is refused here, not
     # left to wrap around in the backend (or in a workspace size)
-    span_bytes = layout.span(t.dim, t.stride) * max(dtype_info(t.data_type).bits, 8) // 8
-    if layout.numel(t.dim) >= MAX_INT64 or span_bytes >= MAX_INT64:
-        raise InvalidValueError(f"tensor {label}: dims {list(t.dim)} with strides {list(t.stride)} "
-                                f"({t.data_type.name}) "
-                         f"span {span_bytes} bytes, more than cuDNN's int64 sizes hold (< 2**63)")
+    # (layout.span and layout.numel written out: this runs for every tensor of every build)
+    elements, last = 1, 0
+    for d, s in zip(dims, strides):
+        elements *= d
+        last += (d - 1) * s
+    span_bytes = (last + 1) * max(dtype_info(t.data_type).bits, 8) // 8
+    if elements >= MAX_INT64 or span_bytes >= MAX_INT64:
+        raise InvalidValueError(f"tensor {_label(t)}: dims {list(dims)} with strides {list(strides)} "
+                                f"({t.data_type.name}) span {span_bytes} bytes, more than cuDNN's int64 sizes hold "
+                                f"(< 2**63)")
+
+
+def _label(t: Tensor) -> str:
+    return f"{t.name!r} (uid {t.uid})" if t.name else f"uid {t.uid}"
 
 
 def as_float(default: float):

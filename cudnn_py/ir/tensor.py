@@ -83,6 +83,21 @@ def checked_int(value: Any, low: int | None = None, high: int | None = None, wha
     (a bound that is None: none). The IR's one integer check (tensor attributes here, op arguments through
     ``inference.py``'s ``int_at_least``): the message names ``what`` (if given), the rule and the value, e.g.
     ``tensor alignment needs an int in [1, 2**31), got 0``."""
+    if value.__class__ is int:  # the common case first (the message is made only for a refusal: builds call this
+        n = value               # for every tensor attribute and op argument)
+    elif isinstance(value, bool):
+        raise InvalidTypeError(_int_rule(what, low, high, repr(value)))
+    else:
+        try:
+            n = operator.index(value)
+        except TypeError:
+            raise InvalidTypeError(_int_rule(what, low, high, repr(value))) from None
+    if (low is not None and n < low) or (high is not None and n >= high):
+        raise InvalidValueError(_int_rule(what, low, high, str(n)))
+    return n
+
+
+def _int_rule(what: str, low: int | None, high: int | None, got: str) -> str:
     if low is not None and high is not None:
         rule = f"an int in [{_bound(low)}, {_bound(high)})"
     elif low is not None:
@@ -91,16 +106,7 @@ def checked_int(value: Any, low: int | None = None, high: int | None = None, wha
         rule = f"an int < {_bound(high)}"
     else:
         rule = "an int"
-    prefix = f"{what} needs" if what else "needs"
-    if isinstance(value, bool):
-        raise InvalidTypeError(f"{prefix} {rule}, got {value!r}")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise InvalidTypeError(f"{prefix} {rule}, got {value!r}") from None
-    if (low is not None and n < low) or (high is not None and n >= high):
-        raise InvalidValueError(f"{prefix} {rule}, got {n}")
-    return n
+    return f"{what} needs {rule}, got {got}" if what else f"needs {rule}, got {got}"
 
 
 def _normalize(attr: str, value: Any) -> Any:

@@ -328,7 +328,8 @@ def rebuild(use: DiskUse, config: EngineConfig, handle: int, fingerprint: tuple 
                       f"differing: {diff})")
             return None
     try:
-        plan = plan_cache.checked_rebuild(record.json, record.engine, want, record.workspace, handle)
+        plan = plan_cache.checked_rebuild(record.json, record.engine, want, record.workspace, handle,
+                                          json_checked=record.doc is not None)  # (decode checked it into doc)
     except (CudnnError, ValueError) as e:
         drop(use, f"its plan {config.name} did not rebuild as recorded: {e}")
         return None

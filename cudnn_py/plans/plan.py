@@ -44,11 +44,12 @@ class ExecutionPlan:
         return cls(plan, config, ws)
 
     @classmethod
-    def from_json(cls, text: str, handle: int) -> ExecutionPlan:
+    def from_json(cls, text: str, handle: int, json_checked: bool = False) -> ExecutionPlan:
         """Rebuild a plan from its JSON representation (``graph_flow.md`` §5.1: JSON_REPRESENTATION and HANDLE,
-        finalize); the engine config is read back from the plan."""
+        finalize); the engine config is read back from the plan. ``json_checked``: the caller checked ``text``
+        with ``json_check.check_execution_plan`` already, or cuDNN wrote it in this process (``Descriptor.set``)."""
         plan = Descriptor(desc.EXECUTION_PLAN_DESCRIPTOR)
-        plan.set(attr.EXECUTION_PLAN_JSON_REPRESENTATION, text)
+        plan.set(attr.EXECUTION_PLAN_JSON_REPRESENTATION, text, json_checked=json_checked)
         plan.set(attr.EXECUTION_PLAN_HANDLE, int(handle))
         plan.finalize()
         cfg = plan.get(attr.EXECUTION_PLAN_ENGINE_CONFIG)

@@ -79,12 +79,14 @@ def chosen(knobs: Any) -> dict[int, int]:
     return {t: v for t, v in knobs if v != -1}
 
 
-def checked_rebuild(text: str, engine_index: int, knobs: dict[int, int], workspace: int,
-                    handle: int) -> ExecutionPlan:
+def checked_rebuild(text: str, engine_index: int, knobs: dict[int, int], workspace: int, handle: int,
+                    json_checked: bool = False) -> ExecutionPlan:
     """A plan rebuilt from ``text`` (its JSON) that must have the recorded engine, knob choices (as applied,
     :func:`chosen`) and cuDNN workspace size: the check of this cache and of the disk cache (``disk_planning``).
-    Raises CudnnError (cuDNN refused the JSON) or InvalidValueError (the plan differs)."""
-    plan = ExecutionPlan.from_json(text, handle)
+    ``json_checked``: ``text`` passed ``json_check.check_execution_plan`` already, or cuDNN wrote it in this
+    process (``ExecutionPlan.from_json``). Raises CudnnError (cuDNN refused the JSON) or InvalidValueError (the
+    plan differs)."""
+    plan = ExecutionPlan.from_json(text, handle, json_checked)
     got = (plan.config.engine_index, chosen(plan.config.knobs), plan.workspace)
     want = (engine_index, knobs, workspace)
     if got != want:
@@ -98,7 +100,10 @@ def rebuild(cache_key: tuple, config: EngineConfig, handle: int) -> ExecutionPla
     if entry is None:
         return None
     try:
-        plan = checked_rebuild(entry.json, entry.engine_index, entry.knobs, entry.workspace, handle)
+        # an entry's JSON was written by cuDNN in this process (remember) or checked by the disk cache's decode
+        # (remember_json): its schema is not checked again on every build of the key
+        plan = checked_rebuild(entry.json, entry.engine_index, entry.knobs, entry.workspace, handle,
+                               json_checked=True)
     except (CudnnError, ValueError) as e:
         _cache.drop(cache_key)
         with _cache.lock:
@@ -126,7 +131,9 @@ def remember(cache_key: tuple, plan: ExecutionPlan) -> None:
 
 def remember_json(cache_key: tuple, text: str, engine_index: int, knobs: dict[int, int], workspace: int) -> None:
     """Record a plan by its JSON (the disk cache hands over the JSON a plan was just rebuilt from and checked
-    against, so the graph's next build in this process is served from here without reading the disk)."""
+    against, so the graph's next build in this process is served from here without reading the disk). ``text``
+    must be JSON cuDNN wrote in this process or one that passed ``json_check.check_execution_plan``: a hit
+    rebuilds from it without checking it again."""
     _cache.store(cache_key, _Entry(text, engine_index, dict(knobs), workspace), PLAN_CACHE_SIZE)
     with _cache.lock:
         stats["entries_made"] += 1

@@ -175,7 +175,7 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
         need = json_check.byte_span(t["dim"], t["stride"], json_check.element_bytes(t["dataType"]))
         if n < need:
             raise c.fail(f"scratch.{uid}", f"{n} bytes; the tensor spans {need}")
-    plan = ExecutionPlan.from_json(plan_json, handle)
+    plan = ExecutionPlan.from_json(plan_json, handle, json_checked=True)  # (check_execution_plan above)
     if workspace < plan.workspace:  # (the blob's includes the scratch; the session adds it to cuDNN's again)
         raise c.fail("plan.workspace", f"{workspace} bytes; cuDNN says the plan needs {plan.workspace}")
     return plan, records, scratch
