@@ -2,7 +2,8 @@
 # One device call that checks a tree end to end (about 8 minutes on an H200): the official frontend's test suite
 # and our whole suite side by side, then, on a quiet machine, the host time per SDPA execute against an older
 # cudnn_py (when .ab/cudnn_py_old exists: a copy of that version's package, see benchmarks/host_ab.py),
-# benchmarks/run.py's host and build figures for this tree and that one, and the import time against the official
+# the build time of a key built before (benchmarks/build_ab.py), benchmarks/run.py's host and build figures for
+# this tree and that one, and the import time against the official
 # module. Needs .conformance/ (made by the conformance suite's prepare.sh; carry it, and .ab). Summaries go straight into $OUT (they come back even if the call is cut short), the logs into $OUT/logs.tgz.
 #     bash tests/support/device_check.sh
 set -u
@@ -25,6 +26,10 @@ echo "conformance + suite: $(( $(date +%s) - t0 )) s" >> "$OUT/env.txt"
 if [ -d .ab/cudnn_py_old ]; then
   PYTHONPATH=$site:$PWD OLD=.ab OUT=$W ROUNDS=${ROUNDS:-15} timeout 60 python3 benchmarks/host_ab.py > "$OUT/host_ab.txt" 2>&1
 fi
+if [ -d .ab/cudnn_py_old ]; then  # build time of a key built before, this tree against the old, in one process
+  PYTHONPATH=$site:$PWD OLD=.ab OUT=$W ROUNDS=${ROUNDS_BUILD:-41} timeout 90 python3 benchmarks/build_ab.py \
+    > "$OUT/build_ab.txt" 2>&1
+fi
 if [ -d .ab/cudnn_py_old ]; then  # benchmarks/run.py's host time per execute and build time, this tree then the old
   oldroot=$(mktemp -d); ln -s "$PWD/.ab/cudnn_py_old" "$oldroot/cudnn_py"
   for r in new old; do
@@ -41,5 +46,5 @@ python3 -m venv --system-site-packages "$official" >/dev/null && \
 echo "all: $(( $(date +%s) - t0 )) s" >> "$OUT/env.txt"
 tar czf "$OUT/logs.tgz" -C "$W" .
 cat "$OUT/env.txt" "$OUT/conformance_summary.txt" "$OUT/suite_summary.txt"
-tail -6 "$OUT/host_ab.txt" 2>/dev/null; grep "^==\|µs per execute\|build ms" "$OUT/run_py.txt" 2>/dev/null
+tail -6 "$OUT/host_ab.txt" 2>/dev/null; grep "total ms" "$OUT/build_ab.txt" 2>/dev/null; grep "^==\|µs per execute\|build ms" "$OUT/run_py.txt" 2>/dev/null
 cat "$OUT/import_time.txt"
