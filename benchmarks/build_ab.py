@@ -12,7 +12,9 @@ causal forward). CASES picks them.
 """
 from __future__ import annotations
 
+import collections
 import cProfile
+import gc
 import importlib
 import io
 import json
@@ -23,17 +25,31 @@ import sys
 import time
 
 STAGES = ("validate", "build_operation_graph", "create_execution_plans", "check_support", "build_plans")
+# garbage collections seen during the timed builds: (library, stage, generation) -> [count, ms]
+COLLECTIONS: dict = collections.defaultdict(lambda: [0, 0.0])
+_now: list = [None, None, 0.0]  # [library, stage, start of the collection in progress]
 
 
-def stage_ms(lib, g) -> dict[str, float]:
+def _on_gc(phase: str, info: dict) -> None:
+    if phase == "start":
+        _now[2] = time.perf_counter()
+    elif _now[0] is not None:
+        c = COLLECTIONS[(_now[0], _now[1], info["generation"])]
+        c[0] += 1
+        c[1] += (time.perf_counter() - _now[2]) * 1e3
+
+
+def stage_ms(lib, g, name=None) -> dict[str, float]:
     out = {}
     for stage in STAGES:
+        _now[0], _now[1] = name, stage
         t0 = time.perf_counter()
         if stage == "create_execution_plans":
             g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
         else:
             getattr(g, stage)()
         out[stage] = (time.perf_counter() - t0) * 1e3
+    _now[0] = None
     out["total"] = sum(out.values())
     return out
 
@@ -94,6 +110,7 @@ def main() -> None:
     libs = {"official": cudnn, "new": cudnn_py, "old": cudnn_py_old}
     handles = {n: lib.create_handle() for n, lib in libs.items()}
     results, profiles = {}, {}
+    gc.callbacks.append(_on_gc)
     for case in os.environ.get("CASES", "matmul add sdpa").split():
         makers = {n: globals()[case](lib, handles[n], torch) for n, lib in libs.items()}
         for n, lib in libs.items():  # the key's first build (kernels compiled, caches filled), untimed
@@ -102,7 +119,7 @@ def main() -> None:
         order = list(libs)
         for r in range(rounds):
             for n in order[r % 3:] + order[:r % 3]:
-                samples[n].append(stage_ms(libs[n], makers[n]()))
+                samples[n].append(stage_ms(libs[n], makers[n](), n))
         med = {n: {k: statistics.median(s[k] for s in samples[n]) for k in (*STAGES, "total")} for n in libs}
         paired = statistics.median(a["total"] / b["total"] for a, b in zip(samples["new"], samples["old"]))
         results[case] = {"median_ms": med, "paired_new_over_old": paired,
@@ -112,6 +129,10 @@ def main() -> None:
               f"(paired {paired:.3f})", flush=True)
         for n in ("new", "old"):
             print(f"    {n}: " + ", ".join(f"{k} {med[n][k]:.3f}" for k in STAGES), flush=True)
+            gcs = {k: v for k, v in COLLECTIONS.items() if k[0] == n}
+            print(f"    {n} collections per stage and generation (count, ms): " + ", ".join(
+                f"{s} g{g} {c} {ms:.1f}" for (_, s, g), (c, ms) in sorted(gcs.items())), flush=True)
+        COLLECTIONS.clear()
         for n in ("new", "old"):
             profiles[f"{case} {n}"] = profile(libs[n], makers[n])
     out = os.environ.get("OUT", ".")
