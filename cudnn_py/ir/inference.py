@@ -7,6 +7,7 @@ from typing import Any
 
 from ..enums import data_type, dtype_info
 from ..errors import InvalidTypeError, InvalidValueError, shape_error
+from . import layout
 from .node import Node
 from .tensor import Tensor, checked_int
 
@@ -79,13 +80,8 @@ def check_tensor(t: Tensor) -> None:
         raise InvalidValueError(f"tensor {_label(t)}: strides must not be negative, got {list(strides)}")
     # cuDNN computes element offsets and byte sizes in int64: a tensor whose bytes do not fit is refused here, not
     # left to wrap around in the backend (or in a workspace size)
-    # (layout.span and layout.numel written out: this runs for every tensor of every build)
-    elements, last = 1, 0
-    for d, s in zip(dims, strides):
-        elements *= d
-        last += (d - 1) * s
-    span_bytes = (last + 1) * max(dtype_info(t.data_type).bits, 8) // 8
-    if elements >= MAX_INT64 or span_bytes >= MAX_INT64:
+    span_bytes = layout.span(dims, strides) * max(dtype_info(t.data_type).bits, 8) // 8
+    if layout.numel(dims) >= MAX_INT64 or span_bytes >= MAX_INT64:
         raise InvalidValueError(f"tensor {_label(t)}: dims {list(dims)} with strides {list(strides)} "
                                 f"({t.data_type.name}) span {span_bytes} bytes, more than cuDNN's int64 sizes hold "
                                 f"(< 2**63)")

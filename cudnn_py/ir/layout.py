@@ -25,7 +25,10 @@ def pointer_alignment(ptr: int, cap: int = 16) -> int:
 
 def span(dim: Sequence[int], stride: Sequence[int]) -> int:
     """The elements a strided tensor reaches, from its first to its last (1 + the largest offset)."""
-    return 1 + sum((int(d) - 1) * int(s) for d, s in zip(dim, stride))
+    last = 0
+    for d, s in zip(dim, stride):  # (a loop, not sum() of a generator: validate calls this for every tensor)
+        last += (int(d) - 1) * int(s)
+    return last + 1
 
 
 def strides_from_order(dim: Sequence[int], order: Sequence[int]) -> list[int]:
