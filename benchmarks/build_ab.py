@@ -15,16 +15,16 @@ from __future__ import annotations
 import collections
 import cProfile
 import gc
-import importlib
 import io
 import json
 import os
 import pstats
 import statistics
-import sys
 import time
 
-STAGES = ("validate", "build_operation_graph", "create_execution_plans", "check_support", "build_plans")
+from benchmarks.build_stages import STAGES, stage_times
+from benchmarks.host_ab import contenders
+
 # garbage collections seen during the timed builds: (library, stage, generation) -> [count, ms]
 COLLECTIONS: dict = collections.defaultdict(lambda: [0, 0.0])
 _now: list = [None, None, 0.0]  # [library, stage, start of the collection in progress]
@@ -40,15 +40,11 @@ def _on_gc(phase: str, info: dict) -> None:
 
 
 def stage_ms(lib, g, name=None) -> dict[str, float]:
-    out = {}
-    for stage in STAGES:
+    """build_stages.stage_times, with the total, the collections during it counted for library ``name``."""
+    def entering(stage: str) -> None:
         _now[0], _now[1] = name, stage
-        t0 = time.perf_counter()
-        if stage == "create_execution_plans":
-            g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-        else:
-            getattr(g, stage)()
-        out[stage] = (time.perf_counter() - t0) * 1e3
+
+    out = stage_times(lib, g, on_stage=entering)
     _now[0] = None
     out["total"] = sum(out.values())
     return out
@@ -98,16 +94,11 @@ def profile(lib, make, top=22) -> str:
 
 
 def main() -> None:
-    import cudnn  # the official frontend first: the others reuse the libcudnn it loaded
+    libs = contenders()
     import torch
 
-    import cudnn_py
-
-    sys.path.insert(0, os.path.abspath(os.environ.get("OLD", ".ab")))
-    cudnn_py_old = importlib.import_module("cudnn_py_old")
     rounds = int(os.environ.get("ROUNDS", "41"))
     torch.cuda.set_device(0)
-    libs = {"official": cudnn, "new": cudnn_py, "old": cudnn_py_old}
     handles = {n: lib.create_handle() for n, lib in libs.items()}
     results, profiles = {}, {}
     gc.callbacks.append(_on_gc)

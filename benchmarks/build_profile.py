@@ -6,23 +6,20 @@ as in host_ab.py): cProfile of ``N`` builds of a graph whose key was built befor
 from __future__ import annotations
 
 import cProfile
-import importlib
 import io
 import os
 import pstats
 import sys
 
-from benchmarks.build_ab import STAGES, add, matmul, sdpa, stage_ms
+from benchmarks.build_ab import add, matmul, sdpa
+from benchmarks.build_stages import STAGES, run_stage, stage_times
+from benchmarks.host_ab import contenders
 
 
 def main() -> None:
-    import cudnn  # noqa: F401  (the official frontend first: the others reuse the libcudnn it loaded)
+    libs = {n: lib for n, lib in contenders().items() if n != "official"}
     import torch
 
-    import cudnn_py
-
-    sys.path.insert(0, os.path.abspath(os.environ.get("OLD", ".ab")))
-    libs = {"new": cudnn_py, "old": importlib.import_module("cudnn_py_old")}
     n = int(os.environ.get("N", "30"))
     out = io.StringIO()
     makers = {"sdpa": sdpa, "matmul": matmul, "add": add}
@@ -30,18 +27,12 @@ def main() -> None:
         for name, lib in libs.items():
             h = lib.create_handle()
             make = makers[case](lib, h, torch)
-            stage_ms(lib, make())
+            stage_times(lib, make())  # the key's first build, not profiled
             profiles = {s: cProfile.Profile() for s in STAGES}
             for _ in range(n):
                 g = make()
                 for s in STAGES:
-                    p = profiles[s]
-                    p.enable()
-                    if s == "create_execution_plans":
-                        g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-                    else:
-                        getattr(g, s)()
-                    p.disable()
+                    profiles[s].runcall(run_stage, lib, g, s)
             for s, p in profiles.items():
                 out.write(f"===== {case} {name} {s} ({n} builds)\n")
                 pstats.Stats(p, stream=out).sort_stats("cumulative").print_stats(40)

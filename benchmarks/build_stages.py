@@ -23,17 +23,25 @@ STAGES = ("validate", "build_operation_graph", "create_execution_plans", "check_
 DEFAULT_CASES = ("fwd_causal", "fwd_non_causal", "bwd_causal", "bwd_gqa4_causal")
 
 
-def stage_times(lib, graph, before=None) -> dict[str, float]:
-    """ms per stage of one build (``before`` runs first, untimed: emptying cudnn_py's caches)."""
+def run_stage(lib, graph, stage: str) -> None:
+    """One build stage of ``graph`` as every benchmark runs it (heuristics modes A and FALLBACK)."""
+    if stage == "create_execution_plans":
+        graph.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
+    else:
+        getattr(graph, stage)()
+
+
+def stage_times(lib, graph, before=None, on_stage=None) -> dict[str, float]:
+    """ms per stage of one build (``before`` runs first, untimed: emptying cudnn_py's caches; ``on_stage(stage)``
+    is called, untimed, before each stage)."""
     if before is not None:
         before()
     out = {}
     for stage in STAGES:
+        if on_stage is not None:
+            on_stage(stage)
         t0 = time.perf_counter()
-        if stage == "create_execution_plans":
-            graph.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-        else:
-            getattr(graph, stage)()
+        run_stage(lib, graph, stage)
         out[stage] = (time.perf_counter() - t0) * 1e3
     return out
 

@@ -21,26 +21,26 @@ CALLS = 40
 DEFAULT_CASES = "fwd_causal fwd_non_causal fwd_gqa4_causal fwd_decode bwd_causal"
 
 
-def build(lib, g) -> None:
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([lib.heur_mode.A, lib.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
+def contenders() -> dict:
+    """{"official": cudnn, "new": cudnn_py, "old": cudnn_py_old}: the official frontend imported first (the others
+    reuse the libcudnn it loaded), the older package from ``$OLD`` (default ``.ab``)."""
+    import cudnn
+
+    import cudnn_py
+
+    sys.path.insert(0, os.path.abspath(os.environ.get("OLD", ".ab")))
+    return {"official": cudnn, "new": cudnn_py, "old": importlib.import_module("cudnn_py_old")}
 
 
 def main() -> None:
-    import cudnn  # the official frontend first: the others reuse the libcudnn it loaded
+    libs = contenders()
     import torch
 
-    import cudnn_py
     from benchmarks.attention import _LIKE, CASES, backward_graph, forward_graph, host_us, paired_ratio, shapes
+    from benchmarks.build_stages import stage_times
 
-    sys.path.insert(0, os.path.abspath(os.environ.get("OLD", ".ab")))
-    cudnn_py_old = importlib.import_module("cudnn_py_old")
     rounds = int(os.environ.get("ROUNDS", "31"))
     torch.cuda.set_device(0)
-    libs = {"official": cudnn, "new": cudnn_py, "old": cudnn_py_old}
     handles = {n: lib.create_handle() for n, lib in libs.items()}
     for n, lib in libs.items():
         lib.set_stream(handle=handles[n], stream=torch.cuda.current_stream().cuda_stream)
@@ -56,7 +56,7 @@ def main() -> None:
         runs, keep = {}, []
         for n, lib in libs.items():
             g, names = make(lib, handles[n], case, layouts)
-            build(lib, g)
+            stage_times(lib, g)
             mine = {o: torch.empty_like(t[_LIKE[o]]) for o in outs}
             pack = {gt: (mine[x] if x in mine else t[x]) for gt, x in names.items()}
             ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
