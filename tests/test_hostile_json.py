@@ -117,7 +117,6 @@ def test_the_raw_attribute_is_checked_in_descriptor_set():
         d.set("CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION", json.dumps(doc))
 
 
-
 def test_a_plan_json_is_checked_at_set_unless_its_caller_checked_it(monkeypatch):
     """Descriptor.set checks an execution plan's JSON; a caller that checked it already (serialize.load, the disk
     cache's decode) or that holds cuDNN's own (the plan cache) says so and the ~2 ms parse is not paid twice."""
@@ -139,6 +138,7 @@ def test_a_plan_json_is_checked_at_set_unless_its_caller_checked_it(monkeypatch)
     doc["operationGraph"]["tensors"] = 7
     with pytest.raises(SerializedJSONError, match=f"{attr_name}: operationGraph.tensors: 7 is not a list"):
         Descriptor("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR").set(attr_name, json.dumps(doc))
+
 
 @pytest.mark.parametrize("field, value, message", [
     ("warpSize", 0, r"warpSize: 0 is below 1"), ("multiProcessorCount", -1, r"multiProcessorCount: -1 is below 1"),
@@ -163,7 +163,8 @@ def load_blob(monkeypatch):
     class FakePlan:
         workspace = 256
 
-    monkeypatch.setattr(serialize.ExecutionPlan, "from_json", classmethod(lambda cls, text, handle, json_checked: FakePlan()))
+    monkeypatch.setattr(serialize.ExecutionPlan, "from_json",
+                        classmethod(lambda cls, text, handle, json_checked: FakePlan()))
     doc = json.loads((DATA / "plan_sdpa_cudnn91900.json").read_text())
     doc["cudnn_version"] = versions.runtime_version()
 

@@ -127,7 +127,8 @@ def one_entry(monkeypatch):
 @pytest.mark.parametrize("rebuilt", [(7, [(24, 26)], 4096), (6, [(24, 25)], 4096), (6, [(24, 26)], 0)],
                          ids=["other-engine", "other-knobs", "other-workspace"])
 def test_a_rebuilt_plan_that_differs_from_its_entry_is_refused(one_entry, monkeypatch, rebuilt):
-    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(lambda text, handle, checked: _Plan(*rebuilt)))
+    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json",
+                        staticmethod(lambda text, handle, checked: _Plan(*rebuilt)))
     refused = plan_cache.stats["rebuilds_refused"]
     assert plan_cache.rebuild(one_entry, _Config(6, [(24, 26)]), 1234) is None
     assert plan_cache.stats["rebuilds_refused"] == refused + 1 and one_entry not in plan_cache._cache
@@ -137,7 +138,8 @@ def test_a_matching_rebuild_is_served_with_the_graphs_own_config(one_entry, monk
     calls = []
     # read back from JSON, a plan lists the engine's other knobs at -1 (their default): the same choices
     monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(
-        lambda text, handle, checked: calls.append((text, handle, checked)) or _Plan(6, [(14, -1), (24, 26)], 4096)))
+        lambda text, handle, checked: calls.append((text, handle, checked))
+        or _Plan(6, [(14, -1), (24, 26)], 4096)))
     mine = _Config(6, [(24, 26)])
     plan = plan_cache.rebuild(one_entry, mine, 1234)
     # (an entry's JSON is cuDNN's own or was checked when it came from the disk: not checked at every hit)

@@ -3,8 +3,9 @@
 # and our whole suite side by side, then, on a quiet machine, the host time per SDPA execute against an older
 # cudnn_py (when .ab/cudnn_py_old exists: a copy of that version's package, see benchmarks/host_ab.py),
 # the build time of a key built before (benchmarks/build_ab.py), benchmarks/run.py's host and build figures for
-# this tree and that one, and the import time against the official
-# module. Needs .conformance/ (made by the conformance suite's prepare.sh; carry it, and .ab). Summaries go straight into $OUT (they come back even if the call is cut short), the logs into $OUT/logs.tgz.
+# this tree and that one, and the import time against the official module. Needs .conformance/ (made by the
+# conformance suite's prepare.sh; carry it, and .ab). Summaries go straight into $OUT (they come back even if the
+# call is cut short), the logs into $OUT/logs.tgz.
 #     bash tests/support/device_check.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -46,5 +47,6 @@ python3 -m venv --system-site-packages "$official" >/dev/null && \
 echo "all: $(( $(date +%s) - t0 )) s" >> "$OUT/env.txt"
 tar czf "$OUT/logs.tgz" -C "$W" .
 cat "$OUT/env.txt" "$OUT/conformance_summary.txt" "$OUT/suite_summary.txt"
-tail -6 "$OUT/host_ab.txt" 2>/dev/null; grep "total ms" "$OUT/build_ab.txt" 2>/dev/null; grep "^==\|µs per execute\|build ms" "$OUT/run_py.txt" 2>/dev/null
+tail -6 "$OUT/host_ab.txt" 2>/dev/null; grep "total ms" "$OUT/build_ab.txt" 2>/dev/null
+grep "^==\|µs per execute\|build ms" "$OUT/run_py.txt" 2>/dev/null
 cat "$OUT/import_time.txt"

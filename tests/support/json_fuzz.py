@@ -100,7 +100,8 @@ def main(seed: int, count: int) -> int:
     class FakePlan:
         workspace = 0
 
-    serialize.ExecutionPlan.from_json = classmethod(lambda cls, text, handle, json_checked=False: FakePlan())  # the parser only
+    # the parser only
+    serialize.ExecutionPlan.from_json = classmethod(lambda cls, text, handle, json_checked=False: FakePlan())
     for n in range(count):
         target = rng.choice(["kernel_cache", "kernel_cache", "raw_attribute", "device_properties", "plan_blob"])
         if target in ("kernel_cache", "raw_attribute"):
