@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the checkout's package, whatever is installed
 
+import cudnn_py.families  # noqa: E402, F401  (the op families register their specs)
 from cudnn_py import enums as classic_enums  # noqa: E402
 from cudnn_py.ir.signatures import call_forms, format_call  # noqa: E402
 from cudnn_py.ir.spec import SPECS  # noqa: E402

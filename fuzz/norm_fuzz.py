@@ -65,7 +65,7 @@ def build(c: dict):
         return g.tensor(s_dims, _strides(s_dims, c["layout"]), data_type=F, name=name)
 
     def stats(name: str):
-        from cudnn_py.ops.norms.spec import normalized_stats_dims
+        from cudnn_py.families.norms.spec import normalized_stats_dims
 
         mode = {"rmsnorm": "CUDNN_RMS_NORM", "instancenorm": "CUDNN_INSTANCE_NORM",
                 "adalayernorm": "CUDNN_ADA_LAYER_NORM", "batchnorm": "CUDNN_BATCH_NORM"}.get(m.split("_")[0],

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import cudnn_py.families  # noqa: F401  (the op families register into the cores, as the facade does)
 from tests.support.libcuda_stub import ensure_driver
 
 DRIVER = ensure_driver()

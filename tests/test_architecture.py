@@ -35,10 +35,10 @@ def test_import_linter_catches_an_upward_import(tmp_path):
     exe = _tool("lint-imports")
     shutil.copytree(ROOT / "cudnn_py", tmp_path / "cudnn_py")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    matmul = tmp_path / "cudnn_py" / "ops" / "matmul" / "lowering.py"
+    matmul = tmp_path / "cudnn_py" / "families" / "matmul" / "lowering.py"
     matmul.write_text(matmul.read_text() + "\n\ndef _upward():\n    from ...facade import pygraph  # noqa\n")
     r = _run([exe], cwd=tmp_path)
-    assert r.returncode != 0 and "cudnn_py.ops.matmul.lowering -> cudnn_py.facade" in r.stdout, r.stdout[-3000:]
+    assert r.returncode != 0 and "cudnn_py.families.matmul.lowering -> cudnn_py.facade" in r.stdout, r.stdout[-3000:]
 
 
 def test_ruff_is_clean():
@@ -58,3 +58,72 @@ def test_no_hand_written_module_is_over_600_lines():
     long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "cudnn_py").rglob("*.py"))
             if "_generated" not in p.parts and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert not long, f"split these by job (lines): {long}"
+
+
+def _import_graph():
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (pip install '.[test]')")
+    return grimp.build_graph("cudnn_py", include_external_packages=False)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_modules():
+    """Every import the package makes (lazy ones and those under TYPE_CHECKING included), module by module:
+    no module reaches itself. A package's ``__init__`` importing its own submodules is not a cycle."""
+    graph = _import_graph()
+    edges = {m: {n for n in graph.find_modules_directly_imported_by(m)
+                 if not (m.startswith(n + ".") or n.startswith(m + "."))} for m in graph.modules}
+    assert not _cycles(edges), _cycles(edges)
+
+
+def test_no_import_cycle_between_packages():
+    """The same graph with each module folded into its package two levels down (``cudnn_py.plans``,
+    ``cudnn_py.families.attention``): no package reaches itself through another."""
+    graph = _import_graph()
+
+    def package(m: str) -> str:
+        return ".".join(m.split(".")[:3]) if m.startswith("cudnn_py.families.") else ".".join(m.split(".")[:2])
+
+    edges: dict[str, set[str]] = {}
+    for m in graph.modules:
+        targets = {package(n) for n in graph.find_modules_directly_imported_by(m)} - {package(m)}
+        edges.setdefault(package(m), set()).update(t for t in targets if t != "cudnn_py")
+    assert not _cycles(edges), _cycles(edges)

@@ -347,7 +347,7 @@ def test_every_path_a_developer_page_names_exists(page):
         here = (ROOT / page).parent
         candidates = [here / n, ROOT / n, ROOT / "cudnn_py" / n, ROOT / "cudnn_py" / "_generated" / n]
         if n in ("spec.py", "lowering.py", "reference.py"):
-            candidates.append(ROOT / "cudnn_py" / "ops" / "matmul" / n)
+            candidates.append(ROOT / "cudnn_py" / "families" / "matmul" / n)
         if not any(glob.glob(str(c)) for c in candidates):
             missing.append(n)
     assert not missing, f"{page} names paths that do not exist: {missing}"

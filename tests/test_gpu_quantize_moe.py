@@ -12,7 +12,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.engines.reference import ReferenceEngine
-from cudnn_py.ops.quantize.reference import tile_positions
+from cudnn_py.families.quantize.reference import tile_positions
 from cudnn_py.plans.device_gates import compute_capability
 
 pytestmark = pytest.mark.gpu

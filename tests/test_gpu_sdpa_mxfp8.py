@@ -29,7 +29,7 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
-from cudnn_py.ops.quantize.reference import tile_positions
+from cudnn_py.families.quantize.reference import tile_positions
 from cudnn_py.plans.device_gates import compute_capability
 from tests.test_gpu_sdpa import poisoned  # (that module skips itself without torch, and so this one)
 

@@ -25,8 +25,8 @@ from cudnn_py.enums import (
 )
 from cudnn_py.errors import NotImplementedOptionError, PhaseError
 from cudnn_py.facade import cudnnGraphNotSupportedError, pygraph, tensor
+from cudnn_py.families.pointwise.spec import DBL_MAX, FLT_MAX
 from cudnn_py.ir.spec import SPECS
-from cudnn_py.ops.pointwise.spec import DBL_MAX, FLT_MAX
 from cudnn_py.plans.session import Phase, PlanningSession, SessionOptions
 
 POINTWISE = {m: s for m, s in SPECS.items() if s.kind == "pointwise"}

@@ -13,7 +13,7 @@ import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.errors import NotImplementedOptionError
-from cudnn_py.ops.quantize.reference import GRIDS, tile_positions
+from cudnn_py.families.quantize.reference import GRIDS, tile_positions
 from cudnn_py.plans import device_gates
 
 D = cudnn.data_type

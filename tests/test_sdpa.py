@@ -12,8 +12,8 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
+from cudnn_py.families.attention.reference import alibi_slopes
 from cudnn_py.ir.passes import PassOptions, prepare
-from cudnn_py.ops.attention.reference import alibi_slopes
 
 H, F, D, I32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.DOUBLE, cudnn.data_type.INT32
 AI = cudnn.attention_implementation
@@ -157,8 +157,8 @@ def test_unfuse_fma_is_the_unified_ops_and_never_dropped():
         g.validate()  # 9.28 here: unified, with the attribute
         _program(g, on_919)
     if versions.available("CUDNN_ATTR_OPERATION_SDPA_FWD_UNFUSE_FMA"):
+        from cudnn_py.families.attention.lowering import lower
         from cudnn_py.lowering import TensorTable
-        from cudnn_py.ops.attention.lowering import lower
 
         g = _unfuse_fma_graph(AI.UNIFIED)
         g.validate()  # finalized deviceless with the attribute set
@@ -321,8 +321,8 @@ def test_composite_dropout_uses_an_rng_op_writing_rng_dump():
 def test_unified_lowering_sets_the_sdpa_fwd_attributes():
     if versions.runtime_version() < 91500:
         pytest.skip("needs cuDNN >= 9.15 on this machine")
+    from cudnn_py.families.attention.lowering import lower
     from cudnn_py.lowering import TensorTable
-    from cudnn_py.ops.attention.lowering import lower
 
     g = half_graph()
     q, k, v = qkv(g, s_q=40, s_kv=72, d=64)

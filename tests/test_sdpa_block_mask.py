@@ -108,8 +108,8 @@ def test_tile_counts_round_up_including_decode():
 
 # ---- implementation choice ------------------------------------------------------------------------------------------
 def test_auto_keeps_the_unified_op_and_lowering_sets_the_block_mask_deviceless():
+    from cudnn_py.families.attention.lowering import lower
     from cudnn_py.lowering import TensorTable
-    from cudnn_py.ops.attention.lowering import lower
 
     g = graph()
     t = build(g, **seq_lens(g, 2))
@@ -129,7 +129,7 @@ def test_auto_keeps_the_unified_op_and_lowering_sets_the_block_mask_deviceless()
 def test_cudnn_itself_refuses_a_broadcast_batch_deviceless(monkeypatch):
     """Why no broadcast is accepted: with cudnn_py's check bypassed, cuDNN 9.28's finalize rejects a block mask
     of batch 1 (it checks b and h_q, not the tile counts nor the type: those are cudnn_py's checks alone)."""
-    from cudnn_py.ops.attention import spec as attention
+    from cudnn_py.families.attention import spec as attention
 
     monkeypatch.setattr(attention, "_check_block_mask", lambda node, d: None)
     g = graph()

@@ -12,8 +12,8 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
+from cudnn_py.families.attention_fp8 import reference as fp8_reference
 from cudnn_py.ir.passes import PassOptions, prepare
-from cudnn_py.ops.attention_fp8 import reference as fp8_reference
 
 E4, E5, F, H, D, I32 = (cudnn.data_type.FP8_E4M3, cudnn.data_type.FP8_E5M2, cudnn.data_type.FLOAT,
                         cudnn.data_type.HALF, cudnn.data_type.DOUBLE, cudnn.data_type.INT32)
@@ -462,7 +462,7 @@ def test_forward_definition_rounds_s_like_an_independent_numpy_fp8_attention(sha
 
 
 def test_e4m3_rounding_of_the_reference_is_the_format():
-    from cudnn_py.ops.quantize.reference import GRIDS
+    from cudnn_py.families.quantize.reference import GRIDS
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal(20000) * np.exp2(rng.integers(-12, 10, 20000))
@@ -556,7 +556,7 @@ def test_device_rules_per_architecture(monkeypatch):
     GPU (device_gates; deviceless validation cannot know the architecture)."""
     from types import SimpleNamespace
 
-    from cudnn_py.ops.attention_fp8.spec import device_rules
+    from cudnn_py.families.attention_fp8.spec import device_rules
     from cudnn_py.plans import device_gates
 
     g64, _ = _backward_graph(d=64)

@@ -51,8 +51,8 @@ class SimpleTensors(dict):
 
 # ---- what reaches cuDNN --------------------------------------------------------------------------------------
 def test_composite_paged_attention_loads_k_and_v_through_paged_cache_load_deviceless():
+    from cudnn_py.families.paged_cache.lowering import lower
     from cudnn_py.lowering import TensorTable
-    from cudnn_py.ops.paged_cache.lowering import lower
 
     g = half_graph()
     t = paged_case(g, s_q=1, implementation=AI.COMPOSITE)
@@ -77,8 +77,8 @@ def test_composite_paged_attention_loads_k_and_v_through_paged_cache_load_device
 def test_unified_paged_attention_attaches_the_page_tables_deviceless():
     if versions.runtime_version() < 91500:
         pytest.skip("needs cuDNN >= 9.15 on this machine")
+    from cudnn_py.families.attention.lowering import lower
     from cudnn_py.lowering import TensorTable
-    from cudnn_py.ops.attention.lowering import lower
 
     g = half_graph()
     t = paged_case(g, s_q=7, h_q=8, h_k=2, implementation=AI.UNIFIED, paged_attention_max_seq_len_kv=40)

@@ -12,9 +12,9 @@ An :class:`OpSpec` says everything the layers above need to know about an op, on
 * for a composite, ``expand``: the decomposition into primitive IR nodes (run by the decompose pass).
 
 The builder methods of ``pygraph`` are generated from the specs (:mod:`.builders`), with the real signatures.
-Each family's folder (``cudnn_py/ops/<family>/``) holds its specs, its lowerings (``@lowers(kind)``) and its float64
-references (``@reference(kind)``); ``tests/test_op_families.py`` checks that every spec has both (or declares
-``decomposed``). The hooks at the end of :class:`OpSpec` are what the generic passes ask of an op.
+Each family's folder (``cudnn_py/families/<family>/``) holds its specs, its lowerings (``@lowers(kind)``) and its
+float64 references (``@reference(kind)``); ``tests/test_op_families.py`` checks that every spec has both (or
+declares ``decomposed``). The hooks at the end of :class:`OpSpec` are what the generic passes ask of an op.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidTypeError, InvalidValueError
+from ..registry import SPEC, Registry
 
 
 def list_port_key(port: str, index: int) -> str:
@@ -258,14 +259,13 @@ def _is_dtype_like(v: Any) -> bool:
 
 
 # ---- the registry ---------------------------------------------------------------------------------------------------
-SPECS: dict[str, OpSpec] = {}  # method name -> spec, in registration order
+# method name -> spec, in registration order; the families' spec modules fill it (cudnn_py/registry.py)
+SPECS: Registry[OpSpec] = Registry(SPEC, "op spec")
 
 
 def register(*specs: OpSpec) -> None:
     for spec in specs:
-        if spec.method in SPECS:
-            raise InvalidValueError(f"op spec {spec.method!r} is registered twice")
-        SPECS[spec.method] = spec
+        SPECS.add(spec.method, spec)
 
 
 def specs_of_kind(kind: str) -> list[OpSpec]:

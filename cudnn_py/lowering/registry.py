@@ -9,16 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidValueError
+from ..registry import LOWERING, Registry
 
 Lowering = Callable[[Any, Any], list[Any]]
-LOWERINGS: dict[str, Lowering] = {}
+# node kind -> its lowering; the families' lowering modules fill it on first read (cudnn_py/registry.py)
+LOWERINGS: Registry[Lowering] = Registry(LOWERING, "lowering")
 
 
 def lowers(kind: str) -> Callable[[Lowering], Lowering]:
     def register(fn: Lowering) -> Lowering:
-        if kind in LOWERINGS:
-            raise InvalidValueError(f"node kind {kind!r} has two lowerings")
-        LOWERINGS[kind] = fn
+        LOWERINGS.add(kind, fn)
         return fn
     return register

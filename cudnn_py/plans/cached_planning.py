@@ -1,7 +1,8 @@
 """Planning's caches, as the planning session (``session.py``) uses them: the heuristics query cache
 (``heuristics.py``), the in-process plan cache (``plan_cache.py``) and the disk cache (``disk_planning.py``).
 
-The functions take the session, whose state they read and keep: ``cached_queries`` (the queries the query cache
+The functions take the session, as a :class:`CachingSession` (what they read and keep of it; this module does not
+know the session class, which imports it): ``cached_queries`` (the queries the query cache
 answered), ``disk`` (what the disk cache gave the graph) and the operation graph's fingerprint, computed once.
 
 * ``query``: a heuristics query keyed by ``heuristics_key`` (at the first query of a graph this process has not
@@ -14,21 +15,48 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from ..backend import versions
 from ..errors import CudnnPyError
 from . import disk_planning, heuristics, plan_cache
 from .engine_config import CachedEngineConfig
 from .plan import ExecutionPlan
+from .plan_list import PlanList
 
-if TYPE_CHECKING:
-    from .session import PlanningSession
+
+class CachingSession(Protocol):
+    """The planning session's state that its caches read and keep (session.py says what each is)."""
+
+    options: Any  # phase.SessionOptions
+    lowered: Any  # the LoweredGraph, once lowered
+    lowering: str
+    device: int | None
+    executor: Any
+    plan_list: PlanList
+    cached_queries: list[tuple[Any, list[str]]]
+    disk: disk_planning.DiskUse
+    _fingerprint: tuple[Any, tuple | None] | None
+
+    @property
+    def graph(self) -> Any: ...
+
+    @property
+    def operation_graph(self) -> Any: ...
+
+    def on_device(self) -> AbstractContextManager[Any]: ...
+
+    def _alignments(self) -> dict[int, int]: ...
+
+    def _for_device(self) -> dict[str, Any]: ...
+
+    def _with_cache(self) -> dict[str, Any]: ...
 
 _log = logging.getLogger(__name__)
 
 
-def heuristics_key(s: PlanningSession, modes: list[str]) -> tuple | None:
+def heuristics_key(s: CachingSession, modes: list[str]) -> tuple | None:
     """What decides a heuristics answer (heuristics.py, the query cache): the graph's key, how it was lowered
     (the same key lowers the same way on the same cuDNN, given the alignment of data bound at build time),
     the cuDNN version, the device, the SM count target and the modes. None: not cached (deviceless planning,
@@ -40,7 +68,7 @@ def heuristics_key(s: PlanningSession, modes: list[str]) -> tuple | None:
             bool(s.options.dynamic_shapes), bool(s.options.override_shapes))
 
 
-def query(s: PlanningSession, modes: list[str], defer: bool = False, disk: bool = True) -> heuristics.HeuristicsResult:
+def query(s: CachingSession, modes: list[str], defer: bool = False, disk: bool = True) -> heuristics.HeuristicsResult:
     key = heuristics_key(s, modes)
     if disk and key is not None and not s.plan_list._configs and not heuristics.has(key):
         # a graph this process has not planned: an earlier process may have (the in-process caches answer
@@ -55,14 +83,14 @@ def query(s: PlanningSession, modes: list[str], defer: bool = False, disk: bool 
     return res
 
 
-def _plans_are_their_json(s: PlanningSession) -> bool:
+def _plans_are_their_json(s: CachingSession) -> bool:
     """Whether a plan of this graph is all its JSON says, the condition of both plan caches (in-process and disk):
     not with a kernel cache or dynamic / override shapes (their plans serve other shapes through the kernel cache;
     rebuilt ones were never run)."""
     return s.options.kernel_cache is None and not s.options.dynamic_shapes and not s.options.override_shapes
 
 
-def disk_lookup(s: PlanningSession, heuristics_key: Any, modes: list[str]) -> None:
+def disk_lookup(s: CachingSession, heuristics_key: Any, modes: list[str]) -> None:
     """Look the graph up in the disk cache (``disk_planning.py``): a hit seeds the query cache under
     ``heuristics_key`` and keeps the entry's plan for the build; why it is not used goes to explain()."""
     use, lowered = s.disk, s.lowered
@@ -85,7 +113,7 @@ def disk_lookup(s: PlanningSession, heuristics_key: Any, modes: list[str]) -> No
     return None
 
 
-def query_afresh(s: PlanningSession) -> bool:
+def query_afresh(s: CachingSession) -> bool:
     """Every config came from cached answers, every one failed to build and no filter barred any: forget the
     answers, query cuDNN again and start over (True), as a graph queried first would have. False: nothing to
     redo (a config cuDNN gave this graph, or one the caller chose, failed as well)."""
@@ -111,7 +139,7 @@ def query_afresh(s: PlanningSession) -> bool:
     return bool(plans._configs)
 
 
-def plan_cache_key(s: PlanningSession, i: int) -> tuple | None:
+def plan_cache_key(s: CachingSession, i: int) -> tuple | None:
     """Config ``i``'s key in the plan cache (plan_cache.py), or None: not cached. Only a graph whose heuristics
     came from the query cache (its key was planned before) is fingerprinted, so a graph built once pays
     nothing; never with a kernel cache or device properties (a plan holds more than its JSON then), nor with
@@ -125,7 +153,7 @@ def plan_cache_key(s: PlanningSession, i: int) -> tuple | None:
                           lowered.handle)
 
 
-def operation_graph_fingerprint(s: PlanningSession) -> tuple | None:
+def operation_graph_fingerprint(s: CachingSession) -> tuple | None:
     """``Descriptor.fingerprint`` of the operation graph, computed once per operation graph (the plan cache
     and the disk cache both key by it)."""
     assert s.lowered is not None and s.lowered.operation_graph is not None
@@ -135,7 +163,7 @@ def operation_graph_fingerprint(s: PlanningSession) -> tuple | None:
     return s._fingerprint[1]
 
 
-def build_plan(s: PlanningSession, i: int) -> ExecutionPlan:
+def build_plan(s: CachingSession, i: int) -> ExecutionPlan:
     """Config ``i``'s plan (called with the planning context current): rebuilt from the plan cache's JSON, else
     from the disk entry's, else built (and remembered by the plan cache)."""
     config = s.plan_list._configs[i]
@@ -155,7 +183,7 @@ def build_plan(s: PlanningSession, i: int) -> ExecutionPlan:
     return plan
 
 
-def disk_store(s: PlanningSession) -> None:
+def disk_store(s: CachingSession) -> None:
     """Write the disk cache's entry for this graph (a miss, or an entry dropped): its heuristics answer and
     default plan, with cuDNN's workspace (without the program's intermediates, which the session adds)."""
     candidate = s.plan_list.candidate

@@ -17,7 +17,8 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import enums
 from .._generated.names import attr, desc
@@ -30,16 +31,35 @@ from .plan import ExecutionPlan
 
 if TYPE_CHECKING:
     from .phase import Phase
-    from .session import PlanningSession
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+class PlanListOwner(Protocol):
+    """What a plan list reads of its owner (the planning session), and nothing else: the device context a deferred
+    query runs in, the graph's name for the logs, and the engine errata the program matches."""
+
+    @property
+    def graph(self) -> Any: ...
+
+    engine_errata: list[tuple[errata.Erratum, str]]
+
+    def on_device(self) -> AbstractContextManager[Any]: ...
+
+
+class PhaseGated(Protocol):
+    """What a phase-gated method needs of its owner: the phase check and the plan list."""
+
+    plan_list: PlanList
+
+    def _need(self, phase: Phase, method: str) -> None: ...
+
+
 class PlanList:
     """The engine configs of one planning session, their filters, plans and index queries."""
 
-    def __init__(self, session: PlanningSession) -> None:
+    def __init__(self, session: PlanListOwner) -> None:
         # the session owning this list, weakly (it owns the list): its device context (a deferred query runs
         # there), its graph's name (logs) and the program's engine errata
         self._session = weakref.ref(session)
@@ -52,7 +72,7 @@ class PlanList:
         self.heuristics_report: list[tuple] = []
         self.heuristics_ranked: list[tuple[str, list[Any]]] = []  # (mode, its EngineConfigs best first)
 
-    def _owner(self) -> PlanningSession:
+    def _owner(self) -> PlanListOwner:
         session = self._session()
         if session is None:
             raise UsageError("the planning session this plan list belongs to was garbage-collected")
@@ -216,7 +236,7 @@ def gated(phase: Phase, method: Callable[..., _T]) -> Callable[..., _T]:
     name = method.__name__
 
     @functools.wraps(method)
-    def gated(self: PlanningSession, *args: Any, **kwargs: Any) -> _T:
+    def gated(self: PhaseGated, *args: Any, **kwargs: Any) -> _T:
         self._need(phase, name)
         return getattr(self.plan_list, name)(*args, **kwargs)
 

@@ -1,5 +1,5 @@
 """A float64 numpy interpreter: one reference function per IR node kind, registered with ``@reference(kind)`` in
-the families' ``cudnn_py/ops/<family>/reference.py``.
+the families' ``cudnn_py/families/<family>/reference.py``.
 
 It is the ground truth the other engines are tested against, so it favours obvious code over speed: every
 value is computed in float64 on the host and cast only when written into an output buffer. Buffers may be
@@ -10,9 +10,9 @@ Composites have a reference of their own, written from their definition rather t
 so ``ReferenceEngine(program=True)`` (which interprets the graph *after* the IR passes) checks a decomposition
 against it.
 
-The family references are loaded (through the one registration list, ``cudnn_py.ops``) when the engine module is
-first imported - reading ``ReferenceEngine``, ``ReferencePlan`` or ``REFERENCES`` from here - not when a family's
-reference module imports the registry, so any of them may be imported first.
+The family references are imported when :data:`REFERENCES` is first read (the registry asks the filler that
+``cudnn_py.families`` installed; ``cudnn_py/registry.py``), so numpy and the references load only for a graph that
+uses this engine, and the engine never names a family.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ __all__ = ["REFERENCES", "Read", "ReferenceEngine", "ReferencePlan", "WithExtra"
 
 def __getattr__(name: str) -> Any:
     if name in ("ReferenceEngine", "ReferencePlan", "REFERENCES"):
-        from . import engine  # loads every family's reference
+        from . import engine  # numpy and the engine, on first use
 
         return getattr(engine, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

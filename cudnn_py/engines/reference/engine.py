@@ -9,13 +9,10 @@ import numpy as np
 
 from ...errors import InvalidTypeError, InvalidValueError, cudnnGraphNotSupportedError
 from ...ir import layout
-from ...ops import REFERENCE, load
 from ..base import BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import REFERENCE_ENGINE_ID
 from . import ragged
 from .registry import REFERENCES
-
-load(REFERENCE)  # every family's reference registers itself
 
 
 class ReferenceEngine(BaseEngine):

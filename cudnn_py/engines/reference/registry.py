@@ -6,18 +6,17 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidValueError
+from ...registry import REFERENCE, Registry
 
 Read = Callable[[Any], np.ndarray]  # IR tensor -> its float64 value
-# kind -> (run(node, read) -> the output value, check(node) -> why it is unsupported or None)
-REFERENCES: dict[str, tuple] = {}
+# kind -> (run(node, read) -> the output value, check(node) -> why it is unsupported or None); the families'
+# reference modules fill it on first read (cudnn_py/registry.py)
+REFERENCES: Registry[tuple] = Registry(REFERENCE, "reference function")
 
 
 def reference(kind: str, check: Callable[[Any], str | None] | None = None):
     def register(fn: Callable[[Any, Read], np.ndarray]):
-        if kind in REFERENCES:
-            raise InvalidValueError(f"node kind {kind!r} has two reference functions")
-        REFERENCES[kind] = (fn, check or (lambda node: None))
+        REFERENCES.add(kind, (fn, check or (lambda node: None)))
         return fn
     return register
 

@@ -1,4 +1,4 @@
-"""Per-tensor FP8 attention from its definition (``cudnn_py/ops/attention_fp8/spec.py``), in float64, with the FP8
+"""Per-tensor FP8 attention from its definition (``cudnn_py/families/attention_fp8/spec.py``), in float64, with the FP8
 rounding of the intermediates the definition quantizes: P · scale_s into Q's FP8 type (forward and backward) and
 dP · scale_dP into dO's type (backward), round to nearest even, saturating (``quantize.GRIDS``). The outputs are
 returned unrounded: writing them into an FP8 buffer rounds them, as the GPU does.

@@ -1,4 +1,4 @@
-"""MXFP8 attention from its definition (``cudnn_py/ops/attention_mxfp8/spec.py``), in float64: every MX operand
+"""MXFP8 attention from its definition (``cudnn_py/families/attention_mxfp8/spec.py``), in float64: every MX operand
 dequantized with its F8_128x4 E8M0 block scales (``quantize.unswizzle``, one scale per 32 elements along the
 operand's block axis), then attention as ``sdpa`` / ``sdpa_backward`` define it, on the user's untransposed
 tensors.
