@@ -1,7 +1,7 @@
 """Every exception cudnn_py raises, in one module that every layer may import (it imports only the generated
 status table).
 
-The classic module maps failures onto three Python types (``python_api.md`` §1.4), and so do we:
+The classic module maps failures onto three Python types, and so do we:
 
 * ``ValueError`` - bad attributes, shapes, tensor names, variant packs (:class:`DescriptorError` and the
   IR's shape errors are ValueErrors);

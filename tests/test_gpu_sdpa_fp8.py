@@ -240,7 +240,7 @@ def check_backward(got, want):
 @pytest.mark.parametrize("d", [64, 128])
 def test_backward(d, causal):
     hopper = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9  # (False in a CPU dry run)
-    if d != 128 and hopper:  # the frontend's SM9x rule (node_lowering.md §16.2): refused when planning
+    if d != 128 and hopper:  # the frontend's SM9x rule (d_qk == d_v == 128): refused when planning
         with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="d_qk == d_v == 128"):
             run_backward(d, causal)
         return

@@ -10,7 +10,7 @@ validate() when the cuDNN is older than 9.21, from build() otherwise). Each test
 never run.)
 
 Tolerances (relative Frobenius error against the float64 definition, which takes the MX operands exactly):
-* O: ``O_TOL = 0.1``. The graph types the softmax output as E4M3 (the backend's bmm2 operand type, §14.6 step 14)
+* O: ``O_TOL = 0.1``. The graph types the softmax output as E4M3 (bmm2's A in Q's type, as the backend wants it)
   and the definition keeps P exact (how the fused kernel quantizes P is undocumented): one E4M3 rounding of P is up
   to 2^-4 relative per element for normal values, more for probabilities in E4M3's subnormal range (< 2^-6, most
   of them at s_kv = 128), then BF16 output rounding (2^-9). 0.1 bounds that with room; the OUTCOME line gives the

@@ -13,8 +13,9 @@ from cudnn_py.ir.spec import SPECS
 from tests.conftest import gpu_available
 
 POINTWISE = {m: s for m, s in SPECS.items() if s.kind == "pointwise"}
-# The classic method -> backend mode mapping, written out from node_lowering.md §1.1 (not derived from the specs,
-# so a wrong spec fails here): checked against what the trace shows reaching cudnnBackendSetAttribute.
+# The classic method -> backend mode mapping, written out from the official frontend's pointwise bindings
+# (not derived from the specs, so a wrong spec fails here): checked against what the trace shows reaching
+# cudnnBackendSetAttribute.
 EXPECTED_MODE = {
     "add": "ADD", "add_square": "ADD_SQUARE", "bias": "ADD", "scale": "MUL", "mul": "MUL", "sub": "SUB",
     "div": "DIV", "max": "MAX", "min": "MIN", "mod": "MOD", "pow": "POW", "sqrt": "SQRT", "rsqrt": "RSQRT",

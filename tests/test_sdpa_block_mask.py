@@ -66,7 +66,7 @@ def test_block_mask_is_the_seventh_positional_argument_and_a_node_input():
 
 
 def test_sdpa_backward_has_no_block_mask_argument():
-    """The classic sdpa_backward takes no block mask (python_api.md): an unknown keyword, not stored."""
+    """The classic sdpa_backward takes no block mask: an unknown keyword, not stored."""
     g = graph()
     q, k, v = (g.tensor([1, 2, 128, 64]) for _ in range(3))
     o, d_o, stats = g.tensor([1, 2, 128, 64]), g.tensor([1, 2, 128, 64]), g.tensor([1, 2, 128, 1], data_type=F)

@@ -1,7 +1,7 @@
 """Per-tensor FP8 attention on the CPU: the classic surface of sdpa_fp8 / sdpa_fp8_backward, the validation rules,
-deviceless finalization on cuDNN 9.28 and the decompositions in the frontend's order (node_lowering.md §14.7,
-§16.3), and the decompositions (``ReferenceEngine(program=True)``) against the float64 definition
-(``ReferenceEngine()``), itself checked against an independent numpy FP8 attention with its own E4M3 table."""
+deviceless finalization on cuDNN 9.28 and the decompositions in the frontend's order, and the decompositions
+(``ReferenceEngine(program=True)``) against the float64 definition (``ReferenceEngine()``), itself checked against
+an independent numpy FP8 attention with its own E4M3 table."""
 from __future__ import annotations
 
 import math
@@ -552,7 +552,7 @@ def test_backward_definition_rounds_s_and_dp_like_an_independent_numpy_fp8_backw
 
 
 def test_device_rules_per_architecture(monkeypatch):
-    """The frontend's per-architecture FP8 rules (node_lowering.md §14.4, §16.2), checked when planning meets the
+    """The frontend's per-architecture FP8 rules, checked when planning meets the
     GPU (device_gates; deviceless validation cannot know the architecture)."""
     from types import SimpleNamespace
 
@@ -635,8 +635,8 @@ def test_score_max_and_sum_exp_and_an_e5m2_do():
 
 
 def test_paged_fp8_forward_is_the_unpaged_one():
-    """K / V read from page containers through page tables (§14.7: steps 1-13 as §14.6, the paged cache loads
-    included): the decomposition and the definition agree with the same case on dense K / V."""
+    """K / V read from page containers through page tables (loaded as sdpa loads them): the
+    decomposition and the definition agree with the same case on dense K / V."""
     b, h_q, h_k, s_q, block, pages, d = 2, 4, 2, 5, 8, 3, 16
     s_kv, num_blocks = block * pages, 10
     shape = (b, h_q, h_k, s_q, s_kv, d, d)

@@ -347,7 +347,7 @@ def test_forward_decomposition_finalizes_deviceless(causal):
     nodes = prepare(g, RUNNING).nodes
     methods = [n.spec.method for n in nodes]
     assert methods[:3] == ["block_scale_dequantize", "block_scale_dequantize", "matmul"]
-    deq_k, deq_q, bmm1 = nodes[:3]  # Kᵀ first (§14.7 step 1), then Q
+    deq_k, deq_q, bmm1 = nodes[:3]  # Kᵀ first, then Q
     assert bmm1.inputs["A"] is deq_q.outputs["Y"] and bmm1.inputs["B"] is deq_k.outputs["Y"]
     # Kᵀ and its descale: axes 2 / 3 swapped (dims and strides) in the program, the user's tensors untouched
     assert deq_k.inputs["X"].dim == [2, 2, 64, 96] and deq_k.inputs["X"].stride == [12288, 6144, 1, 64]
@@ -357,7 +357,7 @@ def test_forward_decomposition_finalizes_deviceless(causal):
     assert all(n.params["backend_block_size"] == [1, 32] for n in nodes if n.op == "block_scale_dequantize")
     assert methods[-4:] == ["div", "block_scale_dequantize", "matmul", "reduction"]  # softmax, V, bmm2, AMAX(O)
     div, deq_v, bmm2, amax = nodes[-4:]
-    assert div.outputs["OUT_0"].data_type is E4  # bmm2's A in Q's type (§14.6 step 14)
+    assert div.outputs["OUT_0"].data_type is E4  # bmm2's A in Q's type
     assert bmm2.inputs["A"] is div.outputs["OUT_0"] and bmm2.inputs["B"] is deq_v.outputs["Y"]
     assert deq_v.inputs["X"].uid == ts["v"].uid and bmm2.outputs["C"].uid == outs[0].uid
     assert amax.params["mode"] is cudnn.reduction_mode.AMAX and amax.inputs["X"].uid == outs[0].uid
@@ -620,7 +620,7 @@ def test_planning_meets_the_composite_gate_before_its_dequantize_nodes(monkeypat
 
 def test_backward_definition_reads_each_operand_where_the_frontend_does():
     """Independent q_T, k_T, dO_T: S from q, k; dP from dO (MX) and v; D from dO_f16 and o_f16; dV from dO_T; dQ
-    from k_T; dK from q_T (node_lowering.md §16.4), as numpy computes it here."""
+    from k_T; dK from q_T, as numpy computes it here."""
     shape = (1, 2, 1, 64, 64, 32, 32)
     data = draw_backward(shape, seed=9)
     stats = forward_stats(shape, data, {})

@@ -88,7 +88,7 @@ SHAPES = [(1, 2, 2, 5, 7, 8), (2, 4, 2, 6, 9, 16)]
 @pytest.mark.parametrize("with_bias", [False, True], ids=["softcap", "softcap-bias"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_softcap_backward_decomposition_and_definition_agree_with_the_hand_gradients(shape, with_bias):
-    """With a bias, dBias is the gradient of the biased scores: taken before score_mod_bprop (§15.3 step 15)."""
+    """With a bias, dBias is the gradient of the biased scores: taken before score_mod_bprop."""
     b, h_q, h_k, s_q, s_kv, d = shape
     rng = np.random.default_rng(sum(shape))
     q, k, v = (rng.standard_normal(x) * 2 for x in ((b, h_q, s_q, d), (b, h_k, s_kv, d), (b, h_k, s_kv, d)))

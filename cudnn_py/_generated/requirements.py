@@ -22,9 +22,10 @@ REQUIRED = {
         Requirement(('CUDNN_ATTR_ENGINECFG_ENGINE',), "header: ENGINECFG doc, 'Required attribute.'; probe: finalize with nothing set, or with only KNOB_CHOICES set, is a SIGSEGV (9.28)"),
     ),
     # EXECUTION_PLAN_HANDLE is 'Required' in the header but deprecated in 9.28 and never set by the frontend when it
-    # builds a plan (flow §1.6, quirk 5); only the JSON route needs it, and that is the backend's to report.
+    # builds a plan (flow: it sets the handle only when it loads a plan from JSON); only the JSON route needs it, and
+    # that is the backend's to report.
     'CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR': (
-        Requirement(('CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG', 'CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION'), "header: EXECUTION_PLAN doc, ENGINE_CONFIG 'Required attribute.'; flow §5.1: a plan is loaded from JSON instead; probe: finalize with nothing set, or with only RUN_ONLY_INTERMEDIATE_UIDS or CUDA_GRAPH_RETENTION, is a SIGSEGV (9.28); JSON alone gives BAD_PARAM", None),
+        Requirement(('CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG', 'CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION'), "header: EXECUTION_PLAN doc, ENGINE_CONFIG 'Required attribute.'; flow: a plan is loaded from JSON instead; probe: finalize with nothing set, or with only RUN_ONLY_INTERMEDIATE_UIDS or CUDA_GRAPH_RETENTION, is a SIGSEGV (9.28); JSON alone gives BAD_PARAM", None),
     ),
     'CUDNN_BACKEND_ENGINE_DESCRIPTOR': (
         Requirement(('CUDNN_ATTR_ENGINE_OPERATION_GRAPH',), "header: ENGINE doc, 'Required attribute.'; probe: without the graph BAD_PARAM_NULL_POINTER, without the index NOT_SUPPORTED"),
@@ -44,7 +45,7 @@ REQUIRED = {
         Requirement(('CUDNN_ATTR_VARIANT_PACK_WORKSPACE',), "header: VARIANT_PACK doc, 'Required attribute.'; probe: an empty one finalizes"),
     ),
     # OPERATIONGRAPH_HANDLE is 'Required' in the header but deprecated; a graph finalizes without a handle since 9.8
-    # (flow §1.2, schema §5.1).
+    # (flow: the frontend sets it only when it has one; schema: finalized without one on 9.28).
     'CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR': (
         Requirement(('CUDNN_ATTR_OPERATIONGRAPH_OPS',), "header: OPERATIONGRAPH doc, 'Required attribute.'; probe: without it BAD_PARAM (buildDAG)"),
     ),
@@ -270,7 +271,7 @@ REQUIRED = {
 # nothing to finalize. probe: an empty LAYOUT_INFO finalizes and then reads an uninitialized TENSOR_UID.
 BACKEND_FILLED_KINDS = {
     'CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR': "header: every LAYOUT_INFO attribute is 'Read-only attribute'",
-    'CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR': 'schema §2: KNOB_INFO is read-only (Set -> NOT_SUPPORTED)',
+    'CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR': 'schema: KNOB_INFO is read-only (Set -> NOT_SUPPORTED)',
     'CUDNN_BACKEND_INTERMEDIATE_INFO_DESCRIPTOR': "header: every INTERMEDIATE_INFO attribute is 'Read-only attribute'",
 }
 
@@ -333,5 +334,5 @@ NONFINITE_ALLOWED = {
 # Host pointers cuDNN dereferences during the Set itself: an int given for one must at least be a plausible address
 # (see MIN_HOST_ADDRESS in cudnn_py/backend/requirements.py).
 HOST_POINTER_ATTRIBUTES = {
-    'CUDNN_ATTR_TENSOR_CONSTANT_VALUE': "flow §1.2: 'a host pointer to the raw scalar bytes', read during the Set",
+    'CUDNN_ATTR_TENSOR_CONSTANT_VALUE': "flow: the element is a host pointer to the scalar's raw bytes, read during the Set",
 }

@@ -489,7 +489,7 @@ class Descriptor(DescriptorBase):
             if d is self:
                 raise DescriptorError(f"get({spec.name}): into[{i}] is descriptor #{d.id} itself")
         if spec.max_count == 1 and len(into) > 1:
-            into = into[:1]  # a scalar is read with exactly one element (schema §4)
+            into = into[:1]  # a scalar is read with exactly one element (cuDNN refuses a larger count)
         arr = values.array_type(ctypes.c_void_p, max(len(into), 1))(*[d.ptr for d in into])
         got = ctypes.c_int64(0)
         self._raw_get(spec, T_BACKEND_DESCRIPTOR, len(into), got, arr)

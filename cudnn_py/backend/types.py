@@ -79,7 +79,7 @@ INT_RANGE = {
 class StdVector(ctypes.Structure):
     """The layout of a C++ ``std::vector<T>`` in libstdc++ and libc++ on 64-bit Linux: three pointers (begin, end,
     end of storage). cuDNN's ``CUDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES`` / ``_STRIDES`` read their
-    ``arrayOfElements`` as a ``const std::vector<std::vector<int64_t>>*`` (graph_flow.md §5.3; probed on 9.28: the
+    ``arrayOfElements`` as a ``const std::vector<std::vector<int64_t>>*`` (the frontend passes one; probed on 9.28: the
     backend copies it during the Set, so the memory only has to outlive the call)."""
 
     _fields_ = [("begin", ctypes.c_void_p), ("end", ctypes.c_void_p), ("end_of_storage", ctypes.c_void_p)]

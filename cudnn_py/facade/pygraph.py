@@ -109,7 +109,7 @@ class pygraph(Graph, BuilderMethods):
         self._sm_version = sm_version
         self._kernel_cache = kernel_cache
         self._device_property = device_property
-        # the classic module turns dynamic shapes on for a kernel cache (graph_flow.md §5.2)
+        # the classic module turns dynamic shapes on for a kernel cache (the frontend refuses one without them)
         self._is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled) or kernel_cache is not None
         # shapes given per execute: the operation graph says so (cuDNN >= 9.21, refused at validate() before);
         # execute-time override_uids / _shapes / _strides themselves are not implemented yet (refused when given)

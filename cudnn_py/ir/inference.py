@@ -1,5 +1,5 @@
 """What every op family's inference shares: the graph's data-type defaults, filling unset data types
-(``node_lowering.md`` §0.3), and the tensor checks run after inference."""
+(a virtual tensor takes the intermediate type, any other the I/O type), and the tensor checks run after inference."""
 from __future__ import annotations
 
 from dataclasses import dataclass

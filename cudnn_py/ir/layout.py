@@ -1,4 +1,4 @@
-"""Dims and strides: the frontend's stride helpers (``graph_helpers.h``, ``node_lowering.md`` §0.4) and
+"""Dims and strides: the frontend's stride helpers (``graph_helpers.h`` of the official frontend) and
 NumPy-style broadcasting, shared by inference, the passes and the reference engine."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lower a whole program: every node's operations, then the finalized OPERATIONGRAPH (``graph_flow.md`` §1.2).
+"""Lower a whole program: every node's operations, then the finalized OPERATIONGRAPH.
 
 The handle is optional. cuDNN >= 9.8 finalizes an operation graph without one - that is what makes deviceless
 validation possible - but heuristics on such a graph see no device (smVersion 0) and return no configs (seen on

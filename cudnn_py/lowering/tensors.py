@@ -1,4 +1,4 @@
-"""IR tensor → finalized ``CUDNN_BACKEND_TENSOR_DESCRIPTOR`` (``node_lowering.md`` §0.2).
+"""IR tensor → finalized ``CUDNN_BACKEND_TENSOR_DESCRIPTOR``, with the attributes the frontend sets.
 
 The descriptor's UNIQUE_ID is the IR uid: the IR owns the uid namespace, so the variant pack, the lowering and
 the user's keys always agree. One descriptor per uid, shared by every op that reads or writes the tensor.

@@ -1,6 +1,6 @@
 """Reading a CHAR JSON attribute (``KERNEL_CACHE_JSON_REPRESENTATION``, ``DEVICEPROP_JSON_REPRESENTATION``):
 count, then fill. A kernel cache can grow between the two calls (another graph's plan adds a kernel), and cuDNN
-9.28 then answers the fill with ``BAD_PARAM_SIZE_INSUFFICIENT`` (``graph_flow.md`` §5.2); the frontend gives up
+9.28 then answers the fill with ``BAD_PARAM_SIZE_INSUFFICIENT``; the frontend gives up
 there, we count again."""
 from __future__ import annotations
 

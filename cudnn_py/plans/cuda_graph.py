@@ -1,4 +1,4 @@
-"""CUDA graphs (``graph_flow.md`` §5.5): record a built plan into a caller's ``cudaGraph_t`` and update it with
+"""CUDA graphs: record a built plan into a caller's ``cudaGraph_t`` and update it with
 other buffers, through ``cudnnBackendPopulateCudaGraph`` / ``cudnnBackendUpdateCudaGraph`` (cuDNN >= 9.5).
 
 As the frontend does, the plan is populated into a graph of its own, added to the caller's (empty) graph as one

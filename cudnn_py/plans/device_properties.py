@@ -1,5 +1,5 @@
 """``cudnn.create_device_properties(device_id | json)``: a ``CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR`` for deviceless
-(ahead-of-time) planning (``graph_flow.md`` §5.4, cuDNN >= 9.8).
+(ahead-of-time) planning (cuDNN >= 9.8).
 
 From a device id cuDNN reads that GPU's properties (``DEVICEPROP_DEVICE_ID``, INT32; finalize). ``serialize()``
 writes them as JSON, and ``create_device_properties(json)`` rebuilds them on a machine without that GPU. A graph

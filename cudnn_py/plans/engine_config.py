@@ -1,5 +1,5 @@
 """Engine configurations: heuristics results or explicit (engine id, knobs) configs, with their name, notes and
-workspace read back from cuDNN (``graph_flow.md`` §1.4, §1.5, §2.4)."""
+workspace read back from cuDNN."""
 from __future__ import annotations
 
 import functools
@@ -152,7 +152,7 @@ class CachedEngineConfig(EngineConfig):
 
 def make_engine(operation_graph: Descriptor, engine_index: int,
                 device_properties: Descriptor | None = None) -> Descriptor:
-    """A finalized ENGINE (``graph_flow.md`` §1.5); ``device_properties``: a DEVICEPROP descriptor to build it
+    """A finalized ENGINE; ``device_properties``: a DEVICEPROP descriptor to build it
     for (``ENGINE_DEVICEPROP``, deviceless planning)."""
     engine = Descriptor(desc.ENGINE_DESCRIPTOR)
     engine.set(attr.ENGINE_OPERATION_GRAPH, operation_graph)

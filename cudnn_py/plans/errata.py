@@ -312,8 +312,8 @@ ERRATA: tuple[Erratum, ...] = (
         effect="cuDNN's attention engines take no sink token before 9.13.0",
         workaround="use cuDNN >= 9.13.0 for attention sinks",
         seen_on="every GPU (the official frontend's version gate)",
-        source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
-               "ver >= 9.13.0)"),
+        source="cudnn-frontend SDPANodeBase::pre_validate_node (it refuses a sink token below "
+               "cuDNN 9.13.0)"),
     Erratum(
         id="sdpa-block-mask-sm10x-before-9.26", first=91400, last=92599, match=_unified_block_mask,
         compute_capabilities=(100, 109),

@@ -1,4 +1,4 @@
-"""Heuristics queries (``graph_flow.md`` §1.3, §2.2): one ENGINEHEUR per mode, in the order given; configs are
+"""Heuristics queries: one ENGINEHEUR per mode, in the order given; configs are
 deduplicated by name, keeping the first (best) rank — unlike the C++ frontend, which builds duplicate plans. A
 name is engine index plus knob choices, so only configs of an engine already seen have their knobs read here.
 A failing mode is recorded, not fatal: the caller decides when *no* mode produced anything.

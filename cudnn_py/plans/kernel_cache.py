@@ -1,5 +1,4 @@
-"""``cudnn.create_kernel_cache()``: one ``CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR`` shared by the graphs given it
-(``graph_flow.md`` §5.2).
+"""``cudnn.create_kernel_cache()``: one ``CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR`` shared by the graphs given it.
 
 What it buys: cuDNN's runtime-compiled engines compile a kernel when an execution plan is finalized, which takes
 from milliseconds to seconds. Every plan of a graph built with ``pygraph(kernel_cache=kc)`` gets

@@ -1,4 +1,4 @@
-"""Execution plans (``graph_flow.md`` §1.6): finalize an EXECUTION_PLAN from an engine config — where support is
+"""Execution plans: finalize an EXECUTION_PLAN from an engine config — where support is
 really decided and the kernel is compiled — and read its workspace size back."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class ExecutionPlan:
 
     @classmethod
     def from_json(cls, text: str, handle: int, json_checked: bool = False) -> ExecutionPlan:
-        """Rebuild a plan from its JSON representation (``graph_flow.md`` §5.1: JSON_REPRESENTATION and HANDLE,
+        """Rebuild a plan from its JSON representation (set JSON_REPRESENTATION and HANDLE,
         finalize); the engine config is read back from the plan. ``json_checked``: the caller checked ``text``
         with ``json_check.check_execution_plan`` already, or cuDNN wrote it in this process (``Descriptor.set``)."""
         plan = Descriptor(desc.EXECUTION_PLAN_DESCRIPTOR)

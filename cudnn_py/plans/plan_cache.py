@@ -2,7 +2,7 @@
 is rebuilt from its JSON instead of being finalized afresh.
 
 Why: finalizing an attention plan costs 40-60 ms on the H200 even when cuDNN has its kernel compiled already;
-rebuilding one from ``EXECUTION_PLAN_JSON_REPRESENTATION`` (``graph_flow.md`` §5.1, what ``deserialize()`` does)
+rebuilding one from ``EXECUTION_PLAN_JSON_REPRESENTATION`` (what ``deserialize()`` does)
 costs 2-4 ms (a probe of this session, not committed). Building the same graph again (one per thread, per request, per
 training step of a framework that rebuilds) is common.
 

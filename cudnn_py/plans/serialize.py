@@ -1,5 +1,5 @@
 """Serialized plans: everything needed to execute a built cuDNN plan again, in another process, without the
-graph that made it (``graph_flow.md`` §5.1).
+graph that made it.
 
 The blob is UTF-8 JSON (cudnn_py's own format, not the frontend's UBJSON):
 

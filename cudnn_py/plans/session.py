@@ -22,7 +22,7 @@ descriptors, its plan list (``plan_list.py``: the engine configs, filters, plans
 session's methods of the same names reach once the phase allows) and its executor; planning's caches (query, plan
 and disk cache) are reached through ``cached_planning.py``.
 
-Differences from the C++ frontend, on purpose (see ``graph_flow.md`` §9):
+Differences from the C++ frontend, on purpose:
 - configs from several heuristics modes are deduplicated (the frontend builds duplicate plans);
 - the modes after the first that returned a config are queried when first needed (``configs``: the plan count, an
   index past the configs so far, a filter, ``build_plans(ALL)``, explain), or when none of the configs so far

@@ -143,7 +143,7 @@ def _host(data: Any) -> np.ndarray:
 
 def _read_buffer(arr: np.ndarray, t: Any, user: Any) -> np.ndarray:
     """The value of program tensor ``t`` from the user's buffer. A pass may describe the user's memory with its
-    axes permuted (attention's in-place K transpose, node_lowering.md §14.6): the buffer is then read as the user
+    axes permuted (attention's K, described transposed in place): the buffer is then read as the user
     laid it out and viewed through the program tensor's dims and strides."""
     same = list(user.dim) == list(t.dim) and list(user.stride) == list(t.stride) if user is not None else True
     if same or user is t or len(user.dim) != len(t.dim) or \

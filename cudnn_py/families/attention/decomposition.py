@@ -1,6 +1,7 @@
-"""sdpa's implementation choice (the unified SDPA_FWD op where its support rules hold, node_lowering.md
-§14.3) and the composite decomposition into MATMUL / POINTWISE / REDUCTION / RNG nodes in the frontend's
-order (§14.6): the helpers the other attention families' decompositions share live here."""
+"""sdpa's implementation choice (the unified SDPA_FWD op where its support rules hold) and the composite
+decomposition into MATMUL / POINTWISE / REDUCTION / RNG nodes in the frontend's order (docs/internals.md,
+"Attention, as the frontend decomposes it"): the helpers the other attention families' decompositions share
+live here."""
 from __future__ import annotations
 
 import math
@@ -39,7 +40,7 @@ from .options import (
 
 # ---- implementation choice ----------------------------------------------------------------------------------------
 def unified_refusal(node: Node, available: Any) -> str | None:
-    """Why the unified SDPA_FWD op cannot take this node on the running cuDNN (node_lowering.md §14.3), or None."""
+    """Why the unified SDPA_FWD op cannot take this node on the running cuDNN, or None."""
     p, ins = node.params, node.inputs
     if not available(UNIFIED_DESCRIPTOR, UNIFIED_MIN_VERSION):
         return "the unified SDPA_FWD op needs cuDNN >= 9.13.1"
@@ -104,7 +105,7 @@ def use_unified(node: Node, available: Any) -> bool:
     return why is None
 
 
-# ---- the composite decomposition (node_lowering.md §14.6) -------------------------------------------------------
+# ---- the composite decomposition ---------------------------------------------------------------------------------
 def virtual(rw: Any, name: str, dims: list[int], strides: list[int], dt: Any) -> Tensor:
     t = Tensor(_user=("dim", "stride", "data_type"), name=f"{rw.origin.name}::{name}", dim=dims, stride=strides,
                data_type=dt, is_virtual=True)
@@ -146,7 +147,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
     s = modify_scores(rw, node, s, h)
     s = band_mask(rw, node, s, options.available)
-    # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type (§14.6 step 14)
+    # the last op before bmm2 writes Q's type: the backend wants bmm2's A in the I/O type
     probs = _softmax(rw, node, s, [b, h, s_q, 1], f32 if drops(node.params) else q.data_type)
     probs = _dropout(rw, node, probs, scores, q.data_type)
     matmul(rw, probs, v_loaded(rw, node, d), node.outputs["O"], {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv})
@@ -154,7 +155,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
 
 
 def k_transposed(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
-    """bmm1's Kᵀ (§14.6 step 1): the caller's K described transposed in place, or a paged cache gathered through
+    """bmm1's Kᵀ: the caller's K described transposed in place, or a paged cache gathered through
     its page table as a Kᵀ view of BHSD."""
     ins = node.inputs
     k = ins["K"]
@@ -168,7 +169,7 @@ def k_transposed(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
 
 
 def v_loaded(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
-    """bmm2's V (§14.6 step 15): the caller's V, or a paged cache gathered as BHSD."""
+    """bmm2's V: the caller's V, or a paged cache gathered as BHSD."""
     ins = node.inputs
     v = ins["V"]
     if "PAGE_TABLE_V" not in ins:
@@ -182,7 +183,7 @@ def v_loaded(rw: Any, node: Node, d: Mapping[str, int]) -> Tensor:
 def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP,
                   descales: tuple[Tensor, ...] = ()) -> Tensor:
     """Scale, (FP8: the descales of Q and K), score_mod, bias, alibi and the padding mask, in the frontend's
-    order (§14.6 steps 3-8)."""
+    order."""
     p, ins = node.params, node.inputs
     f32, i32, boolean = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
     if "ATTN_SCALE" in ins:
@@ -206,7 +207,7 @@ def modify_scores(rw: Any, node: Node, s: Tensor, heads: int, method: str = OP,
 
 
 def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
-    """The causal / sliding-window masks (§13, as ``attn_score_modifiers.h: sliding_window_mask`` builds them):
+    """The causal / sliding-window masks (as ``attn_score_modifiers.h: sliding_window_mask`` builds them):
     the unified band-mask ops where the running cuDNN has them (>= 9.21) and the shapes are static, else the
     frontend's composite chain (INT32 indices computed in FLOAT, a fresh pair per bound); right bound first, then left
     bound."""
@@ -257,7 +258,7 @@ def band_mask(rw: Any, node: Node, s: Tensor, available: Any) -> Tensor:
 
 
 def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
-    """ADD slope_h · (col - row) (§14.6.7). The frontend uploads its slope list (``get_alibi_slope``); here the
+    """ADD slope_h · (col - row). The frontend uploads its slope list (``get_alibi_slope``); here the
     slopes come from the head index h: with n = 2^floor(log2 heads), slope_h = 2^(-8 x / n) for x = h + 1 on the
     first n heads and x = h - n + 0.5 on the others (the list's second, interleaving series). The switch between
     the two is arithmetic, x = h + 1 - (2n + 1) · min(max(h - n + 0.5, 0), 0.5), not a compare and select: the
@@ -278,7 +279,7 @@ def _alibi(rw: Any, s: Tensor, heads: int) -> Tensor:
 
 
 def _softmax(rw: Any, node: Node, s: Tensor, row_dims: list[int], out_type: Any) -> Tensor:
-    """The composite softmax (§12): max, sub, exp, sum (into score_max / score_sum_exp when given), the stats
+    """The composite softmax: max, sub, exp, sum (into score_max / score_sum_exp when given), the stats
     branch stats = max + ln(sum) (built even when Stats is not requested, unless the pair is), exp / sum."""
     f32, outs = data_type.FLOAT, node.outputs
     row_strides = [row_dims[1] * row_dims[2], row_dims[2], 1, 1]
@@ -333,7 +334,7 @@ def auto_kept_unified(node: Node) -> bool:
 def rng_mask(rw: Any, node: Node, scores: list[int], name: str) -> tuple[Tensor, float] | None:
     """The RNG's keep mask over the scores (into the node's rng_dump if it has one, else a virtual ``name``) and
     its keep probability 1 - p; None where no RNG runs. Forward and backward draw the same mask from the same seed
-    and offset (§14.6 step 12, §15.3 step 1)."""
+    and offset."""
     p = rng_probability(node.params)
     if p is None:
         return None

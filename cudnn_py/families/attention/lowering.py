@@ -1,4 +1,4 @@
-"""The unified attention forward (``node_lowering.md`` §14.8): one OPERATION_SDPA_FWD over the untransposed Q, K,
+"""The unified attention forward: one OPERATION_SDPA_FWD over the untransposed Q, K,
 V and O, with the statistics, the scale, the block mask, the sequence lengths (the backend applies the padding
 mask whenever both are given), the page tables of a paged K / V and dropout attached. The composite form needs
 no lowering: the decompose pass expanded it."""

@@ -25,7 +25,7 @@ SEQ_LEN_MIN_VERSION = 91500  # unified: padding through SEQ_LEN_Q / SEQ_LEN_KV
 DROPOUT_MIN_VERSION = 92200  # unified: dropout (the support check's gate; the attributes exist since 9.21)
 
 PAGED_UNIFIED_MIN_VERSION = 91500  # unified: page tables (with the sequence lengths)
-UNFUSE_FMA = attr.OPERATION_SDPA_FWD_UNFUSE_FMA  # SM100's softmax: fmul + fadd instead of FFMA2 (§14.8)
+UNFUSE_FMA = attr.OPERATION_SDPA_FWD_UNFUSE_FMA  # SM100's softmax: fmul + fadd instead of FFMA2
 BLOCK_MASK_ATTRIBUTE = attr.OPERATION_SDPA_FWD_BLOCK_MASK_DESC
 BLOCK_MASK_MIN_VERSION = 91400  # unified: the block mask (the support check's gate; the attribute's too)
 BLOCK_MASK_TILE = 128  # one block-mask entry per 128 x 128 tile of the scores (the header)
@@ -161,7 +161,7 @@ def dims_of(node: Node) -> dict[str, int]:
 
 
 def kv_length(node: Node) -> int:
-    """s_kv as the frontend infers it (``SDPANodeBase::infer_s_kv``, §14.5): paged_attention_max_seq_len_kv if
+    """s_kv as the frontend infers it (``SDPANodeBase::infer_s_kv``): paged_attention_max_seq_len_kv if
     given; else the sequence dim of an unpaged K or V; else the smaller span of the two page tables."""
     ins, limit = node.inputs, node.params.get("paged_attention_max_seq_len_kv")
     if limit is not None:

@@ -1,9 +1,9 @@
-"""``score_mod`` callbacks of attention (``python_api.md``: a callable ``(graph, score) -> tensor``): the graph the
+"""``score_mod`` callbacks of attention (a callable ``(graph, score) -> tensor``, as in the classic API): the graph the
 callback builds on is a :class:`ScoreGraph`, which offers the classic pointwise methods only and emits their
-nodes into the attention's decomposition, between the scale and the bias (node_lowering.md §14.6 step 5).
+nodes into the attention's decomposition, between the scale and the bias.
 
-``sdpa_backward`` runs ``score_mod`` at the same place of its recomputed scores (§15.3 step 6) and
-``score_mod_bprop`` on dS, after dBias is taken and before the attn-scale multiply (§15.3 step 16): the bprop maps
+``sdpa_backward`` runs ``score_mod`` at the same place of its recomputed scores and
+``score_mod_bprop`` on dS, after dBias is taken and before the attn-scale multiply: the bprop maps
 the gradient of the modified scores to that of the scores the callback received. Both run on one program, so a
 bprop may use tensors its score_mod built (the softcap's pre-tanh value, say)."""
 from __future__ import annotations

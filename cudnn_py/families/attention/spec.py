@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, forward (``node_lowering.md`` §14): ``sdpa(q, k, v, ...) -> [O, Stats]``.
+"""Scaled dot-product attention, forward: ``sdpa(q, k, v, ...) -> [O, Stats]``.
 
 Q (b, h_q, s_q, d_qk), K (b, h_k, s_kv, d_qk), V (b, h_v, s_kv, d_v), O (b, h_q, s_q, d_v) - BHSD or BSHD through
 strides; h_k and h_v divide h_q (GQA / MQA). ``O = softmax(scale · Q·Kᵀ + bias + alibi, masked) · V`` and
@@ -7,17 +7,17 @@ strides; h_k and h_v divide h_q (GQA / MQA). ``O = softmax(scale · Q·Kᵀ + bi
 Two implementations, as in the frontend (``attention_implementation``):
 
 * COMPOSITE: the decompose pass expands the node into MATMUL / POINTWISE / REDUCTION / RNG nodes in the frontend's
-  order (§14.6): K is described transposed in place, bmm1, scale, bias, alibi, padding, band masks (through the
+  order: K is described transposed in place, bmm1, scale, bias, alibi, padding, band masks (through the
   ``diagonal_band_mask`` composite), softmax with its statistics branch, dropout, bmm2;
-* UNIFIED: the node stays one op, lowered to ``OPERATION_SDPA_FWD`` (cuDNN >= 9.13.1, §14.8).
+* UNIFIED: the node stays one op, lowered to ``OPERATION_SDPA_FWD`` (cuDNN >= 9.13.1).
 
-AUTO picks UNIFIED where its support rules (§14.3) hold on the running cuDNN and COMPOSITE otherwise, when the
+AUTO picks UNIFIED where its support rules hold on the running cuDNN and COMPOSITE otherwise, when the
 graph is validated (the frontend decides when ``sdpa`` is called; the rules are the same). What a chosen
 implementation cannot honour is refused there (``cudnnGraphNotSupportedError``), never dropped.
 
 Paged K / V: K and V are page containers (num_blocks, h, block_size, d) read through INT32 page tables
 (b, 1, ceil(s_kv / block_size), 1) up to seq_len_kv; the composite loads them with ``paged_cache_load`` nodes, the
-unified op takes the tables. Ragged (THD) tensors are described by their ragged offsets alone (§14.5).
+unified op takes the tables. Ragged (THD) tensors are described by their ragged offsets alone.
 
 Block mask: an INT8 (b, h_q, ceil(s_q / 128), ceil(s_kv / 128)) tensor, one entry per 128 x 128 tile of the scores
 (cuDNN >= 9.14, the unified op only: COMPOSITE refuses it, AUTO takes UNIFIED or says why it cannot). The header
@@ -123,7 +123,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 
 def _check_paging(node: Node, d: Mapping[str, int]) -> None:
-    """Paged K / V caches (§14.4, §11): INT32 page tables of one entry per block of each sequence, the sequence
+    """Paged K / V caches: INT32 page tables of one entry per block of each sequence, the sequence
     lengths of the padding mask (the load reads seq_len_kv), max_seq_len_kv only with paging."""
     ins, p = node.inputs, node.params
     tables = [port for port in ("K", "V") if f"PAGE_TABLE_{port}" in ins]

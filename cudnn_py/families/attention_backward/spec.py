@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, backward (``node_lowering.md`` §15): ``sdpa_backward(q, k, v, o, dO, stats, ...)
+"""Scaled dot-product attention, backward: ``sdpa_backward(q, k, v, o, dO, stats, ...)
 -> [dQ, dK, dV]`` (dBias into the caller's ``dBias`` tensor). Always COMPOSITE, as in the frontend.
 
 From the forward's O and Stats (LSE): P = exp(S - Stats) is recomputed from the masked, scaled scores S;
@@ -29,7 +29,7 @@ from ..attention.options import _fail, float_attn_scale  # (_fail: the attention
 OP = "sdpa_backward"
 MAX_HEAD_DIM = 256  # cuDNN's composite backward on SM9x (SM8x / SM10x: 128, not checked without a device)
 
-MAX_TOTAL_MIN_VERSION = 90600  # below it the frontend drops max_total_seq_len_* (§15.2)
+MAX_TOTAL_MIN_VERSION = 90600  # below it the frontend drops max_total_seq_len_*
 
 
 def _unpack(values: dict[str, Any]) -> None:
@@ -131,7 +131,7 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 
 def _check_max_totals(node: Node) -> None:
-    """max_total_seq_len_q / _kv bound the packed rows of ragged tensors (§15.2): only with ragged tensors (the
+    """max_total_seq_len_q / _kv bound the packed rows of ragged tensors: only with ragged tensors (the
     frontend's rule); they size the workspace intermediates kept in the ragged layout. A bound above b · s only
     makes those larger, so it is accepted, as the frontend accepts it."""
     p, ins, outs = node.params, node.inputs, node.outputs
@@ -148,7 +148,7 @@ def _check_max_totals(node: Node) -> None:
 
 def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
     """The packed row count to lay a workspace intermediate out like ragged ``t``, or None: the frontend uses
-    max_total_seq_len_* only from cuDNN 9.6 and with head dims that are multiples of 16 (§15.2)."""
+    max_total_seq_len_* only from cuDNN 9.6 and with head dims that are multiples of 16."""
     total = node.params.get(arg)  # sdpa_fp8_backward, which shares this decomposition, has no such option
     if total is None or t.ragged_offset is None:
         return None
@@ -159,7 +159,7 @@ def _ragged_total(node: Node, arg: str, t: Tensor, options: Any) -> int | None:
     return int(total)
 
 
-# ---- the composite decomposition (node_lowering.md §15.3) -------------------------------------------------------
+# ---- the composite decomposition (docs/internals.md, "Attention, as the frontend decomposes it") --------------
 class Operands(NamedTuple):
     """What every attention backward decomposition (this one, FP8's, MXFP8's) starts from."""
 
@@ -223,7 +223,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     d_s = score_gradient(rw, d_p, softmax_sum, probs, mask, scale)
     if "dBias" in outs:
         rw.reduction(d_s, reduction_mode.ADD, compute_data_type=f32, out=outs["dBias"])
-    if node.params["score_mod_bprop"] is not None:  # §15.3 step 16: dS of the scores score_mod received
+    if node.params["score_mod_bprop"] is not None:  # dS of the scores score_mod received
         d_s = score_mod.apply(node.params["score_mod_bprop"], rw, node.name, d_s, OP, "score_mod_bprop")
     if "ATTN_SCALE" in ins:
         d_s = rw.mul(d_s, ins["ATTN_SCALE"], compute_data_type=f32)
@@ -237,7 +237,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
     dq_overrides = {"M_OVERRIDE": seq_q, "K_OVERRIDE": seq_kv}
     if "dBias" in outs or node.params["use_deterministic_algorithm"]:
         fwd.matmul(rw, d_s, k_back, outs["dQ"], dq_overrides)  # the frontend's use_dp_workspace form
-    else:  # a FLOAT accumulator in the workspace, then a cast into dQ (§15.3 step 20)
+    else:  # a FLOAT accumulator in the workspace, then a cast into dQ
         full, d_q = [b, h, s_q, d_qk], outs["dQ"]
         total_q = _ragged_total(node, "max_total_seq_len_q", d_q, options)
         if total_q is not None:  # dQ's packed layout
@@ -253,7 +253,7 @@ def expand(node: Node, rw: Any, options: Any) -> bool:
 def row_sum_d(rw: Any, node: Node, d_o: Tensor, o: Tensor, stats: Tensor, rows: list[int],
               descales: tuple[Any, ...] = (), frontend_strides: bool = False) -> Tensor:
     """D = rowsum(dO ∘ O) (times the FP8 backwards' descales of dO and O), and from it dSink = -Σ p_sink · D with
-    p_sink = exp(sink - Stats) when the node has a dSink_token output (§15.3 steps 2-3; §16), as the frontend
+    p_sink = exp(sink - Stats) when the node has a dSink_token output, as the frontend
     builds it: Σ p_sink · D reduced into dSink, which the engine negates (``dsink_reduction``). With
     ``frontend_strides`` dO ∘ O (virtual) has the strides the frontend gives it, (h·s·d, s·d, h·d, 1) for
     (b, h, s, d), not the packed ones."""
@@ -324,7 +324,7 @@ def score_gradient(rw: Any, d_p: Tensor, softmax_sum: Tensor, probs: Tensor, mas
 
 
 def _transposed_view(rw: Any, x: Tensor, dt: Any, name: str) -> Tensor:
-    """(b, h, s_q, s_kv) row-major -> its (b, h, s_kv, s_q) transposed view in ``dt`` (a RESHAPE, §15.3.11)."""
+    """(b, h, s_q, s_kv) row-major -> its (b, h, s_kv, s_q) transposed view in ``dt`` (a RESHAPE)."""
     b, h, rows, cols = (int(d) for d in x.dim)
     view = fwd.virtual(rw, name, [b, h, cols, rows], [h * rows * cols, rows * cols, 1, cols], dt)
     rw.attention_view(x, out=view)
@@ -336,8 +336,8 @@ def _grad_matmul(rw: Any, a: Tensor, b: Tensor, grad: Tensor, heads: int, overri
     """A kv-side gradient: straight into it, or for GQA / MQA into a full-head tensor summed per kv head. The
     full-head tensor is virtual BHSD; for a ragged gradient with max_total_seq_len_kv (``ragged_total``) it lives
     in the workspace in the gradient's packed layout widened to all q heads (its batch and sequence strides times
-    h_q / h_kv) and shares the gradient's ragged offset, which cuDNN scales by that ratio itself (§15.3 steps 12
-    and 18; the frontend's "implicit multiplier")."""
+    h_q / h_kv) and shares the gradient's ragged offset, which cuDNN scales by that ratio itself (the
+    frontend's "implicit multiplier", for dV and dK alike)."""
     if int(grad.dim[1]) == heads:
         fwd.matmul(rw, a, b, grad, overrides)
         return

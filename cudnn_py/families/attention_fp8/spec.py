@@ -1,11 +1,11 @@
-"""Per-tensor FP8 attention, forward and backward (``node_lowering.md`` §14.4, §14.7, §16): always COMPOSITE, as
-in the frontend (the unified SDPA_FWD op is never given FP8 descales by it, §14.8). cuDNN 9.10.0 is refused
+"""Per-tensor FP8 attention, forward and backward: always COMPOSITE, as in the frontend (which never gives the
+unified SDPA_FWD op FP8 descales). cuDNN 9.10.0 is refused
 (the frontend's gate: an erratum in ``plans/errata.py``).
 
 ``sdpa_fp8(q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, ...) -> [O, Stats, Amax_S,
 Amax_O]``: q, k, v are FP8 (E4M3 / E5M2) holding x · scale_x; each descale is the inverse of its scale, a [1, 1, 1,
 1] FLOAT tensor. The scores are descaled (S = attn_scale · descale_q · descale_k · Q·Kᵀ), masked and softmaxed as in
-``sdpa``; P is quantized into Q's FP8 type with scale_s (Amax_S = max |P| before), then bmm2 is a MatmulFP8 (§2.1):
+``sdpa``; P is quantized into Q's FP8 type with scale_s (Amax_S = max |P| before), then bmm2 is a MatmulFP8:
 O = scale_o · descale_s · descale_v · S8·V, Amax_O = max |O| before scale_o.
 
 ``sdpa_fp8_backward(q, k, v, o, dO, stats, descale_q, descale_k, descale_v, descale_o, descale_dO, descale_s,
@@ -36,7 +36,7 @@ FWD, BWD = "sdpa_fp8", "sdpa_fp8_backward"
 FP8_TYPES = (data_type.FP8_E4M3, data_type.FP8_E5M2)
 # FP8 outputs everywhere; HALF / BFLOAT16 outputs only on SM >= 100 with cuDNN >= 9.13 (not checked without a device)
 OUTPUT_TYPES = FP8_TYPES + (data_type.HALF, data_type.BFLOAT16)
-HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 16, 256  # §14.4 for SM9x (SM10x: at most 128, not checked without a device)
+HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 16, 256  # SM9x (SM10x: at most 128, not checked without a device)
 ONE = [1, 1, 1, 1]
 
 def _unpack_forward(values: dict[str, Any]) -> None:
@@ -58,7 +58,7 @@ def _finish_backward(params: dict[str, Any]) -> None:
 
 # ---- inference and validation -----------------------------------------------------------------------------------
 def _check_fp8_operands(node: Node, ports: tuple[str, ...]) -> None:
-    """FP8 q, k, v (and o, dO): dims set, 4-D, an FP8 type, head dims multiples of 16 up to 256 (§14.4 / §16.2)."""
+    """FP8 q, k, v (and o, dO): dims set, 4-D, an FP8 type, head dims multiples of 16 up to 256."""
     method = fwd.op_name(node)
     for port in ports:
         t = node.inputs[port]
@@ -145,7 +145,7 @@ def infer_backward(node: Node, ctx: InferenceContext) -> None:
     _check_results(node, ("dQ", "dK", "dV"))
 
 
-# ---- what each GPU architecture supports (§14.4, §16.2), checked when planning meets the device ----------------
+# ---- what each GPU architecture supports, checked when planning meets the device -------------------------------
 HOPPER, BLACKWELL = 90, 100
 HALF_OUTPUT_MIN_VERSION = 91300
 WIDE_QK_MIN_VERSION = 91900  # SM10x: d_qk 192 with d_v 128
@@ -182,7 +182,7 @@ def device_rules(node: Node, cc: int, version: int) -> str | None:
 # ---- the composite decompositions ---------------------------------------------------------------------------------
 def matmul_fp8(rw: Any, a: Tensor, b: Tensor, descales: tuple[Tensor, Tensor], scale: Tensor, out: Tensor,
                amax: Tensor, overrides: dict[str, Tensor | None], name: str) -> None:
-    """The frontend's MatmulFP8 (§2.1): MATMUL(A, B) in FLOAT (summed over the q heads of each kv head when C has
+    """The frontend's MatmulFP8: MATMUL(A, B) in FLOAT (summed over the q heads of each kv head when C has
     fewer heads than A), times both descales, AMAX of that into ``amax``, times ``scale`` into ``out``."""
     f32 = data_type.FLOAT
     full = [int(a.dim[0]), int(a.dim[1]), int(a.dim[2]), int(b.dim[3])]
@@ -201,14 +201,15 @@ def matmul_fp8(rw: Any, a: Tensor, b: Tensor, descales: tuple[Tensor, Tensor], s
 
 
 def expand_forward(node: Node, rw: Any, options: Any) -> bool:
-    """§14.6 steps 1-13 with the descales (step 4), then Amax_S, Scale_S and bmm2 as a MatmulFP8 (§14.7)."""
+    """sdpa's composite up to its dropout, with the descales of Q and K after the scale, then Amax_S, Scale_S and
+    bmm2 as a MatmulFP8."""
     ins, outs = node.inputs, node.outputs
     q = ins["Q"]
     d = fwd.dims_of(node)
     b, h, s_q, s_kv = d["b"], d["h_q"], d["s_q"], d["s_kv"]
     f32 = data_type.FLOAT
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    k = fwd.k_transposed(rw, node, d)  # paged or not, as in sdpa (§14.7: steps 1-13 as §14.6)
+    k = fwd.k_transposed(rw, node, d)  # paged or not, as in sdpa
     scores = [b, h, s_q, s_kv]
     s = fwd.virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q, k, s, {"M_OVERRIDE": seq_q, "N_OVERRIDE": seq_kv})
@@ -224,7 +225,7 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
 
 
 def expand_backward(node: Node, rw: Any, options: Any) -> bool:
-    """§16.3, in the frontend's sub-node order."""
+    """The frontend's per-tensor FP8 backward, in its sub-node order (docs/internals.md)."""
     ins, outs = node.inputs, node.outputs
     ops = bwd.operands(node)  # by field name: the fields of one type are easy to swap by position
     q, k, v, o, d_o, stats = ops.q, ops.k, ops.v, ops.o, ops.d_o, ops.stats

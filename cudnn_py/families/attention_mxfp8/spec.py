@@ -1,4 +1,4 @@
-"""MXFP8 attention, forward and backward (``node_lowering.md`` §14.4, §14.7, §16.2, §16.4): block-scaled FP8
+"""MXFP8 attention, forward and backward: block-scaled FP8
 operands, always COMPOSITE, as in the frontend. cuDNN >= 9.21.0 and a Blackwell GPU (compute capability major 10
 exactly) only.
 
@@ -20,7 +20,7 @@ P = exp(attn_scale · Q·Kᵀ - Stats); D = rowsum(dO_f16 ∘ o_f16); dV = Pᵀ�
 dQ = dS·K_T; dK = dSᵀ·Q_T (GQA: q heads summed per kv head); each Amax the max |·| of its gradient. P and dS stay
 in FLOAT (no scale_s / scale_dP, unlike per-tensor FP8).
 
-The backend's block size: the frontend gives every dequantize {1, 32} (§9.2, §14.7), whichever axis the scale
+The backend's block size: the frontend gives every dequantize {1, 32}, whichever axis the scale
 blocks; cuDNN 9.28 does not check a rank-4 block size against the scale's dims when it finalizes (probed on the
 CPU), and its fused attention engines match the frontend's graph. So the dequantize nodes carry the logical block
 ({1, 32} along d, {32, 1} along s, which inference and the reference engine read) and ``backend_block_size``
@@ -44,7 +44,7 @@ from ..attention_backward import spec as bwd
 from ..attention_fp8 import spec as fp8
 
 FWD, BWD = "sdpa_mxfp8", "sdpa_mxfp8_backward"
-MIN_VERSION = 92100  # the frontend's gate (SDPANodeBase::is_mxfp8_scaling, §14.4)
+MIN_VERSION = 92100  # the frontend's gate (SDPANodeBase::is_mxfp8_scaling)
 GATE_FEATURE = desc.OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR  # the catalog entry the 9.21 gate stands on
 BLACKWELL_MAJOR = 10
 BLOCK = 32  # MX: one E8M0 scale per 32 elements
@@ -72,7 +72,7 @@ def descale_dims(x: Tensor, along: int) -> list[int]:
 # ---- the classic call ---------------------------------------------------------------------------------------------
 def _unpack_forward(values: dict[str, Any]) -> None:
     if values.get("unfuse_fma"):
-        # the unified SDPA_FWD op's attribute (§14.8); MXFP8 attention is composite, where the frontend drops it
+        # the unified SDPA_FWD op's attribute; MXFP8 attention is composite, where the frontend drops it
         raise NotImplementedOptionError(f"{FWD}(): unfuse_fma=True is not implemented in cudnn_py (it is an "
                                         "attribute of the unified attention op; MXFP8 attention is composite)")
     fwd.unpack_scale_and_dropout(values, FWD)
@@ -82,7 +82,7 @@ def _unpack_backward(values: dict[str, Any]) -> None:
     if values.get("dropout") is not None:
         raise cudnnGraphNotSupportedError(
             f"{BWD}(): dropout is not supported: cuDNN runs the MXFP8 backward deterministically on SM10x, and its "
-            "deterministic attention backward takes no dropout (node_lowering.md §16.2)")
+            "deterministic attention backward takes no dropout")
     bwd.unpack_scale_and_dropout(values, BWD)
 
 
@@ -108,7 +108,7 @@ def _check_operands(node: Node, ports: tuple[str, ...]) -> None:
 
 
 def _check_head_dims(node: Node, d_qk: int, d_v: int) -> None:
-    """SM10x FP8 attention (§14.4, §16.2): d_qk, d_v at most 128, or d_qk 192 with d_v 128; here also multiples of
+    """SM10x FP8 attention: d_qk, d_v at most 128, or d_qk 192 with d_v 128; here also multiples of
     32, whole MX blocks (cudnn_py's dequantize has no partial blocks)."""
     q, v = node.inputs["Q"], node.inputs["V"]
     for t, dim in ((q, d_qk), (v, d_v)):
@@ -129,7 +129,7 @@ def _check_sequence_blocks(node: Node, ports: tuple[str, ...]) -> None:
 
 
 def _check_descales(node: Node, blocked: dict[str, tuple[str, int]]) -> None:
-    """Each descale: FP8_E8M0, reordered F8_128x4, dense, dims of its operand's tiles (§14.4); a descale blocked
+    """Each descale: FP8_E8M0, reordered F8_128x4, dense, dims of its operand's tiles; a descale blocked
     along d (SF_Q, SF_K, ...) has stride[3] == 1."""
     ins = node.inputs
     for port, (operand, along) in blocked.items():
@@ -214,7 +214,7 @@ def require_runtime(node: Node, options: Any) -> None:
 
 
 def device_rules(node: Node, cc: int, version: int) -> str | None:
-    """Blackwell only: compute capability major 10 (10.0, 10.3), not 9.x nor 12.x (§14.4)."""
+    """Blackwell only: compute capability major 10 (10.0, 10.3), not 9.x nor 12.x (the frontend's gate)."""
     if cc // 10 != BLACKWELL_MAJOR:
         return BLACKWELL_ONLY
     return None
@@ -231,8 +231,8 @@ def dequantize(rw: Any, x: Tensor, descale: Tensor, along: int) -> Tensor:
 
 
 def expand_forward(node: Node, rw: Any, options: Any) -> bool:
-    """§14.7 (MXFP8): Kᵀ and its descale swapped in place, dequantize Kᵀ and Q; bmm1, scale, band masks, softmax
-    (typed as Q's FP8 type, bmm2's A); dequantize V, bmm2 into O; AMAX(O)."""
+    """The frontend's MXFP8 forward: Kᵀ and its descale swapped in place, dequantize Kᵀ and Q; bmm1, scale, band
+    masks, softmax (typed as Q's FP8 type, bmm2's A); dequantize V, bmm2 into O; AMAX(O)."""
     require_runtime(node, options)
     ins, outs = node.inputs, node.outputs
     q, k, v = ins["Q"], ins["K"], ins["V"]
@@ -241,14 +241,14 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
     f32 = data_type.FLOAT
     fwd.transpose_in_place(rw, node, k)
     fwd.transpose_in_place(rw, node, ins["DESCALE_K"])
-    k_deq = dequantize(rw, k, ins["DESCALE_K"], ALONG_S)  # step 1: Kᵀ (d is axis 2 now), then Q before bmm1
+    k_deq = dequantize(rw, k, ins["DESCALE_K"], ALONG_S)  # Kᵀ first (d is axis 2 now), then Q before bmm1
     q_deq = dequantize(rw, q, ins["DESCALE_Q"], ALONG_D)
     scores = [b, h, s_q, s_kv]
     s = fwd.virtual(rw, "bmm1_S", scores, layout.row_major_strides(scores), f32)
     fwd.matmul(rw, q_deq, k_deq, s, {})
     s = fwd.modify_scores(rw, node, s, h, FWD)
     s = fwd.band_mask(rw, node, s, options.available)
-    probs = fwd._softmax(rw, node, s, [b, h, s_q, 1], q.data_type)  # §14.6 step 14: S in Q's type
+    probs = fwd._softmax(rw, node, s, [b, h, s_q, 1], q.data_type)  # S in Q's type: bmm2's A
     v_deq = dequantize(rw, v, ins["DESCALE_V"], ALONG_S)
     fwd.matmul(rw, probs, v_deq, outs["O"], {})
     rw.reduction(outs["O"], reduction_mode.AMAX, compute_data_type=f32, out=outs["Amax_O"])
@@ -256,8 +256,8 @@ def expand_forward(node: Node, rw: Any, options: Any) -> bool:
 
 
 def expand_backward(node: Node, rw: Any, options: Any) -> bool:
-    """§16.3 with the §16.4 differences: a dequantize per use, D from the unquantized o / dO, P and dS in FLOAT,
-    AMAX of each gradient."""
+    """The per-tensor FP8 backward's order with MXFP8's differences: a dequantize per use, D from the unquantized
+    o / dO, P and dS in FLOAT, AMAX of each gradient."""
     require_runtime(node, options)
     ins, outs = node.inputs, node.outputs
     ops = bwd.operands(node)  # by field name: the fields of one type are easy to swap by position
@@ -305,7 +305,7 @@ def expand_backward(node: Node, rw: Any, options: Any) -> bool:
 
 def _gradient(rw: Any, a: Tensor, b: Tensor, grad: Tensor, amax: Tensor, heads: int, overrides: dict,
               what: str) -> None:
-    """A gradient matmul (for GQA / MQA into a FLOAT full-head tensor summed per kv head, §16.4), then its AMAX."""
+    """A gradient matmul (for GQA / MQA into a FLOAT full-head tensor summed per kv head), then its AMAX."""
     if int(grad.dim[1]) == heads:
         fwd.matmul(rw, a, b, grad, overrides)
     else:

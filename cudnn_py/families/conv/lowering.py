@@ -1,4 +1,4 @@
-"""Convolution nodes (``node_lowering.md`` §4): one CONVOLUTION descriptor (compute type, mode, spatial dims,
+"""Convolution nodes: one CONVOLUTION descriptor (compute type, mode, spatial dims,
 paddings, dilations, strides) and the forward, backward-data or backward-filter operation over it."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Convolution fprop / dgrad / wgrad (``node_lowering.md`` §4).
+"""Convolution fprop / dgrad / wgrad.
 
 Each takes the classic two overloads: ``padding`` (both sides), or ``pre_padding`` + ``post_padding``; then
 ``stride``, ``dilation``, ``convolution_mode`` (default CROSS_CORRELATION). A positional call whose fifth argument

@@ -1,4 +1,4 @@
-"""Layout ops (``node_lowering.md`` §7): RESHAPE, TRANSPOSE (cuDNN >= 9.22), SLICE (cuDNN >= 9.22; older: no op,
+"""Layout ops: RESHAPE, TRANSPOSE (cuDNN >= 9.22), SLICE (cuDNN >= 9.22; older: no op,
 the view alone) and CONCAT raw operations.
 
 The legalize pass gives every tensor at least rank 3 by adding leading unit axes, so the axis-indexed attributes

@@ -1,4 +1,4 @@
-"""Layout ops (``node_lowering.md`` §7): reshape (VIEW_ONLY: the same memory seen through Y's dims and strides;
+"""Layout ops: reshape (VIEW_ONLY: the same memory seen through Y's dims and strides;
 LOGICAL: the elements in row-major order, as numpy's reshape), transpose (a view with permuted dims and strides),
 slice (a view: Y's strides are X's times the steps, and Y's memory is X's from the first selected element on) and
 concatenate (along one axis; the output dims are inferred, where the official frontend requires them set).

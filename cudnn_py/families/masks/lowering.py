@@ -1,4 +1,4 @@
-"""The unified diagonal band mask (``node_lowering.md`` §13): one OPERATION_DIAGONAL_BAND_MASK per bound. The
+"""The unified diagonal band mask: one OPERATION_DIAGONAL_BAND_MASK per bound. The
 composite form needs no lowering of its own: the decompose pass turned it into pointwise nodes."""
 from __future__ import annotations
 

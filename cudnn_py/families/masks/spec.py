@@ -1,4 +1,4 @@
-"""Attention masks: the diagonal band mask (``node_lowering.md`` §13), SDPA's causal and sliding-window masks.
+"""Attention masks: the diagonal band mask, SDPA's causal and sliding-window masks.
 
 ``diagonal_band_mask(input, left_bound=None, right_bound=None, ...)`` keeps ``input[..., i, j]`` (row i, column j
 of the last two axes) where the column lies in the band around the diagonal and writes ``fill_value`` elsewhere:
@@ -26,7 +26,7 @@ from ...ir.node import Node
 from ...ir.spec import OpSpec, Output, Param, Port, register
 
 UNIFIED_DESCRIPTOR = desc.OPERATION_DIAGONAL_BAND_MASK_DESCRIPTOR
-# The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20 (node_lowering.md §13).
+# The frontend uses the unified op from 9.21.0 on although the descriptor exists since 9.20.
 UNIFIED_MIN_VERSION = 92100
 
 
@@ -66,9 +66,9 @@ def use_unified(node: Node, available: Any) -> bool:
 
 
 def expand(node: Node, rw: Any, options: Any) -> bool:
-    """Replace the mask by the unified op(s) or by the composite chain (node_lowering.md §13). Right bound first,
-    then left bound, as the frontend applies them; BOTTOM_RIGHT's shift is folded into the bounds (the shapes
-    are static)."""
+    """Replace the mask by the unified op(s) or by the composite chain (compare indices, select -inf). Right
+    bound first, then left bound, as the frontend applies them; BOTTOM_RIGHT's shift is folded into the bounds
+    (the shapes are static)."""
     x, y = node.inputs["X"], node.outputs["Y"]
     shift = shift_of(node)
     right, left, fill = node.params["right_bound"], node.params["left_bound"], float(node.params["fill_value"])

@@ -1,4 +1,4 @@
-"""Matmul nodes (``node_lowering.md`` §2): a MATMUL descriptor (compute type, optional padding) and an
+"""Matmul nodes: a MATMUL descriptor (compute type, optional padding) and an
 OPERATION_MATMUL over A, B → C."""
 from __future__ import annotations
 

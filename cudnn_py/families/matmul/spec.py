@@ -1,4 +1,4 @@
-"""Matmul (``node_lowering.md`` §2): C = A @ B over the last two axes, batch axes broadcast."""
+"""Matmul: C = A @ B over the last two axes, batch axes broadcast."""
 from __future__ import annotations
 
 from ..._generated.names import attr, desc
@@ -43,7 +43,7 @@ def grouped_batch(a: list, b: list, c: list) -> bool:
 
 
 # Optional node ports a decomposition may attach (not part of the classic surface): the GEMM M / N / K override
-# tensors (per-batch sequence lengths in attention, node_lowering.md §14.6)
+# tensors (per-batch sequence lengths: the composite attention bounds its matmuls by SEQ_LEN_Q / SEQ_LEN_KV)
 OVERRIDE_PORTS = {"M_OVERRIDE": attr.OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
                   "N_OVERRIDE": attr.OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
                   "K_OVERRIDE": attr.OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC}

@@ -1,4 +1,4 @@
-"""MoE grouped matmul (``node_lowering.md`` §10): raw MOE_GROUPED_MATMUL (token index in GATHER / SCATTER, token
+"""MoE grouped matmul: raw MOE_GROUPED_MATMUL (token index in GATHER / SCATTER, token
 ks and top_k in SCATTER) and MOE_GROUPED_MATMUL_BWD operations."""
 from __future__ import annotations
 

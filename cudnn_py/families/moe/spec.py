@@ -1,4 +1,4 @@
-"""Mixture-of-experts grouped matmul (``node_lowering.md`` §10).
+"""Mixture-of-experts grouped matmul.
 
 Shapes: token [1, T, K] (rows sorted by expert), weight [E, K, N], first_token_offset [E, 1, 1] (int; expert e
 owns the rows from its offset up to the next expert's, the last expert up to the end).
@@ -28,7 +28,7 @@ from ...ir.inference import InferenceContext, fill_data_types, fill_or_check_dim
 from ...ir.node import Node
 from ...ir.spec import OpSpec, Output, Param, Port, register
 
-# The frontend's own MoE tests need cuDNN 9.18 (python_api.md §3: test_moe_grouped_matmul.py), although the
+# The frontend's own MoE tests need cuDNN 9.18 (test_moe_grouped_matmul.py), although the
 # descriptor exists since 9.15; we gate on the release its tests vouch for.
 MOE_MIN_VERSION = 91800
 MOE_BWD_MIN_CUBLASLT = 130500  # the backward engine calls cuBLASLt; the frontend's test probes for 13.5

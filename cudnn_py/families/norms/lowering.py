@@ -1,4 +1,4 @@
-"""Forward normalizations (``node_lowering.md`` §5.2): one OPERATION_NORM_FORWARD with the mode and phase; no
+"""Forward normalizations: one OPERATION_NORM_FORWARD with the mode and phase; no
 compute type is set (cuDNN's norm engines choose their own, as in the frontend)."""
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def lower_genstats(node: Any, tensors: Any) -> list[Descriptor]:
     x = node.inputs["X"]
     op = Descriptor(desc.OPERATION_GEN_STATS_DESCRIPTOR)
     op.set(attr.OPERATION_GENSTATS_MODE, GenStatsMode.GENSTATS_SUM_SQSUM)
-    # the frontend sets X's data type as the math precision, not the compute type (node_lowering.md §5.2)
+    # the frontend sets X's data type as the math precision, not the compute type
     op.set(attr.OPERATION_GENSTATS_MATH_PREC, to_backend_data_type(x.data_type))
     op.set(attr.OPERATION_GENSTATS_XDESC, tensors(x))
     op.set(attr.OPERATION_GENSTATS_SUMDESC, tensors(node.outputs["SUM"]))

@@ -1,4 +1,4 @@
-"""Normalizations, forward (``node_lowering.md`` §5): layernorm and rmsnorm, in TRAINING (statistics out) and
+"""Normalizations, forward: layernorm and rmsnorm, in TRAINING (statistics out) and
 INFERENCE. All lower to one OPERATION_NORM_FORWARD; the statistics outputs exist only in TRAINING (the classic
 methods return ``None`` in their place otherwise).
 

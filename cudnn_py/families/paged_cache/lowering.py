@@ -1,4 +1,4 @@
-"""The paged cache load (``node_lowering.md`` §11): one OPERATION_PAGED_CACHE_LOAD from the page container, the
+"""The paged cache load: one OPERATION_PAGED_CACHE_LOAD from the page container, the
 page table and the sequence lengths into the virtual cache."""
 from __future__ import annotations
 

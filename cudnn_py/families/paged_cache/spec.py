@@ -1,4 +1,4 @@
-"""Paged cache load (``node_lowering.md`` §11): the internal op the composite attention reads a paged K or V
+"""Paged cache load: the internal op the composite attention reads a paged K or V
 cache with. ``paged_cache_load(container, seq_len, page_table) -> Y``.
 
 The container holds the cache in ``num_blocks`` pages of (H, block_size, D); row ``s`` of batch ``b`` lives in

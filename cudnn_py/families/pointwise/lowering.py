@@ -1,4 +1,4 @@
-"""Pointwise nodes (``node_lowering.md`` §1.3): a POINTWISE descriptor with the mode's parameters, then an
+"""Pointwise nodes: a POINTWISE descriptor with the mode's parameters, then an
 OPERATION_POINTWISE with its ports. Backward activations take dy (IN_0), x (IN_1) and write dx (OUT_0)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pointwise ops (``node_lowering.md`` §1): every classic pointwise method as one spec of kind "pointwise".
+"""Pointwise ops: every classic pointwise method as one spec of kind "pointwise".
 
 Ports IN_0..IN_2 take the classic tensor arguments in order; OUT_0 is the result. Backward activations read
 IN_0 as dy and IN_1 as x. The mode's backend name goes into ``params["mode"]``; its catalog entry (the
@@ -82,7 +82,7 @@ _LEAKY_FIXED = {"relu_lower_clip": 0.0, "relu_upper_clip": None}
 _SWISH = (Param("swish_beta", None, convert=as_float(1.0)),)
 _TAIL_1_32 = ("name", "compute_data_type")  # the 1.32 surface: name before compute_data_type
 _TAIL_1_23 = ("compute_data_type", "name")  # 1.23 (and every varargs method)
-# parameters the classic Python API cannot set, with the backend defaults (node_lowering.md §1.3)
+# parameters the classic Python API cannot set, with the backend defaults the frontend leaves them at
 _MODE_FIXED: dict[str, dict[str, Any]] = {
     "ELU_FWD": {"elu_alpha": 1.0}, "ELU_BWD": {"elu_alpha": 1.0},
     "SOFTPLUS_FWD": {"softplus_beta": 1.0}, "SOFTPLUS_BWD": {"softplus_beta": 1.0},
@@ -140,7 +140,7 @@ SPECS += [
     _spec("leaky_relu", "RELU_FWD", ("input",), _LEAKY, _TAIL_1_32, fixed=_LEAKY_FIXED),
     _spec("leaky_relu_backward", "RELU_BWD", ("loss", "input"), _LEAKY, _TAIL_1_32, fixed=_LEAKY_FIXED),
     _spec("swish", "SWISH_FWD", ("input",), _SWISH, _TAIL_1_32),
-    # 1.23 put compute_data_type before swish_beta here (python_api.md §4.1)
+    # 1.23 put compute_data_type before swish_beta here (unlike swish)
     _spec("swish_backward", "SWISH_BWD", ("loss", "input"), _SWISH, _TAIL_1_32,
           legacy_tail=("compute_data_type", "swish_beta", "name")),
     _spec("gen_index", "GEN_INDEX", ("input",), (Param("axis", convert=int_at_least(None)),), _TAIL_1_32),

@@ -1,4 +1,4 @@
-"""Block-scale quantize / dequantize (``node_lowering.md`` §9): raw BLOCK_SCALE_QUANTIZE / _DEQUANTIZE operations.
+"""Block-scale quantize / dequantize: raw BLOCK_SCALE_QUANTIZE / _DEQUANTIZE operations.
 ``axis`` and ``transpose`` are not lowered (they only shaped the inferred strides); NEG_SCALE is set from cuDNN
 9.14 on, as the frontend does, and a negative scale on an older cuDNN is refused rather than dropped."""
 from __future__ import annotations

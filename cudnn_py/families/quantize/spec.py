@@ -1,4 +1,4 @@
-"""Block-scale quantize / dequantize (``node_lowering.md`` §9): MX-style block scaling, one scale per block of
+"""Block-scale quantize / dequantize: MX-style block scaling, one scale per block of
 ``block_size`` consecutive elements (MXFP8: FP8 values with an FP8_E8M0 scale per 32; NVFP4: FP4_E2M1 with an
 FP8_E4M3 scale per 16).
 
@@ -27,7 +27,7 @@ from ...ir.spec import OpSpec, Output, Param, Port, register
 from ...ir.tensor import int_list
 
 BLACKWELL = 100  # compute capability 10.0: the first GPUs with block-scale engines
-# the backend kept the negative-scale attribute unset before 9.14 (node_lowering.md §9.2, the frontend's gate)
+# the backend kept the negative-scale attribute unset before 9.14 (the frontend's gate)
 NEG_SCALE_MIN_VERSION = 91400
 
 

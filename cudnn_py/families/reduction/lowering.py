@@ -1,4 +1,4 @@
-"""Reduction nodes (``node_lowering.md`` §3): a REDUCTION descriptor (operator, compute type, determinism on
+"""Reduction nodes: a REDUCTION descriptor (operator, compute type, determinism on
 the cuDNN versions that have it) and an OPERATION_REDUCTION over X → Y. The reduced axes are those where Y's dim
 is 1."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reduction (``node_lowering.md`` §3): Y = reduce(X) over the axes where Y's dim is 1."""
+"""Reduction: Y = reduce(X) over the axes where Y's dim is 1."""
 from __future__ import annotations
 
 from typing import Any
@@ -66,11 +66,11 @@ def _internal_reduction(method: str, fixed: dict, doc: str) -> OpSpec:
 
 
 # A reduction whose output dim may divide the input's on one axis (consecutive groups reduce to one): attention's
-# GQA / MQA gradient head sums, as the frontend builds them (node_lowering.md §15.3).
+# GQA / MQA gradient head sums, as the frontend builds them (a FLOAT full-head gradient, then a sum per kv head).
 GROUPED_REDUCTION = _internal_reduction(
     "grouped_reduction", {"grouped": True},
     "grouped_reduction(input, mode) -> Y (internal: Y's dims are X's, 1, or a divisor on one axis).")
-# Attention backwards' dSink reduction, as the frontend builds it (node_lowering.md §15.3): REDUCE_ADD of
+# Attention backwards' dSink reduction, as the frontend builds it: REDUCE_ADD of
 # exp(sink - Stats) · D over (b, s_q) straight into the user's dSink. The fused backward engine writes the NEGATED
 # sum there, the true gradient -Σ p_sink · D ("The backend kernel applies the negative sign internally", the
 # frontend's sdpa_fp8_bwd.h); a graph that NEGs the sum itself into dSink gets dSink left unwritten (H200, cuDNN

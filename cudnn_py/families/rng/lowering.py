@@ -1,4 +1,4 @@
-"""The RNG op (``node_lowering.md`` §8): an RNG descriptor (BERNOULLI, its probability) and an OPERATION_RNG
+"""The RNG op: an RNG descriptor (BERNOULLI, its probability) and an OPERATION_RNG
 writing Y from the seed and offset tensors."""
 from __future__ import annotations
 

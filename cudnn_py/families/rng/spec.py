@@ -1,4 +1,4 @@
-"""Random numbers (``node_lowering.md`` §8): the internal ``rng`` op SDPA's dropout decomposes into.
+"""Random numbers: the internal ``rng`` op SDPA's dropout decomposes into.
 
 ``rng(seed, offset, probability, dims)`` writes a Bernoulli mask (1 with ``probability``, else 0) of ``dims``
 (row-major) from cuDNN's Philox generator, keyed by the seed and offset tensors. Only BERNOULLI is lowered, as in

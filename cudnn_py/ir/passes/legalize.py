@@ -1,7 +1,7 @@
 """Legalization: rewrite the program's layouts into ones cuDNN's engines accept, without changing what it computes.
 
 1. **Fused scalars** (by-value tensors carrying a value) take the rank R of the first non-scalar input of their
-   node (else its output), all dims and strides 1 (``node_lowering.md`` §0.3: the backend needs equal ranks). A
+   node (else its output), all dims and strides 1 (as the frontend reshapes them: the backend needs equal ranks). A
    one-element by-value tensor the user described with a lower rank gets leading 1s.
 2. **Long pointwise vectors**: a pointwise-only graph whose tensors all have the same packed dims with a last
    axis longer than 65535 is folded to ``[1, N / c, c]`` (c <= 1024 dividing the element count N). On cuDNN 9.19 /
