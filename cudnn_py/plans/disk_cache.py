@@ -164,7 +164,7 @@ class DiskCache:
         with _disabled_lock:
             if self.path in _disabled:
                 return
-            _disabled[self.path] = why
+            _disabled[self.path] = why if warned else f"not writable ({why})"
         if warned:
             _log.info("disk cache: %s is not used (%s); the disk cache is off in this process", self.path, why)
         else:
