@@ -66,6 +66,11 @@ def is_ours(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == _euid()
 
 
+def trusted(st: os.stat_result) -> bool:
+    """A regular file of the effective user that no one else can write."""
+    return is_ours(st) and _writable_by_others(st) is None
+
+
 def _kind(st: os.stat_result) -> str:
     m = st.st_mode
     return ("a regular file" if stat.S_ISREG(m) else "a directory" if stat.S_ISDIR(m) else "a symbolic link"

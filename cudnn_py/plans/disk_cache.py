@@ -195,7 +195,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except _Refused as e:
-            self._drop(name, str(e), e.st, problems, trust=e.st is None or not cache_trust.is_ours(e.st))
+            self._drop(name, str(e), e.st, problems, trust=e.st is None or not cache_trust.trusted(e.st))
             return None
         except OSError as e:
             _log.info("disk cache: cannot read %s (%s); a miss", name, e)
