@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import warnings
 from pathlib import Path
