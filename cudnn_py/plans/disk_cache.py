@@ -158,8 +158,6 @@ class DiskCache:
             self._home, self._ready = h, True
             return True
 
-    _usable = usable
-
     def _disable(self, why: str, warned: bool = False) -> None:
         with _disabled_lock:
             if self.path in _disabled:
