@@ -1,7 +1,8 @@
 """Command line: ``python -m cudnn_py info [--json]`` (what was loaded from where), ``explain SCRIPT``, ``trace
 summary FILE``, ``replay FILE``, ``cache show|verify|clear [--dir D]`` (the disk cache) and ``--version``; ``--help``
-on each. Exit status 2 for what cannot be read (no such file, not a trace), 1 from ``info`` when no libcudnn loads,
-1 from ``cache verify`` when an entry is bad."""
+on each. Exit status 2 for what cannot be read (no such file, not a trace, a cache directory that is not
+cudnn_py's), 1 from ``info`` when no libcudnn loads, 1 from ``cache verify`` when an entry is bad and from ``cache
+clear`` when it left files."""
 from __future__ import annotations
 
 import argparse
@@ -287,7 +288,8 @@ def _parser() -> argparse.ArgumentParser:
     for action, text in (("show", "where the cache is, its entries, total size and limit, oldest and newest use"),
                          ("verify", "check every entry as a read would (nothing is deleted); list each bad one and "
                                     "why; exit status 1 if any"),
-                         ("clear", "delete every entry; print how many")):
+                         ("clear", "delete every entry of this user (and cudnn_py's stale temp files, nothing "
+                                   "else); print how many; exit status 1, naming them, if any were left")):
         ap_ = csub.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
         ap_.add_argument("--dir", metavar="D", help="the cache directory (default: CUDNN_PY_CACHE_DIR, else "
                                                     "$XDG_CACHE_HOME/cudnn_py or ~/.cache/cudnn_py)")
@@ -365,12 +367,35 @@ def _when(t: float) -> str:
 
 
 def cache_command(action: str, directory: str | None) -> int:
-    """``cache show|verify|clear``: nothing is created; a directory that does not exist is an empty cache."""
+    """``cache show|verify|clear``: nothing is created; a directory that does not exist (or is empty) is an empty
+    cache; one that is not cudnn_py's (no marker, another owner, writable by others: docs/security.md) is refused
+    and nothing in it is touched. Every OSError is one line on stderr and exit status 2; ``clear`` exits 1 when it
+    left something with an entry's name (another user's file, one it could not delete), naming each."""
+    from .cache_trust import NotOurs
+    from .plans import disk_cache
+
+    if directory is not None and not directory.strip():
+        print(f"cache {action}: --dir is empty: give the cache directory (the current directory is never assumed)",
+              file=sys.stderr)
+        return 2
+    cache = disk_cache.DiskCache(directory)
+    try:
+        return _cache_action(action, cache, directory)
+    except NotOurs as e:
+        print(f"cache {action}: not a cudnn_py cache directory that this user may use: {e}; nothing was "
+              f"{'removed' if action == 'clear' else 'read'}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        where = e.filename if isinstance(e.filename, str) else cache.path
+        print(f"cache {action}: {where}: {e.strerror or e}", file=sys.stderr)
+        return 2
+
+
+def _cache_action(action: str, cache: Any, directory: str | None) -> int:
     from .plans import disk_cache, disk_planning
 
-    cache = disk_cache.DiskCache(directory)
-    if os.path.exists(cache.path) and not os.path.isdir(cache.path):
-        print(f"{cache.path}: not a directory", file=sys.stderr)
+    if os.path.lexists(cache.path) and not os.path.isdir(cache.path):
+        print(f"cache {action}: {cache.path}: not a directory", file=sys.stderr)
         return 2
     if action == "show":
         stored = cache.entries()
@@ -387,16 +412,21 @@ def cache_command(action: str, directory: str | None) -> int:
                   f"{_when(stored[-1].last_used)}")
         return 0
     if action == "verify":
-        stored = cache.entries()
         problems = cache.verify()
+        stored = cache.entries()
         for path, why in problems:
             print(f"{os.path.basename(path)}: {why}")
         print(f"{len(stored)} entries in {cache.path}: {len(problems)} bad")
         return 1 if problems else 0
     if action == "clear":
-        n = cache.clear()
+        left: list[tuple[str, str]] = []
+        n = cache.clear(left)
         print(f"removed {n} entries from {cache.path}")
-        return 0
+        for path, why in left:
+            print(f"cache clear: not removed: {os.path.basename(path)}: {why}", file=sys.stderr)
+        if left:
+            print(f"cache clear: {len(left)} file(s) left in {cache.path}", file=sys.stderr)
+        return 1 if left else 0
     return 2
 
 

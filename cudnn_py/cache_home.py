@@ -5,25 +5,19 @@ verdicts, ``backend/vetting.py``) and planning's disk cache (``plans/disk_cache.
 * the directory: ``CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn_py``, else ``~/.cache/cudnn_py``;
 * ``CUDNN_PY_CACHE=0`` (``off``, ``false``, ``no``; case and blanks ignored) turns every use of it off.
 
-:func:`read_regular` and :func:`write_replacing` are how both read and write their files: a regular file, read
-without following a link nor blocking, bounded; written to a temporary file renamed into place, so that a reader
-never sees half a file and processes writing at once leave one whole file. :func:`read_small` and
-:func:`write_atomic` are the quiet forms for small records (a verdict): a record that cannot be kept only costs the
-work it would have saved.
+Whether a directory is cudnn_py's to use, and how its files are read, written and deleted, is
+:mod:`cudnn_py.cache_trust`'s (``docs/security.md``). :func:`read_regular` reads a regular file, without following a
+link nor blocking, bounded.
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-import tempfile
-import time
 
 DIR_ENV = "CUDNN_PY_CACHE_DIR"
 SWITCH_ENV = "CUDNN_PY_CACHE"
 OFF_VALUES = ("0", "off", "false", "no")  # case and surrounding blanks ignored
-TMP_PREFIX = ".tmp-"  # a file being written (renamed into place when whole)
 
 
 def directory() -> str:
@@ -85,43 +79,3 @@ def read_regular(path: str, limit: int, what: str = "a file", holder: str = "a f
         return data, st
     finally:
         os.close(fd)
-
-
-def write_replacing(folder: str, name: str, data: bytes, prefix: str = TMP_PREFIX) -> None:
-    """Write ``data`` to ``folder/name`` through a temporary file in ``folder`` (``prefix``) renamed into place, its
-    times set to now: a reader sees the old file or the new one, never a part. OSError as raised; no temporary file
-    is left behind."""
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        now = time.time_ns()
-        os.utime(tmp, ns=(now, now))
-        os.replace(tmp, os.path.join(folder, name))
-        tmp = None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def read_small(subdir: str, name: str, limit: int = 16384) -> str | None:
-    """The text of ``<directory>/<subdir>/<name>`` if it is a regular file of at most ``limit`` bytes (no link
-    followed), else None."""
-    try:
-        data, _ = read_regular(os.path.join(directory(), subdir, name), limit)
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def write_atomic(subdir: str, name: str, text: str) -> bool:
-    """Write ``text`` to ``<directory>/<subdir>/<name>`` (:func:`write_replacing`); False where it cannot be."""
-    folder = os.path.join(directory(), subdir)
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        write_replacing(folder, name, text.encode("utf-8"))
-        return True
-    except OSError:
-        return False

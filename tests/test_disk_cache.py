@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
+from cudnn_py import cache_trust
 from cudnn_py.errors import CudnnPyError
 from cudnn_py.plans import disk_cache as dc
 from cudnn_py.plans.disk_cache import DiskCache, Entry, Key, PlanRecord
@@ -113,7 +115,7 @@ def test_concurrent_writers_in_threads(tmp_path):
 
 def test_lru_eviction_order_and_size_bound(tmp_path):
     small = Entry(heuristics=HEUR)
-    one = len(dc.encode(key(0), small, 1.0))
+    one = len(dc.encode(key(0), small, 1.0, bytes(32)))  # (any key: the seal's length is fixed)
     c = DiskCache(tmp_path, 3 * one + one // 2)  # room for three
     for i in range(3):
         assert c.put(key(i), small)
@@ -144,9 +146,18 @@ def _envelope(path: Path) -> dict:
     return json.loads(path.read_bytes())
 
 
+def secret(directory: Path) -> bytes:
+    """The directory's key (in its marker): what this user's cudnn_py seals entries with."""
+    h = cache_trust.home(str(directory))
+    assert h is not None
+    return h.key
+
+
 def _rewrite(path: Path, doc: dict, fix_checksum: bool = True) -> None:
+    """Write an edited envelope back, sealed again with the directory's key when ``fix_checksum`` (what a bug of
+    this user's cudnn_py could leave: only the schemas stand in the way)."""
     if fix_checksum:
-        doc["checksum"] = dc.checksum(doc["payload"])
+        doc["checksum"] = dc.seal(doc, secret(path.parent))
     path.write_text(json.dumps(doc))
 
 
@@ -164,7 +175,7 @@ def _hostile_cases():
         ("garbage", lambda p: p.write_bytes(os.urandom(300)), "entry"),
         ("not an object", lambda p: p.write_text("[1, 2]"), "not an object"),
         ("tampered payload", edit(_tamper_payload, False), "checksum"),
-        ("foreign format version", edit(lambda d: d.update(version=2)), "format version 2"),
+        ("foreign format version", edit(lambda d: d.update(version=3)), "format version 3"),
         ("another format", edit(lambda d: d.update(format="pickle")), "not a cudnn_py"),
         ("foreign cuDNN in the key", edit(lambda d: d["key"].update(cudnn_version=92800)), "another key"),
         ("foreign device in the key", edit(lambda d: d["key"].update(compute_capability=100)), "another key"),
@@ -204,8 +215,13 @@ def test_hostile_entries_are_dropped_with_a_reason(tmp_path, caplog, name, spoil
     bad = c.verify()
     assert len(bad) == 1 and reason in bad[0][1], bad  # verify names it, deletes nothing
     assert path.exists()
-    with caplog.at_level(logging.WARNING, LOGGER):
+    with caplog.at_level(logging.WARNING, LOGGER), warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         assert c.get(key()) is None
+    # a keyed checksum that fails is a trust failure (someone else's entry): also a CacheWarning; the rest is logged
+    cache_warnings = [str(w.message) for w in warned if w.category is cache_trust.CacheWarning]
+    assert len(cache_warnings) == (name == "tampered payload"), cache_warnings
+    assert all(f"entry {path.name} is not used: checksum mismatch" in m for m in cache_warnings)
     logged = drops(caplog)
     assert len(logged) == 1 and reason in logged[0] and "\n" not in logged[0], logged
     assert not path.exists()
@@ -219,7 +235,7 @@ def test_special_files_in_place_of_an_entry(tmp_path, caplog, kind):
     path = Path(c.entries()[0].path)
     path.unlink()
     target = tmp_path / "target"
-    target.write_bytes(dc.encode(key(), entry(), 1.0))  # a valid entry: still refused behind a link
+    target.write_bytes(dc.encode(key(), entry(), 1.0, secret(path.parent)))  # a valid entry: still refused behind a link
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "symlink":
@@ -227,10 +243,14 @@ def test_special_files_in_place_of_an_entry(tmp_path, caplog, kind):
     else:
         path.mkdir()
     assert len(c.verify()) == 1
-    with caplog.at_level(logging.WARNING, LOGGER):
+    with caplog.at_level(logging.WARNING, LOGGER), pytest.warns(cache_trust.CacheWarning, match="not used"):
         assert c.get(key()) is None  # never blocks on the FIFO, never follows the link
-    assert len(drops(caplog)) == 1 and not os.path.lexists(path) and target.exists()
-    assert c.put(key(), entry()) and c.get(key()) == entry()
+    # not a regular file of this user: not cudnn_py's to delete or replace (issue #37): a miss, left in place
+    (dropped,) = drops(caplog)
+    assert "left in place" in dropped and os.path.lexists(path) and target.exists()
+    assert not c.put(key(), entry()) and os.path.lexists(path) and c.get(key()) is None
+    left: list = []
+    assert c.clear(left) == 0 and [os.path.basename(p) for p, _ in left] == [path.name] and os.path.lexists(path)
 
 
 def test_a_directory_under_a_regular_file_disables_the_store_with_one_warning(tmp_path, caplog):

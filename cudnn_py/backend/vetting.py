@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import cache_home
+from .. import cache_home, cache_trust
 from .._version import __version__
 from .mapped import loaded_path_of, mapped_libraries
 
@@ -303,6 +303,10 @@ def _key(path: str) -> tuple[str, int, int] | None:
 # library, of every sub-library beside it that the trial loads, and of the dependencies this process loaded first
 # (libcuda, cuBLASLt). Any of them replaced, and the key differs: the trial runs again. Only good verdicts are kept:
 # a broken install is tried again each time, so that a repaired one is seen at once.
+# A kept verdict skips the trial, so it is trusted as an entry of the disk cache is (docs/security.md): read only from
+# a cache directory that is this user's and cudnn_py's, from a regular file of this user, and sealed with the
+# directory's key (cudnn_py/cache_trust.py: read_record / write_record); a verdict that fails (planted by someone
+# else, copied from another directory) is not used, with one CacheWarning, and the trial runs.
 VERDICTS_SUBDIR = "vetted"
 
 
@@ -331,7 +335,7 @@ def _remembered(path: str, key: str | None) -> Verdict | None:
     dependencies the trial's ``meanwhile`` loads come after it, in every process alike)."""
     if cache_home.switched_off() or not vetting_enabled():
         return None
-    text = cache_home.read_small(VERDICTS_SUBDIR, _verdict_file(key)) if key is not None else None
+    text = cache_trust.read_record(VERDICTS_SUBDIR, _verdict_file(key)) if key is not None else None
     if text is None:
         return None
     try:
@@ -351,8 +355,8 @@ def _remember(key: str | None, verdict: Verdict) -> None:
     if cache_home.switched_off():
         return
     if key is not None:
-        cache_home.write_atomic(VERDICTS_SUBDIR, _verdict_file(key),
-                                json.dumps({"key": key, "version": verdict.version, "check": verdict.check}))
+        cache_trust.write_record(VERDICTS_SUBDIR, _verdict_file(key),
+                                 json.dumps({"key": key, "version": verdict.version, "check": verdict.check}))
 
 
 def vet(path: str, meanwhile: Callable[[], object] | None = None) -> Verdict:

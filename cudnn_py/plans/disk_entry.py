@@ -7,21 +7,28 @@ plan JSON with the engine, knob choices and workspace a rebuild must reproduce) 
 
 Each entry file holds a self-describing envelope (JSON, :func:`encode`)::
 
-    {"format": "cudnn_py disk cache", "version": 1, "key": {...the key's fields...},
+    {"format": "cudnn_py disk cache", "version": 2, "key": {...the key's fields...},
      "created": <unix time>, "last_used": <unix time when written>,
      "payload": {"heuristics": str | null, "plan": {"json", "engine", "knobs", "workspace"} | null,
                  "kernel_cache": str | null},
-     "checksum": "sha256:<hex of the canonical payload>"}
+     "checksum": "hmac-sha256:<hex>"}
+
+The checksum is keyed (:func:`seal`): an HMAC-SHA256 of the canonical envelope without it, with the cache
+directory's secret key (``cudnn_py/cache_trust.py``: in the directory's marker, 0600, this user's). It catches
+corruption, and an entry that this user's cudnn_py did not write for this directory: one planted by another user
+(who cannot read the key) or copied from another user's cache. The schemas stay: they keep hostile text from cuDNN
+even if the key leaked.
 
 :func:`decode` checks what is read back before anything uses it: the JSON is parsed with ``json_check.parse`` (size
-and depth bounded first); the envelope's fields and types are checked; the checksum must match (it catches
-corruption, not an attacker who can write the directory: the schemas are what keep hostile text from cuDNN); the
-key in the envelope must be the key asked for; the plan and kernel cache JSON pass ``json_check``'s schemas and name
-the key's cuDNN version. Anything wrong raises :class:`EntryProblem` (or ``SerializedJSONError``) naming it.
+and depth bounded first); the envelope's fields are checked; the keyed checksum must match (:class:`Unsealed`
+otherwise); the key in the envelope must be the key asked for; the plan and kernel cache JSON pass ``json_check``'s
+schemas and name the key's cuDNN version. Anything wrong raises :class:`EntryProblem` (or ``SerializedJSONError``)
+naming it.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -33,7 +40,7 @@ from ..backend import json_check
 from ..errors import InvalidTypeError, InvalidValueError
 
 FORMAT = "cudnn_py disk cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the checksum is keyed (issue #37)
 MAX_ENTRY_BYTES = 64 << 20  # one entry: a kernel cache of one graph is KBs to a few MB
 MAX_TIME = float(1 << 40)  # unix seconds: far beyond any real date, far below float trouble
 _FINGERPRINT = re.compile(r"[0-9A-Za-z_.:+/=-]{1,256}")
@@ -47,6 +54,11 @@ OptionValue = str | int | bool | None
 
 class EntryProblem(InvalidValueError):
     """Why a stored entry is not used (internal: never escapes ``get``)."""
+
+
+class Unsealed(EntryProblem):
+    """The entry's keyed checksum does not match: not written by this user's cudnn_py for this directory (or
+    altered since)."""
 
 
 def _int(v: Any, what: str, lo: int, hi: int) -> int:
@@ -200,8 +212,10 @@ def _canonical(v: Any) -> bytes:
     return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
 
 
-def checksum(payload: dict[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(_canonical(payload)).hexdigest()
+def seal(doc: dict[str, Any], secret: bytes) -> str:
+    """The keyed checksum of an envelope (``doc``, its ``checksum`` field left out) with the directory's key."""
+    body = _canonical({k: v for k, v in doc.items() if k != "checksum"})
+    return "hmac-sha256:" + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
 # ---- the heuristics answer ---------------------------------------------------------------------------------------
@@ -255,10 +269,10 @@ def _opt_str(v: Any, what: str) -> str | None:
     return v
 
 
-def decode(data: bytes, key: Key | None, digest: str | None = None) -> Entry:
+def decode(data: bytes, key: Key | None, digest: str | None = None, *, secret: bytes) -> Entry:
     """The entry in an envelope's bytes, checked in full (see the module's docstring); ``key``: the key asked for
-    (None: the envelope's own, checked against ``digest``, the file's name). Raises EntryProblem or
-    SerializedJSONError naming what is wrong."""
+    (None: the envelope's own, checked against ``digest``, the file's name); ``secret``: the directory's key.
+    Raises EntryProblem (Unsealed: the keyed checksum) or SerializedJSONError naming what is wrong."""
     doc = json_check.parse(data, "entry")
     if not isinstance(doc, dict):
         raise EntryProblem(f"the envelope is a {type(doc).__name__}, not an object")
@@ -270,6 +284,14 @@ def decode(data: bytes, key: Key | None, digest: str | None = None) -> Entry:
     fields = {"format", "version", "key", "created", "last_used", "payload", "checksum"}
     if set(doc) != fields:
         raise EntryProblem(f"envelope fields {sorted(doc)}, expected {sorted(fields)}")
+    mac = doc["checksum"]
+    try:
+        expected = seal(doc, secret)
+    except (ValueError, TypeError) as e:  # (json_check.parse refuses NaN and the like first: belt and braces)
+        raise EntryProblem(f"the envelope has no canonical form: {e}") from None
+    if not isinstance(mac, str) or not hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode()):
+        raise Unsealed("checksum mismatch: not sealed with this cache directory's key (written by another user or "
+                       "for another directory, or altered)")
     try:
         stored_key = Key.from_fields(doc["key"])
     except (InvalidValueError, InvalidTypeError) as e:
@@ -282,8 +304,6 @@ def decode(data: bytes, key: Key | None, digest: str | None = None) -> Entry:
     payload = doc["payload"]
     if not isinstance(payload, dict) or set(payload) != {"heuristics", "plan", "kernel_cache"}:
         raise EntryProblem("payload: not an object of exactly heuristics, plan, kernel_cache")
-    if not isinstance(doc["checksum"], str) or doc["checksum"] != checksum(payload):
-        raise EntryProblem("checksum mismatch (corrupt or altered payload)")
     heuristics = _opt_str(payload["heuristics"], "payload.heuristics")
     kernel_cache = _opt_str(payload["kernel_cache"], "payload.kernel_cache")
     plan = None
@@ -317,10 +337,12 @@ def _same_version(doc: dict, version: int, what: str) -> None:
         raise EntryProblem(f"{what}: written by cuDNN {doc['cudnnVersion']}, the key says {version}")
 
 
-def encode(key: Key, entry: Entry, now: float) -> bytes:
-    payload = entry.payload()
-    return _canonical({"format": FORMAT, "version": FORMAT_VERSION, "key": key.fields(), "created": now,
-                       "last_used": now, "payload": payload, "checksum": checksum(payload)})
+def encode(key: Key, entry: Entry, now: float, secret: bytes) -> bytes:
+    """The envelope of ``entry`` for ``key``, sealed with the directory's key ``secret``."""
+    doc: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "key": key.fields(), "created": now,
+                           "last_used": now, "payload": entry.payload()}
+    doc["checksum"] = seal(doc, secret)
+    return _canonical(doc)
 
 
 def _describe(key: Key) -> str:

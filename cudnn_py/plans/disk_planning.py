@@ -8,8 +8,9 @@ that misses is small against that (the operation graph's fingerprint, which the 
 anyway, a sha256, one failed ``open``, and after the build one write of the entry: about a millisecond for an
 attention plan's 75 KB of JSON) and is paid once per graph per process: a graph planned before in the same process
 is answered by the in-process caches (``heuristics.py``, ``plan_cache.py``) and never reaches the disk, so the
-steady state reads and writes nothing. A directory that cannot be written turns the store off with one warning
-(``disk_cache.py``). ``docs/performance.md`` has the cold / warm measurements.
+steady state reads and writes nothing. A directory that cannot be written, or is not this user's and cudnn_py's
+(``docs/security.md``), turns the store off with one warning (``disk_cache.py``). ``docs/performance.md`` has the
+cold / warm measurements.
 
 **The key** (:func:`make_key`): the operation graph's fingerprint made portable (:func:`portable_fingerprint`:
 every attribute set on the graph, its operations and tensors - dims, strides, uids, data types, alignments,
@@ -200,8 +201,8 @@ def lookup(use: DiskUse, key: Key, heuristics_key: Any, modes: list[str]) -> Non
     miss (or an entry that does not fit) marks the session to store its entry after the build."""
     use.key, use.heuristics_key = key, heuristics_key
     s = store()
-    if s.disabled is not None:
-        not_used(use, f"the cache directory {s.path} is not writable ({s.disabled})")
+    if not s.usable():  # (checked once per directory per process: docs/security.md)
+        not_used(use, f"the cache directory {s.path} is off in this process: {s.disabled}")
         return
     problems: list[str] = []
     entry = s.get(key, problems)  # checked in full; a bad entry is dropped (and logged) by the store: a miss
