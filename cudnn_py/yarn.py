@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from .errors import InvalidValueError
+
 
 def _correction_dim(turns: float, dim: int, base: float, original_max_position: int) -> float:
     """The (fractional) rotary dimension index that makes ``turns`` full turns within the original context:
@@ -51,7 +53,7 @@ def compute_yarn_inv_freq(head_dim: int, *, base: float = 10000.0, scaling_facto
     """The ``head_dim // 2`` inverse frequencies of YaRN (plain RoPE's when ``scaling_factor <= 1``), a 1-D torch
     tensor of ``dtype`` (default float32) on ``device``: ``angle[s, i] = s * inv_freq[i]``."""
     if head_dim % 2 != 0:
-        raise ValueError(f"YARN/RoPE require even head_dim, got {head_dim}")
+        raise InvalidValueError(f"YARN/RoPE require even head_dim, got {head_dim}")
     even = torch.arange(0, head_dim, 2, device=device, dtype=dtype)
     rope = 1.0 / (base ** (even / head_dim))  # plain RoPE: the extrapolated frequencies
     if scaling_factor <= 1.0:
