@@ -22,7 +22,7 @@ from typing import Any
 
 from ..cuda import context
 from ..errors import CudaUnavailableError, InvalidValueError
-from . import live, trace
+from . import driver_standin, live, trace
 from .api import error_for, lib
 
 
@@ -113,7 +113,11 @@ def ensure_context(device: int | None = None) -> int:
 def create_handle(device: int | None = None) -> Handle:
     """``cudnnCreate`` on the current device, or on ``device`` (a cudnn_py extension; the classic call takes no
     argument). With ``device`` given, the caller's current context (or none) is restored afterwards: the handle is
-    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle."""
+    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle.
+    Without an NVIDIA driver (the deviceless stand-in loaded in its place) it says so, calling no driver."""
+    lib()  # loads libcudnn, and the deviceless driver stand-in where no driver library loads
+    if driver_standin.loaded():
+        raise CudaUnavailableError(driver_standin.NO_GPU)
     before = context.current()
     dev = ensure_context(device)
     ctx = context.current() or None
