@@ -146,7 +146,9 @@ def load() -> str:
                         shutil.rmtree(os.path.dirname(path))
                 continue
             _path, _failure = path, None
-            _log.info("no NVIDIA driver library here: loaded the deviceless libcuda.so.1 stand-in %s", path)
+            _log.info("no NVIDIA driver library here: loaded cudnn_py's deviceless libcuda.so.1 stand-in (validation "
+                      "works; handles, plans and execute need a GPU)")
+            _log.debug("the deviceless libcuda.so.1 stand-in: %s", path)
             return path
         _failure = "; ".join(tried)
         raise OSError(f"the deviceless libcuda.so.1 stand-in could not be loaded ({_failure})")
