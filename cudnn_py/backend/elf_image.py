@@ -41,7 +41,7 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 
-from ..errors import CudnnPyError
+from ..errors import CudnnPyError, InvalidValueError
 
 
 class UnsupportedMachine(CudnnPyError, RuntimeError):
@@ -107,7 +107,7 @@ def returns(m: str, value: int) -> Body:
     """A function that returns ``value`` (0 <= value < 2**32, zero-extended: an int, or a size_t) and does nothing
     else."""
     if not 0 <= value < 2**32:
-        raise ValueError(f"returns({value}): only a 32-bit unsigned constant is written")
+        raise InvalidValueError(f"returns({value}): only a 32-bit unsigned constant is written")
 
     def body(pc: int, data: int) -> bytes:
         if m == "x86_64":
@@ -126,7 +126,7 @@ def stores_data_address(m: str, offset: int = 0, result: int = 0) -> Body:
     """A function ``f(a, T **out)`` that stores the address of the read-only data (plus ``offset``) in ``*out``
     when ``out`` is not NULL, and returns ``result`` (0 or a small constant)."""
     if not 0 <= result < 2**16:
-        raise ValueError(f"stores_data_address(result={result}): only a 16-bit constant is written")
+        raise InvalidValueError(f"stores_data_address(result={result}): only a 16-bit constant is written")
 
     def body(pc: int, data: int) -> bytes:
         target = data + offset
@@ -143,7 +143,7 @@ def stores_data_address(m: str, offset: int = 0, result: int = 0) -> Body:
         # adr x2, target : 0 immlo 10000 immhi Rd, the 21-bit offset from this instruction (immlo its low 2 bits)
         rel = target - pc
         if not -(1 << 20) <= rel < (1 << 20):
-            raise ValueError("the data is out of adr's reach")
+            raise InvalidValueError("the data is out of adr's reach")
         adr = 0x10000000 | (rel & 3) << 29 | ((rel >> 2) & 0x7FFFF) << 5 | 2
         cbz = 0xB4000000 | (8 // 4) << 5 | 1  # cbz x1, +8  : 1 011010 0 imm19 Rt (skips the store when out is NULL)
         str_ = 0xF9000000 | 1 << 5 | 2  # str x2, [x1] : 11 111 0 01 00 imm12=0 Rn=x1 Rt=x2

@@ -88,7 +88,11 @@ def current_device() -> int:
 
 def ensure_context(device: int | None = None) -> int:
     """Make sure a CUDA context is current on this thread; make ``device``'s primary context current if none is.
-    Returns the device ordinal in use."""
+    Returns the device ordinal in use. Without an NVIDIA driver (the deviceless stand-in loaded in its place) it
+    says so, calling no driver."""
+    lib()  # loads libcudnn, and the deviceless driver stand-in where no driver library loads
+    if driver_standin.loaded():
+        raise CudaUnavailableError(driver_standin.NO_GPU)
     try:
         from cuda.bindings import driver
     except ImportError:  # without cuda-bindings we cannot help; cudnnCreate will report what is missing
@@ -113,11 +117,7 @@ def ensure_context(device: int | None = None) -> int:
 def create_handle(device: int | None = None) -> Handle:
     """``cudnnCreate`` on the current device, or on ``device`` (a cudnn_py extension; the classic call takes no
     argument). With ``device`` given, the caller's current context (or none) is restored afterwards: the handle is
-    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle.
-    Without an NVIDIA driver (the deviceless stand-in loaded in its place) it says so, calling no driver."""
-    lib()  # loads libcudnn, and the deviceless driver stand-in where no driver library loads
-    if driver_standin.loaded():
-        raise CudaUnavailableError(driver_standin.NO_GPU)
+    made in ``device``'s primary context, and cudnn_py makes that context current whenever it uses the handle."""
     before = context.current()
     dev = ensure_context(device)
     ctx = context.current() or None
