@@ -195,6 +195,11 @@ try:
     print("handle made")
 except CudaUnavailableError as e:
     print("no handle:", e)
+try:  # nothing runs on the stand-in: execute() says why
+    g.build([cudnn.heur_mode.A])
+    print("built")
+except Exception as e:
+    print("no plans:", type(e).__name__, str(e).replace("\\n", " "))
 """
 
 
@@ -204,6 +209,7 @@ def _assert_validated(out: str) -> None:
     if not real_libcuda_available():
         assert "stand-in True" in lines, out
         assert any(line.startswith("no handle: no NVIDIA driver on this machine") for line in lines), out
+        assert any(line.startswith("no plans:") and "no NVIDIA driver on this machine" in line for line in lines), out
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
