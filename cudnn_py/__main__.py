@@ -239,10 +239,23 @@ def info(out=None, as_json: bool = False) -> int:
     return 0 if lib["found"] else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that its own output (``--help``, ``--version``, usage errors) into a closed pipe
+    raises BrokenPipeError like every other write of the command line (:func:`main`: status 1), instead of being
+    ignored: argparse drops a failed write, which made ``--help`` end 0 with unbuffered output and 1 with buffered
+    output (the flush at exit failing), depending on ``PYTHONUNBUFFERED``."""
+
+    def _print_message(self, message: str, file=None) -> None:
+        if file is None or file is sys.stderr:  # messages to stderr: as argparse (a failed write is ignored)
+            super()._print_message(message, file)
+        elif message:
+            file.write(message)
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="python -m cudnn_py",
         description="cudnn_py's command line: what was loaded from where (info), what a graph becomes (explain), "
                     "tools for CUDNN_PY_TRACE files (trace summary, replay) and the disk cache (cache). Without a "
@@ -318,8 +331,10 @@ def _run(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line. Output piped into a reader that stops early (``| head``) ends it quietly with status 1:
-    the rest of the output goes to /dev/null, so neither the command nor the interpreter's final flush fails."""
+    """The command line. Output piped into a reader that stops early (``| head``) ends it quietly with status 1, as
+    for any command whose output could not be written (``--help`` and ``--version`` included, whether stdout is
+    buffered or not): the rest of the output goes to /dev/null, so neither the command nor the interpreter's final
+    flush fails."""
     try:
         try:
             return _run(argv)

@@ -5,20 +5,21 @@
 unmarked). The blocks of one page run in order, each in a fresh process, in one directory per page (a later block
 may read a file an earlier one wrote).
 
-Nothing is preloaded: a block that validates a graph needs the NVIDIA driver's ``libcuda.so.1`` (cuDNN's engine
-libraries link against it; no GPU is needed) and carries the tag `driver` besides `runnable`. On a machine without
-a driver library such a block must fail saying so (the one-sentence ``NO_DRIVER`` error the docs show; a replay,
-which reports statuses rather than raising, exits non-zero with cuDNN's ``SUBLIBRARY_LOADING_FAILED``), and then
-runs a second time with the test suite's libcuda stand-in, so that what it checks is still checked here.
+Nothing is preloaded: a block that validates a graph needs cuDNN's engine libraries, which link against the NVIDIA
+driver's ``libcuda.so.1`` (no GPU is needed), and carries the tag `driver` besides `runnable`. On a machine without
+a driver library such a block runs twice: first with cudnn_py's deviceless stand-in for the driver refused
+(``CUDNN_PY_DRIVER_STANDIN=0``), when it must fail saying so (the ``NO_DRIVER`` error the docs show; a replay, which
+reports statuses rather than raising, exits non-zero with cuDNN's ``SUBLIBRARY_LOADING_FAILED``), then as a user
+runs it, when the loader loads that stand-in by itself and the block must pass.
 
 **Outputs.** A ```text block tagged `output` shows the output of the run block just before it (nothing but prose
 between them; one run block may have several) and is compared with what that block printed:
 
 * ```` ```text output ````: its stdout; add `stderr` for its stderr (e.g. logging);
-* add `nodriver` for what it prints on a machine without a driver library (its first, failing run; compared only
-  on such a machine);
+* add `nodriver` for what it prints on a machine without a driver library with the stand-in refused (its first,
+  failing run; compared only on such a machine);
 * where it is compared: the output of a `runnable` block was captured on a machine without a GPU (cuDNN 9.28, the
-  libcuda stand-in for `driver` blocks) and is compared where no GPU is usable (a GPU machine runs these blocks,
+  deviceless driver stand-in for `driver` blocks) and is compared where no GPU is usable (a GPU machine runs these blocks,
   with its own cuDNN, but does not compare them); that of a `gpu` block is compared on the GPU.
 
 Every ```text block right after a run block (nothing but prose between) must be tagged `output`: what a page shows
@@ -56,14 +57,6 @@ FENCE = re.compile(r"^```(?P<lang>[a-z]*)(?P<tags>[^\n]*)\n(?P<code>.*?)^```\s*$
 MARKS = {"runnable", "gpu", "norun"}
 OUTPUT_TAGS = {"output", "stderr", "nodriver"}
 
-# for a `driver` block on a machine without an NVIDIA driver, after it failed as a user's would: the test-only
-# libcuda stand-in, as the test suite uses it
-STAND_IN = f"""import sys
-sys.path.insert(0, {str(ROOT)!r})
-from tests.support.libcuda_stub import ensure_driver
-ensure_driver()
-del sys.path[0]
-"""
 # without a driver library, a `driver` block raises an error saying NO_DRIVER, or (a replay, which reports the
 # statuses it got rather than raising) prints cuDNN's own status for the engine library that did not load
 REPORTED_MISSING = "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED"
@@ -227,7 +220,7 @@ def run_blocks(page: Path, marks: set[str], tmp_path: Path, compare: set[str]) -
     # `python` in a bash block is this interpreter; no LD_PRELOAD / LD_LIBRARY_PATH of the test run reaches a block,
     # nor a variable cudnn_py reads (the test fixtures set CUDNN_PY_REPLAY=0): the blocks see a user's defaults
     env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and (not k.startswith("CUDNN_PY_") or k == "CUDNN_PY_STUB_DIR")}
+           if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.startswith("CUDNN_PY_")}
     env.update(PYTHONPATH=str(ROOT), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     driver = has_driver()
     for b in page_blocks(page):
@@ -243,13 +236,13 @@ def run_blocks(page: Path, marks: set[str], tmp_path: Path, compare: set[str]) -
             scratch = tmp_path.parent / f"{tmp_path.name}-nodriver"
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.copytree(tmp_path, scratch)
-            r = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch, env=env, timeout=600)
+            refused = {**env, "CUDNN_PY_DRIVER_STANDIN": "0"}
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch, env=refused, timeout=600)
             says_so = NO_DRIVER in r.stderr or ("Traceback" not in r.stderr and REPORTED_MISSING in r.stdout)
             assert r.returncode != 0 and says_so, (f"{page.name}:{b.line} (driver) should fail without a driver "
-                                                   f"library, saying so:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+                                                   f"library and its stand-in, saying so:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
             if b.mark in compare:
                 check_outputs(page, b, r, scratch, nodriver=True)
-            cmd = [sys.executable, "-c", STAND_IN + b.code]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
         assert r.returncode == 0, f"{page.name}:{b.line} ({b.mark}) failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
         if b.mark in compare:

@@ -16,7 +16,7 @@ from .._generated.functions import FUNCTIONS
 from .._generated.names import Status
 from ..errors import ERROR_BY_CATEGORY, CudnnError, FeatureVersionError, InvalidValueError, status_name
 from . import trace
-from .loader import NO_DRIVER, driver_library_missing, load_library
+from .loader import driver_library_missing, load_library, no_driver_hint
 
 # The headers whose functions make up the backend API (the legacy ops/cnn/adv APIs are not bound).
 BOUND_HEADERS = ("cudnn_graph.h",)
@@ -91,7 +91,8 @@ def error_for(status: int, function: str, *, kind: str | None = None, attribute:
     cls = ERROR_BY_CATEGORY.get(status // 1000 * 1000, CudnnError)
     message = get_last_error_string()
     # the status by its name in the headers' cudnnStatus_t (errors.status_name), not a number written here
-    hint = NO_DRIVER if status_name(status) == Status.SUBLIBRARY_LOADING_FAILED and driver_library_missing() else ""
+    missing = status_name(status) == Status.SUBLIBRARY_LOADING_FAILED and driver_library_missing()
+    hint = no_driver_hint() if missing else ""
     call = trace.begin("cudnnGetLastErrorString", after=function, message=message)  # reads the tracer once
     if call is not None:  # the backend's words for the failure, beside the failed call in the trace
         call.end(None)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..cuda import context
 from ..errors import CudaUnavailableError, InvalidValueError
-from . import live, trace
+from . import driver_standin, live, trace
 from .api import error_for, lib
 
 
@@ -88,7 +88,11 @@ def current_device() -> int:
 
 def ensure_context(device: int | None = None) -> int:
     """Make sure a CUDA context is current on this thread; make ``device``'s primary context current if none is.
-    Returns the device ordinal in use."""
+    Returns the device ordinal in use. Without an NVIDIA driver (the deviceless stand-in loaded in its place) it
+    says so, calling no driver."""
+    lib()  # loads libcudnn, and the deviceless driver stand-in where no driver library loads
+    if driver_standin.loaded():
+        raise CudaUnavailableError(driver_standin.NO_GPU)
     try:
         from cuda.bindings import driver
     except ImportError:  # without cuda-bindings we cannot help; cudnnCreate will report what is missing

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CudnnLibraryNotFoundError, CudnnVersionError, status_name, version_parts, version_string
-from . import vetting
+from . import driver_standin, vetting
 from .mapped import loaded_path_of, mapped_libraries
 from .vetting import (  # noqa: F401  (signal_name, _pathfinder_candidate: read from here)
     SYMBOLS,
@@ -67,9 +67,15 @@ _loaded: LoadedLibrary | None = None
 
 
 # what a cuDNN call failing with CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED says first when no driver library loads
-NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have: "
-             "validate() without a GPU needs it too, so install the NVIDIA driver's user-space libraries "
-             "(no GPU is needed; see docs/getting-started.md, 'With no GPU')")
+NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have, "
+             "and cudnn_py's deviceless stand-in for it is not loaded")
+
+
+def no_driver_hint() -> str:
+    """:data:`NO_DRIVER`, why the stand-in is not loaded, and what to do."""
+    return (f"{NO_DRIVER} ({driver_standin.why_not()}): validate() without a GPU needs one of them, so unset "
+            f"{driver_standin.SWITCH_ENV} or install the NVIDIA driver's user-space libraries (no GPU is needed; "
+            "see docs/getting-started.md, 'With no GPU')")
 
 
 def driver_library_missing() -> bool:
@@ -238,6 +244,9 @@ def load_library() -> LoadedLibrary:
     with _lock:
         if _loaded is not None:
             return _loaded
+        # no driver library: the deviceless stand-in, before anything of cuDNN (the vetting child included) loads
+        if driver_standin.refused() is None and driver_library_missing():
+            driver_standin.load_quietly()
         cdll, path, how, attempts, vetted = _locate()
         # the three calls made here get their prototypes now; api.bind() sets all the others
         cdll.cudnnGetVersion.restype = cdll.cudnnGetCudartVersion.restype = ctypes.c_size_t

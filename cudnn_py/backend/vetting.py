@@ -15,6 +15,7 @@ load in a child process died of SIGABRT in finalize (it said: ...)"). ``CUDNN_PY
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from .. import cache_home, cache_trust
 from .._version import __version__
+from . import driver_standin
 from .mapped import loaded_path_of, mapped_libraries
 
 # the sub-libraries libcudnn.so.9 dlopens from its own directory for the graph/backend API (the legacy ops/cnn/adv
@@ -301,8 +303,9 @@ def _key(path: str) -> tuple[str, int, int] | None:
 # first use, issue #29), in the cache directory (cudnn_py/cache_home.py; CUDNN_PY_CACHE=0 keeps none), keyed by what
 # the trial depended on: this cudnn_py (the trial's script), and the identity (real path, size, mtime, inode) of the
 # library, of every sub-library beside it that the trial loads, and of the dependencies this process loaded first
-# (libcuda, cuBLASLt). Any of them replaced, and the key differs: the trial runs again. Only good verdicts are kept:
-# a broken install is tried again each time, so that a repaired one is seen at once.
+# (libcuda, cuBLASLt; cudnn_py's deviceless stand-in for libcuda, a new file in each process, by its bytes). Any of
+# them replaced, and the key differs: the trial runs again. Only good verdicts are kept: a broken install is tried
+# again each time, so that a repaired one is seen at once.
 # A kept verdict skips the trial, so it is trusted as an entry of the disk cache is (docs/security.md): read only from
 # a cache directory that is this user's and cudnn_py's, from a regular file of this user, and sealed with the
 # directory's key (cudnn_py/cache_trust.py: read_record / write_record); a verdict that fails (planted by someone
@@ -311,8 +314,11 @@ VERDICTS_SUBDIR = "vetted"
 
 
 def _verdict_key(path: str) -> str | None:
-    identity = []
+    identity: list[list] = []
     for f in dict.fromkeys([*_trial_files(path), *_dependencies_loaded()]):
+        if f == driver_standin.loaded():  # a new file of each process: by its bytes (what the trial depended on)
+            identity.append([driver_standin.SONAME, hashlib.sha256(driver_standin.image()).hexdigest()])
+            continue
         try:
             st = os.stat(f)
         except OSError:

@@ -42,7 +42,7 @@ from typing import Any
 
 from .. import enums
 from .._generated.names import desc
-from ..backend import Descriptor, versions
+from ..backend import Descriptor, driver_standin, versions
 from ..backend.handle import context_of, default_handle, placement_of
 from ..cuda import context as cuda_context
 from ..errors import (
@@ -377,6 +377,8 @@ class PlanningSession:
                 report += f" (deviceless, for {self.options.device_properties!r})"
             elif self.lowered.handle is None:
                 report += " (no GPU/handle: cuDNN heuristics need a device to rank engines)"
+                if driver_standin.loaded():
+                    report += f"; {driver_standin.NO_GPU}"
             raise cudnnGraphNotSupportedError(f"No valid engine configs for graph {self.graph.name!r}: {report}. "
                                               f"{get_last_error_string()}")
         self._advance(Phase.ENGINE_CONFIGS)
