@@ -79,7 +79,7 @@ def test_one_version_source():
 
 # ------------------------------------------------------------------------------------------------- info
 def test_info_json_is_one_object_with_the_facts_of_info():
-    text, as_json = cli("info"), cli("info", "--json")
+    text, as_json = cli("info", "--errata"), cli("info", "--json")
     assert text.returncode == 0 and as_json.returncode == 0, (text.stderr, as_json.stderr)
     facts = json.loads(as_json.stdout)
     assert facts["cudnn_py"]["version"] == cudnn_py.__version__
@@ -99,6 +99,17 @@ def test_info_json_is_one_object_with_the_facts_of_info():
     assert f"errata for cuDNN {lib['version']}: {len(facts['errata'])} " in text.stdout
     assert all(f"  {e['id']} (cuDNN {e['versions']}" in text.stdout for e in facts["errata"])
     assert isinstance(facts["wheels"], dict) and isinstance(facts["warnings"], list)
+    assert set(facts["capabilities"]) == {"gpu_execution", "deviceless_validation", "reference_engine"}
+    for c in facts["capabilities"].values():
+        assert set(c) == {"works", "reason"} and c["works"] in (True, False, None) and c["reason"]
+        assert f"{({True: 'yes', False: 'no', None: 'unknown'})[c['works']]} ({c['reason']})" in text.stdout
+
+
+def test_info_hides_the_errata_paragraphs_behind_a_flag():
+    plain = cli("info")
+    assert plain.returncode == 0, plain.stderr
+    assert "info --errata` lists them" in plain.stdout
+    assert "  gen-index-in-batched-matmul-epilogue (" not in plain.stdout
 
 
 @pytest.mark.parametrize("as_json", [False, True])

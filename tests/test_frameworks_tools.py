@@ -114,7 +114,7 @@ def test_info_lists_frameworks_without_importing_them_and_the_errata_with_their_
         from tests.support.libcuda_stub import ensure_driver
         ensure_driver()
         from cudnn_py.__main__ import main
-        main(["info"])
+        main(["info", "--errata"])
         assert "torch" not in sys.modules and "cupy" not in sys.modules, "info imported a framework"
     """)
     assert r.returncode == 0, r.stderr
@@ -146,6 +146,39 @@ def test_info_says_when_cuda_core_is_missing(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------- explain
+def test_explain_lists_only_the_errata_about_the_graphs_ops():
+    from cudnn_py.plans.errata import ERRATA
+
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    y = g.relu(g.matmul(g.tensor([1, 8, 16], name="a"), g.tensor([1, 16, 4], name="b")))
+    y.set_output(True).set_data_type(H)
+    doc = json.loads(g.explain("json"))["cudnn"]
+    ids = {e["id"] for e in doc["errata"]}
+    every_graph = {e.id for e in ERRATA if not e.ops}
+    assert ids <= every_graph | {"matmul-widening-cast-unaligned", "matmul-cast-of-strided-input"}, ids
+    assert not ids & {"pointwise-broadcast", "sdpa-backward-dropout-mask", "wgrad-post-padding-engines-1-20",
+                      "gen-index-in-batched-matmul-epilogue"}
+    assert doc["errata_about_other_ops"] > 0 and "more about other ops: python -m cudnn_py info --errata" in g.explain()
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    g2.gen_index(g2.matmul(g2.tensor([2, 8, 16], name="a"), g2.tensor([2, 16, 4], name="b")), axis=1).set_output(
+        True).set_data_type(cudnn.data_type.INT32)
+    assert "gen-index-in-batched-matmul-epilogue" in {e["id"] for e in json.loads(g2.explain("json"))["cudnn"]["errata"]}
+    p = cudnn.pygraph(io_data_type=F, compute_data_type=F)
+    p.add(p.tensor([8, 33, 64], name="x"), p.tensor([1, 1, 64], name="y")).set_output(True)
+    assert "pointwise-broadcast" in {e["id"] for e in json.loads(p.explain("json"))["cudnn"]["errata"]}
+
+
+def test_errata_concern_the_kinds_they_name():
+    from cudnn_py.plans.errata import ERRATA
+
+    by_id = {e.id: e for e in ERRATA}
+    assert by_id["sdpa-fp8-9.10.0"].concerns({"sdpa_fp8_backward"})
+    assert not by_id["sdpa-fp8-9.10.0"].concerns({"sdpa"})
+    assert by_id["pointwise-broadcast"].concerns({"pointwise", "pointwise:x"})
+    assert not by_id["pointwise-broadcast"].concerns({"pointwise", "matmul"})
+    assert by_id["opgraph-finalize-source-op-fanout"].concerns(set())
+
+
 def test_explain_names_the_erratum_a_graph_matches():
     report = matmul_bias_relu(batch=1).explain()
     assert "matches this graph" not in report
