@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -272,6 +273,41 @@ def test_first_graph_cli_offers_every_framework():
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "{torch,cupy,cuda.core}" in r.stdout
+
+
+def _first_graph(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
+    """examples/first_graph.py as a user runs it (after ``prelude``, run in the same process)."""
+    code = (f"{prelude}\nimport runpy, sys\nsys.argv = ['first_graph.py', *{list(args)!r}]\n"
+            "runpy.run_path('examples/first_graph.py', run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def _gpu_here() -> bool:
+    from cudnn_py.capabilities import gpu_execution
+
+    return gpu_execution().works is not False
+
+
+def test_first_graph_without_a_gpu_says_so_in_one_line():
+    if _gpu_here():
+        pytest.skip("a GPU is here: the example runs")
+    for prelude in ("", "from tests.support.libcuda_stub import ensure_driver\nensure_driver()"):
+        r = _first_graph(prelude=prelude)  # without a driver library, then with the tests' stand-in for it
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr  # no traceback, no cuDNN loader line
+        assert r.stderr.startswith("first_graph.py needs a GPU: ") and "no GPU" in r.stderr
+        assert "--reference" in r.stderr and "python -m cudnn_py info" in r.stderr
+
+
+def test_first_graph_reference_runs_the_graph_on_the_cpu():
+    r = _first_graph("--reference")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr  # nothing from cuDNN: the reference run makes no cuDNN call
+    first, second = r.stdout.splitlines()
+    assert first.startswith("float64 reference engine (numpy arrays, on the CPU; no cuDNN): output Y [4, 256, 64]")
+    assert re.fullmatch(r"relative error against float64 numpy: \d\.\d{3}e-0[4-9] \(ok\)", second), second
+    assert "--reference" in _first_graph("--help").stdout
 
 
 def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():

@@ -67,9 +67,12 @@ _loaded: LoadedLibrary | None = None
 
 
 # what a cuDNN call failing with CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED says first when no driver library loads
-NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have: "
-             "validate() without a GPU needs it too, so install the NVIDIA driver's user-space libraries "
-             "(no GPU is needed; see docs/getting-started.md, 'With no GPU')")
+# (cuDNN itself prints "Unable to load any of {libcudnn_engines_runtime_compiled.so...}" on stderr the first time,
+# from libcudnn_graph, when that library's dlopen fails for want of libcuda.so.1: the message names that line)
+NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have (what "
+             "cuDNN's 'Unable to load any of {libcudnn_engines_runtime_compiled.so...}' line on stderr means): "
+             "validate() without a GPU needs it too, so install the NVIDIA driver's user-space libraries (no GPU is "
+             "needed); `python -m cudnn_py info` says what works here, the float64 reference engine included")
 
 
 def driver_library_missing() -> bool:
