@@ -297,3 +297,27 @@ def test_license_and_changelog_are_there():
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
     with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
         assert "## [Unreleased]" in f.read()
+
+
+def test_package_metadata_says_what_runs_where():
+    """Classifiers for the Python versions, CPython, Linux and CUDA 12 / 13; the license as an SPDX expression (PEP
+    639: setuptools refuses a license classifier beside it); no project URL the project does not have."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    classifiers = set(project["classifiers"])
+    assert {f"Programming Language :: Python :: 3.{v}" for v in range(10, 14)} <= classifiers
+    assert {"Programming Language :: Python :: Implementation :: CPython", "Operating System :: POSIX :: Linux",
+            "Environment :: GPU :: NVIDIA CUDA :: 12", "Environment :: GPU :: NVIDIA CUDA :: 13"} <= classifiers
+    assert project["license"] == "Apache-2.0" and not any(c.startswith("License ::") for c in classifiers)
+    assert project["requires-python"] == ">=3.10" and "urls" not in project
+
+
+def test_user_facing_messages_point_only_at_what_the_wheel_carries():
+    """A wheel has no docs/ folder: the errors, and the docstrings help() shows, name none of its pages."""
+    from cudnn_py.backend.loader import NO_DRIVER
+
+    assert "docs/" not in NO_DRIVER and "python -m cudnn_py info" in NO_DRIVER
+    assert "docs/" not in (cudnn_py.pygraph.__doc__ or "")
+    for name in ("matmul", "sdpa", "add"):
+        assert "docs/" not in (getattr(cudnn_py.pygraph, name).__doc__ or "")

@@ -338,8 +338,7 @@ ERRATA: tuple[Erratum, ...] = (
         effect="cuDNN's attention engines take no sink token before 9.13.0",
         workaround="use cuDNN >= 9.13.0 for attention sinks",
         seen_on="every GPU (the official frontend's version gate)",
-        source="cudnn-frontend SDPANodeBase::pre_validate_node (node_lowering.md §14.4: sink token requires "
-               "ver >= 9.13.0)"),
+        source="cudnn-frontend SDPANodeBase::pre_validate_node (a sink token requires cuDNN >= 9.13.0)"),
     Erratum(
         id="sdpa-block-mask-sm10x-before-9.26", first=91400, last=92599, match=_unified_block_mask,
         ops=("sdpa",),

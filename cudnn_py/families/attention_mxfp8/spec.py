@@ -82,7 +82,7 @@ def _unpack_backward(values: dict[str, Any]) -> None:
     if values.get("dropout") is not None:
         raise cudnnGraphNotSupportedError(
             f"{BWD}(): dropout is not supported: cuDNN runs the MXFP8 backward deterministically on SM10x, and its "
-            "deterministic attention backward takes no dropout (node_lowering.md §16.2)")
+            "deterministic attention backward takes no dropout (as the official frontend says)")
     bwd.unpack_scale_and_dropout(values, BWD)
 
 
