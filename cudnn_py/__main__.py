@@ -1,4 +1,5 @@
-"""Command line: ``python -m cudnn_py info [--json]`` (what was loaded from where), ``explain SCRIPT``, ``trace
+"""Command line: ``python -m cudnn_py info [--json] [--errata]`` (what works here, what was loaded from where),
+``explain SCRIPT``, ``trace
 summary FILE``, ``replay FILE``, ``cache show|verify|clear [--dir D]`` (the disk cache) and ``--version``; ``--help``
 on each. Exit status 2 for what cannot be read (no such file, not a trace, a cache directory that is not
 cudnn_py's), 1 from ``info`` when no libcudnn loads, 1 from ``cache verify`` when an entry is bad and from ``cache
@@ -19,50 +20,6 @@ def _installed(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
-
-
-def _nvidia_driver_version() -> str | None:
-    """The kernel driver's version (e.g. 580.159.04), read where the driver publishes it."""
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            words = f.readline().split()
-    except OSError:
-        return None
-    return next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), None)
-
-
-def gpu_facts() -> dict[str, Any]:
-    """The CUDA driver and the GPUs it shows: ``gpus`` (index, name, compute capability), or ``missing``, why none
-    was listed."""
-    facts: dict[str, Any] = {"cuda_driver_api": None, "nvidia_driver": None, "gpus": [], "missing": None}
-    try:
-        from cuda.bindings import driver
-
-        from .plans.device_gates import compute_capability
-    except ImportError as e:
-        facts["missing"] = f"unknown (cuda-bindings not installed: {e})"
-        return facts
-    try:
-        (err,) = driver.cuInit(0)
-    except Exception as e:
-        facts["missing"] = f"none (no CUDA driver: {e})"
-        return facts
-    if int(err) != 0:
-        facts["missing"] = f"none (cuInit: {err!r})"
-        return facts
-    err, ver = driver.cuDriverGetVersion()
-    facts["cuda_driver_api"] = f"{ver // 1000}.{ver % 1000 // 10}"
-    facts["nvidia_driver"] = _nvidia_driver_version()
-    err, n = driver.cuDeviceGetCount()
-    for i in range(n):
-        _, dev = driver.cuDeviceGet(i)
-        _, name = driver.cuDeviceGetName(256, dev)
-        major, minor = divmod(compute_capability(i), 10)
-        label = bytes(name).split(b"\x00", 1)[0].decode()
-        facts["gpus"].append({"index": i, "name": label, "compute_capability": f"{major}.{minor}"})
-    if not facts["gpus"]:
-        facts["missing"] = "none (0 devices)"
-    return facts
 
 
 def _gpu_lines(facts: dict[str, Any]) -> list[str]:
@@ -143,6 +100,7 @@ def info_facts() -> dict[str, Any]:
     """Everything ``info`` reports, as data (``info --json`` prints it as one JSON object)."""
     from . import __version__
     from .backend import loader
+    from .capabilities import capabilities, gpu_facts
 
     facts: dict[str, Any] = {
         "cudnn_py": {"version": __version__, "path": os.path.dirname(os.path.abspath(__file__))},
@@ -193,11 +151,17 @@ def info_facts() -> dict[str, Any]:
     facts["frameworks"] = {m: {"installed": v is not None, "version": v, "imported": m in sys.modules}
                            for m, v in found.items()}
     facts["warnings"] = warnings
+    facts["capabilities"] = {k: c.as_dict() for k, c in capabilities(gpus).items()}
     return facts
 
 
-def info(out=None, as_json: bool = False) -> int:
-    """Print what was loaded from where; 1 when no libcudnn could be loaded, else 0."""
+_CAPABILITY_LABELS = {"gpu_execution": "run graphs on a GPU", "deviceless_validation":
+                      "validate graphs without a GPU (validate())", "reference_engine": "float64 reference engine"}
+
+
+def info(out=None, as_json: bool = False, errata: bool = False) -> int:
+    """Print what works here and what was loaded from where (the errata of the loaded cuDNN with ``errata``); 1
+    when no libcudnn could be loaded, else 0."""
     out = sys.stdout if out is None else out
     facts = info_facts()
     gpus = {**facts["driver"], "gpus": facts["gpus"], "missing": facts["gpus_missing"]}
@@ -211,6 +175,10 @@ def info(out=None, as_json: bool = False) -> int:
     p(f"cudnn_py {facts['cudnn_py']['version']} ({facts['cudnn_py']['path']})")
     py = facts["python"]
     p(f"Python {py['version']} ({py['executable']}) on {py['platform']}")
+    p("what works here:")
+    for key, label in _CAPABILITY_LABELS.items():
+        c = facts["capabilities"][key]
+        p(f"  {label}: {({True: 'yes', False: 'no', None: 'unknown'})[c['works']]} ({c['reason']})")
     if not lib["found"]:
         p(f"libcudnn: NOT LOADED\n{lib['error']}")
     else:
@@ -226,8 +194,12 @@ def info(out=None, as_json: bool = False) -> int:
                 p(f"{dep}: {d['error']}")
             else:
                 p(f"{dep}: not found ({d['error']})")
-        for line in errata_lines(lib["version_number"], lib["version"], _capabilities(gpus)):
-            p(line)
+        if errata:
+            for line in errata_lines(lib["version_number"], lib["version"], _capabilities(gpus)):
+                p(line)
+        else:
+            p(f"errata for cuDNN {lib['version']}: {len(facts['errata'])} known (graphs that hit one are refused, "
+              "naming it; `python -m cudnn_py info --errata` lists them, a graph's explain() those it matches)")
     wheels = facts["wheels"]
     p("wheels: " + ", ".join(f"{d}=={v}" for d, v in wheels.items()) if wheels else "wheels: none")
     for line in _gpu_lines(gpus):
@@ -263,11 +235,16 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"cudnn_py {__version__}",
                     help="print the package version and exit")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
-    ip = sub.add_parser("info", help="versions, where libcudnn/cublasLt/nvrtc were found, GPUs, frameworks, errata",
-                        description="Versions, where libcudnn / cublasLt / nvrtc were found, the driver and GPUs, "
-                                    "the frameworks installed and the errata that apply. Exit status 1 when no "
-                                    "libcudnn could be loaded.")
-    ip.add_argument("--json", action="store_true", help="the same facts as one JSON object")
+    ip = sub.add_parser("info", help="what works here (GPU, deviceless validation, reference engine), versions, "
+                                     "where libcudnn/cublasLt/nvrtc were found, GPUs, frameworks",
+                        description="What works here (running graphs on a GPU, validating them without one, the "
+                                    "float64 reference engine: each yes or no with the reason, found by trying it), "
+                                    "versions, where libcudnn / cublasLt / nvrtc were found, the driver and GPUs, "
+                                    "the frameworks installed and how many errata the loaded cuDNN has. Exit status "
+                                    "1 when no libcudnn could be loaded.")
+    ip.add_argument("--json", action="store_true", help="the same facts as one JSON object (the errata always "
+                                                        "listed; 'capabilities': {name: {works, reason}})")
+    ip.add_argument("--errata", action="store_true", help="also list the loaded cuDNN's errata, one paragraph each")
     replay_help = ("replay the descriptor calls of a CUDNN_PY_TRACE file and compare statuses (in a child process: "
                    "a crash is reported, naming the record)")
     rp = sub.add_parser("replay", help=replay_help, description=replay_help[0].upper() + replay_help[1:] + ".")
@@ -314,7 +291,7 @@ def _run(argv: list[str] | None) -> int:
     if args.cmd is None:
         return info()
     if args.cmd == "info":
-        return info(as_json=args.json)
+        return info(as_json=args.json, errata=args.errata)
     if args.cmd == "replay":
         from .tools import trace_replay as replay
 

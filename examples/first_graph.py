@@ -1,12 +1,16 @@
-"""A first cuDNN graph, relu(A @ B + bias), with whatever array library is installed. Needs a GPU.
+"""A first cuDNN graph, relu(A @ B + bias), with whatever array library is installed. Needs a GPU, or --reference.
 
     pip install ".[cu12]"            # or ".[cu13]": nothing else is needed
     python examples/first_graph.py   # torch if importable, else cupy, else cuda.core + numpy
     python examples/first_graph.py --framework cuda.core
+    python examples/first_graph.py --reference   # no GPU: the same graph on the float64 reference engine (CPU)
 
 The inputs are made with numpy on the host, copied to the device with the chosen framework, and the result is
 compared against a float64 numpy reference. ``workspace=None``: cudnn_py allocates the workspace from the
 operands' framework (torch's caching allocator, cupy's memory pool, else cuda.core), on the stream execute runs on.
+
+Without a GPU it says so in one line and exits with status 2; ``--reference`` runs the same graph on cudnn_py's
+float64 reference engine (numpy on the CPU; no GPU, driver or cuDNN call), to see what the graph computes.
 """
 from __future__ import annotations
 
@@ -21,11 +25,17 @@ FRAMEWORKS = ("torch", "cupy", "cuda.core")
 TOLERANCE = 1e-2  # half-precision inputs and output, float accumulation
 
 
-def make_graph(batch: int, m: int, n: int, k: int):
-    """The graph and its four non-virtual tensors (described by dims and strides: no array is needed)."""
+def make_graph(batch: int, m: int, n: int, k: int, reference: bool = False):
+    """The graph and its four non-virtual tensors (described by dims and strides: no array is needed). With
+    ``reference``, routed to the float64 reference engine only (no cuDNN plan is made)."""
     half = cudnn.data_type.HALF
+    engines = {}
+    if reference:
+        from cudnn_py.engines import ReferenceEngine, Router
+
+        engines = {"backends": [ReferenceEngine()], "router": Router(include_backend=False)}
     g = cudnn.pygraph(io_data_type=half, intermediate_data_type=cudnn.data_type.FLOAT,
-                      compute_data_type=cudnn.data_type.FLOAT)
+                      compute_data_type=cudnn.data_type.FLOAT, **engines)
     A = g.tensor(name="A", dim=[batch, m, k], stride=[m * k, k, 1], data_type=half)
     B = g.tensor(name="B", dim=[batch, k, n], stride=[k * n, n, 1], data_type=half)
     bias = g.tensor(name="bias", dim=[1, 1, n], stride=[n, n, 1], data_type=half)
@@ -77,7 +87,13 @@ def run_cuda_core(g, pack: dict, out_shape):
     return y_host
 
 
-RUNNERS = {"torch": run_torch, "cupy": run_cupy, "cuda.core": run_cuda_core}
+def run_reference(g, pack: dict, out_shape):
+    y = np.full(out_shape, np.nan, dtype=np.float16)
+    g.execute({**pack, "Y": y})  # numpy arrays in and out: the reference engine computes in float64 on the CPU
+    return y
+
+
+RUNNERS = {"torch": run_torch, "cupy": run_cupy, "cuda.core": run_cuda_core, "reference": run_reference}
 
 
 def available_framework() -> str:
@@ -91,13 +107,32 @@ def available_framework() -> str:
     return "cuda.core"
 
 
+def no_gpu() -> str | None:
+    """Why graphs cannot run on a GPU here, or None (also when it cannot be told: then the run says)."""
+    from cudnn_py.capabilities import gpu_execution
+
+    gpu = gpu_execution()
+    return gpu.reason if gpu.works is False else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", choices=FRAMEWORKS, help="default: the first of torch, cupy, cuda.core found")
-    framework = ap.parse_args(argv).framework or available_framework()
+    ap.add_argument("--reference", action="store_true",
+                    help="run on the float64 reference engine (numpy, on the CPU) instead of cuDNN: no GPU needed")
+    args = ap.parse_args(argv)
+    if args.reference:
+        framework = "reference"
+    else:
+        why = no_gpu()
+        if why is not None:
+            print(f"first_graph.py needs a GPU: {why}. Run it with --reference for the float64 reference engine "
+                  "on the CPU; `python -m cudnn_py info` says what works here.", file=sys.stderr)
+            return 2
+        framework = args.framework or available_framework()
 
     batch, m, n, k = 4, 256, 64, 128
-    g, *_ = make_graph(batch, m, n, k)
+    g, *_ = make_graph(batch, m, n, k, reference=args.reference)
     rng = np.random.default_rng(0)
     pack = {"A": rng.standard_normal((batch, m, k)).astype(np.float16),
             "B": rng.standard_normal((batch, k, n)).astype(np.float16),
@@ -107,9 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     a, b, bias = (pack[x].astype(np.float64) for x in ("A", "B", "bias"))
     ref = np.maximum(a @ b + bias, 0.0)
     err = float(np.linalg.norm(y - ref) / np.linalg.norm(ref)) if np.isfinite(y).all() else float("inf")
-    plan = g.get_plan_name_at_index(g.session.candidate)  # the default plan: the best-ranked one that built
-    print(f"cuDNN {cudnn.backend_version_string()}, operands from {framework}: plan {plan}, "
-          f"workspace {g.get_workspace_size()} bytes")
+    if args.reference:
+        print(f"float64 reference engine (numpy arrays, on the CPU; no cuDNN): output Y {list(y.shape)} float16, "
+              f"{int((y > 0).sum())} of {y.size} elements positive after the relu")
+    else:
+        plan = g.get_plan_name_at_index(g.session.candidate)  # the default plan: the best-ranked one that built
+        print(f"cuDNN {cudnn.backend_version_string()}, operands from {framework}: plan {plan}, "
+              f"workspace {g.get_workspace_size()} bytes")
     print(f"relative error against float64 numpy: {err:.3e} ({'ok' if err < TOLERANCE else 'TOO LARGE'})")
     return 0 if err < TOLERANCE else 1
 

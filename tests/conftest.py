@@ -55,13 +55,28 @@ def gpu_available() -> bool:
         return False
 
 
+NO_GPU = "needs an NVIDIA GPU (none usable here)"
+
+
 def pytest_collection_modifyitems(config, items):
     if gpu_available():
         return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none usable here)")
+    skip = pytest.mark.skip(reason=NO_GPU)
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A GPU test module (``test_gpu_*.py``) skipped at import (``pytest.importorskip("torch")``) on a machine
+    without a GPU is skipped for that reason: the missing GPU, not the missing torch."""
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and isinstance(collector, pytest.Module) and collector.path.name.startswith("test_gpu_")
+            and not gpu_available() and isinstance(report.longrepr, tuple)):
+        path, lineno, message = report.longrepr
+        report.longrepr = (path, lineno, f"Skipped: {NO_GPU}; also: {message.removeprefix('Skipped: ')}")
 
 
 @pytest.fixture(scope="session")

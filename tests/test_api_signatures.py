@@ -1,18 +1,25 @@
 """The builders' signatures, docstrings, type stub and API page, all generated from the op specs."""
 from __future__ import annotations
 
+import ast
+import enum
 import importlib.util
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import cudnn_py
-from cudnn_py.ir.signatures import call_forms
+from cudnn_py import enums as classic_enums
+from cudnn_py.ir.signatures import call_forms, format_default
 from cudnn_py.ir.spec import SPECS
 
 ROOT = Path(__file__).resolve().parents[1]
 APIGEN = ROOT / "bindings" / "apigen.py"
+STUB = ROOT / "cudnn_py" / "facade" / "_builder_api.pyi"
+ENUMS = sorted(k for k, v in vars(classic_enums).items() if not k.startswith("_") and isinstance(v, type)
+               and issubclass(v, enum.Enum))
 
 
 def _apigen():
@@ -32,14 +39,71 @@ def test_matmul_signature_shows_the_real_parameters():
     assert sig.return_annotation == "Tensor"
 
 
-def test_every_builder_has_name_signature_and_doc_from_its_spec():
+def _stub_methods() -> dict[str, ast.FunctionDef]:
+    """The first declaration of each method of the stub's ``BuilderMethods`` (the first of its overloads)."""
+    tree = ast.parse(STUB.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BuilderMethods")
+    methods: dict[str, ast.FunctionDef] = {}
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef):
+            methods.setdefault(node.name, node)
+    return methods
+
+
+def _stub_annotation(text: str) -> str:
+    """A runtime annotation as the stub writes it (the classic enums, built at run time, are Any there)."""
+    return re.sub(rf"\b(?:{'|'.join(ENUMS)})\b(?!\.)", "Any", text)
+
+
+def _stub_default(value) -> str:
+    """A runtime default as the stub writes it (a classic enum member is ``...`` there)."""
+    return re.sub(rf"^(?:{'|'.join(ENUMS)})\.\w+$", "...", format_default(value))
+
+
+def test_every_builder_signature_is_its_stub_declaration():
+    """What inspect.signature, help(), IPython and Jupyter show is the stub's declaration (its first overload: the
+    classic positional order), parameter by parameter: name, kind, annotation and default."""
+    stub = _stub_methods()
+    assert sorted(stub) == sorted(s.method for s in PUBLIC)
+    kinds = {"posonlyargs": inspect.Parameter.POSITIONAL_ONLY, "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             "kwonlyargs": inspect.Parameter.KEYWORD_ONLY}
+    for spec in PUBLIC:
+        node = stub[spec.method]
+        declared = []
+        positional = node.args.posonlyargs + node.args.args
+        defaults = [None] * (len(positional) - len(node.args.defaults)) + node.args.defaults
+        for field in ("posonlyargs", "args", "kwonlyargs"):
+            for arg in getattr(node.args, field):
+                default = (defaults[positional.index(arg)] if field != "kwonlyargs"
+                           else node.args.kw_defaults[node.args.kwonlyargs.index(arg)])
+                declared.append((arg.arg, kinds[field], arg.annotation and ast.unparse(arg.annotation),
+                                 default and ast.unparse(default)))
+        assert node.args.vararg is None and node.args.kwarg is None, spec.method
+        sig = inspect.signature(getattr(cudnn_py.pygraph, spec.method))
+        shown = [(p.name, p.kind, None if p.annotation is p.empty else _stub_annotation(p.annotation),
+                  None if p.default is p.empty else _stub_default(p.default)) for p in sig.parameters.values()]
+        assert shown == declared, spec.method
+        assert _stub_annotation(sig.return_annotation) == ast.unparse(node.returns), spec.method
+        bound = inspect.signature(getattr(cudnn_py.pygraph(), spec.method))  # a bound method's: self dropped
+        assert list(bound.parameters) == [d[0] for d in declared[1:]], spec.method
+
+
+def test_every_builder_keeps_the_classic_keywords():
+    """The official wrapper's surface (``spec.signature()``: ``(*args, name=, compute_data_type=, **kwargs)`` where it
+    overloads a builder) names parameters with defaults; each is in the spelled-out signature with that default."""
+    for spec in PUBLIC:
+        shown = inspect.signature(getattr(cudnn_py.pygraph, spec.method)).parameters
+        for p in spec.signature().parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            assert p.name in shown, (spec.method, p.name)
+            assert shown[p.name].default in (p.default, shown[p.name].empty), (spec.method, p.name)
+
+
+def test_every_builder_has_name_and_doc_from_its_spec():
     for spec in PUBLIC:
         method = getattr(cudnn_py.pygraph, spec.method)
         assert method.__name__ == spec.method and method.__qualname__ == f"pygraph.{spec.method}"
-        surface = inspect.signature(method)
-        classic = spec.signature()  # the official surface: names, kinds and defaults unchanged
-        assert [(p.name, p.kind, p.default) for p in surface.parameters.values()] == \
-            [(p.name, p.kind, p.default) for p in classic.parameters.values()], spec.method
         doc = inspect.getdoc(method)
         assert doc.startswith(spec.doc.strip()[:40]) and "Call forms:" in doc and "Arguments:" in doc
         for sig in call_forms(spec):

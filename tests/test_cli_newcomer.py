@@ -79,7 +79,7 @@ def test_one_version_source():
 
 # ------------------------------------------------------------------------------------------------- info
 def test_info_json_is_one_object_with_the_facts_of_info():
-    text, as_json = cli("info"), cli("info", "--json")
+    text, as_json = cli("info", "--errata"), cli("info", "--json")
     assert text.returncode == 0 and as_json.returncode == 0, (text.stderr, as_json.stderr)
     facts = json.loads(as_json.stdout)
     assert facts["cudnn_py"]["version"] == cudnn_py.__version__
@@ -99,6 +99,17 @@ def test_info_json_is_one_object_with_the_facts_of_info():
     assert f"errata for cuDNN {lib['version']}: {len(facts['errata'])} " in text.stdout
     assert all(f"  {e['id']} (cuDNN {e['versions']}" in text.stdout for e in facts["errata"])
     assert isinstance(facts["wheels"], dict) and isinstance(facts["warnings"], list)
+    assert set(facts["capabilities"]) == {"gpu_execution", "deviceless_validation", "reference_engine"}
+    for c in facts["capabilities"].values():
+        assert set(c) == {"works", "reason"} and c["works"] in (True, False, None) and c["reason"]
+        assert f"{({True: 'yes', False: 'no', None: 'unknown'})[c['works']]} ({c['reason']})" in text.stdout
+
+
+def test_info_hides_the_errata_paragraphs_behind_a_flag():
+    plain = cli("info")
+    assert plain.returncode == 0, plain.stderr
+    assert "info --errata` lists them" in plain.stdout
+    assert "  gen-index-in-batched-matmul-epilogue (" not in plain.stdout
 
 
 @pytest.mark.parametrize("as_json", [False, True])
@@ -291,3 +302,27 @@ def test_license_and_changelog_are_there():
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
     with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
         assert "## [Unreleased]" in f.read()
+
+
+def test_package_metadata_says_what_runs_where():
+    """Classifiers for the Python versions, CPython, Linux and CUDA 12 / 13; the license as an SPDX expression (PEP
+    639: setuptools refuses a license classifier beside it); no project URL the project does not have."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    classifiers = set(project["classifiers"])
+    assert {f"Programming Language :: Python :: 3.{v}" for v in range(10, 14)} <= classifiers
+    assert {"Programming Language :: Python :: Implementation :: CPython", "Operating System :: POSIX :: Linux",
+            "Environment :: GPU :: NVIDIA CUDA :: 12", "Environment :: GPU :: NVIDIA CUDA :: 13"} <= classifiers
+    assert project["license"] == "Apache-2.0" and not any(c.startswith("License ::") for c in classifiers)
+    assert project["requires-python"] == ">=3.10" and "urls" not in project
+
+
+def test_user_facing_messages_point_only_at_what_the_wheel_carries():
+    """A wheel has no docs/ folder: the errors, and the docstrings help() shows, name none of its pages."""
+    from cudnn_py.backend.loader import NO_DRIVER
+
+    assert "docs/" not in NO_DRIVER and "python -m cudnn_py info" in NO_DRIVER
+    assert "docs/" not in (cudnn_py.pygraph.__doc__ or "")
+    for name in ("matmul", "sdpa", "add"):
+        assert "docs/" not in (getattr(cudnn_py.pygraph, name).__doc__ or "")

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -114,7 +115,7 @@ def test_info_lists_frameworks_without_importing_them_and_the_errata_with_their_
         from tests.support.libcuda_stub import ensure_driver
         ensure_driver()
         from cudnn_py.__main__ import main
-        main(["info"])
+        main(["info", "--errata"])
         assert "torch" not in sys.modules and "cupy" not in sys.modules, "info imported a framework"
     """)
     assert r.returncode == 0, r.stderr
@@ -146,6 +147,39 @@ def test_info_says_when_cuda_core_is_missing(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------- explain
+def test_explain_lists_only_the_errata_about_the_graphs_ops():
+    from cudnn_py.plans.errata import ERRATA
+
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    y = g.relu(g.matmul(g.tensor([1, 8, 16], name="a"), g.tensor([1, 16, 4], name="b")))
+    y.set_output(True).set_data_type(H)
+    doc = json.loads(g.explain("json"))["cudnn"]
+    ids = {e["id"] for e in doc["errata"]}
+    every_graph = {e.id for e in ERRATA if not e.ops}
+    assert ids <= every_graph | {"matmul-widening-cast-unaligned", "matmul-cast-of-strided-input"}, ids
+    assert not ids & {"pointwise-broadcast", "sdpa-backward-dropout-mask", "wgrad-post-padding-engines-1-20",
+                      "gen-index-in-batched-matmul-epilogue"}
+    assert doc["errata_about_other_ops"] > 0 and "more about other ops: python -m cudnn_py info --errata" in g.explain()
+    g2 = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    g2.gen_index(g2.matmul(g2.tensor([2, 8, 16], name="a"), g2.tensor([2, 16, 4], name="b")), axis=1).set_output(
+        True).set_data_type(cudnn.data_type.INT32)
+    assert "gen-index-in-batched-matmul-epilogue" in {e["id"] for e in json.loads(g2.explain("json"))["cudnn"]["errata"]}
+    p = cudnn.pygraph(io_data_type=F, compute_data_type=F)
+    p.add(p.tensor([8, 33, 64], name="x"), p.tensor([1, 1, 64], name="y")).set_output(True)
+    assert "pointwise-broadcast" in {e["id"] for e in json.loads(p.explain("json"))["cudnn"]["errata"]}
+
+
+def test_errata_concern_the_kinds_they_name():
+    from cudnn_py.plans.errata import ERRATA
+
+    by_id = {e.id: e for e in ERRATA}
+    assert by_id["sdpa-fp8-9.10.0"].concerns({"sdpa_fp8_backward"})
+    assert not by_id["sdpa-fp8-9.10.0"].concerns({"sdpa"})
+    assert by_id["pointwise-broadcast"].concerns({"pointwise", "pointwise:x"})
+    assert not by_id["pointwise-broadcast"].concerns({"pointwise", "matmul"})
+    assert by_id["opgraph-finalize-source-op-fanout"].concerns(set())
+
+
 def test_explain_names_the_erratum_a_graph_matches():
     report = matmul_bias_relu(batch=1).explain()
     assert "matches this graph" not in report
@@ -239,6 +273,41 @@ def test_first_graph_cli_offers_every_framework():
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "{torch,cupy,cuda.core}" in r.stdout
+
+
+def _first_graph(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
+    """examples/first_graph.py as a user runs it (after ``prelude``, run in the same process)."""
+    code = (f"{prelude}\nimport runpy, sys\nsys.argv = ['first_graph.py', *{list(args)!r}]\n"
+            "runpy.run_path('examples/first_graph.py', run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def _gpu_here() -> bool:
+    from cudnn_py.capabilities import gpu_execution
+
+    return gpu_execution().works is not False
+
+
+def test_first_graph_without_a_gpu_says_so_in_one_line():
+    if _gpu_here():
+        pytest.skip("a GPU is here: the example runs")
+    for prelude in ("", "from tests.support.libcuda_stub import ensure_driver\nensure_driver()"):
+        r = _first_graph(prelude=prelude)  # without a driver library, then with the tests' stand-in for it
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr  # no traceback, no cuDNN loader line
+        assert r.stderr.startswith("first_graph.py needs a GPU: ") and "no GPU" in r.stderr
+        assert "--reference" in r.stderr and "python -m cudnn_py info" in r.stderr
+
+
+def test_first_graph_reference_runs_the_graph_on_the_cpu():
+    r = _first_graph("--reference")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr  # nothing from cuDNN: the reference run makes no cuDNN call
+    first, second = r.stdout.splitlines()
+    assert first.startswith("float64 reference engine (numpy arrays, on the CPU; no cuDNN): output Y [4, 256, 64]")
+    assert re.fullmatch(r"relative error against float64 numpy: \d\.\d{3}e-0[4-9] \(ok\)", second), second
+    assert "--reference" in _first_graph("--help").stdout
 
 
 def test_explain_engine_configs_with_ranks_per_mode_knobs_and_failures():

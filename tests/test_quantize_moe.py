@@ -322,7 +322,9 @@ def _moe_graph(mode=MODE.NONE, t=256, k=64, n=32, e=4, m=None, top_k=0, with_ks=
 
 def test_moe_signature_and_defaults():
     sig = inspect.signature(cudnn.pygraph.moe_grouped_matmul)
-    assert "args" in sig.parameters and sig.parameters["name"].default == ""
+    # the official wrapper shows (*args, name="", ...); cudnn_py spells the parameters out (the stub's first form)
+    assert list(sig.parameters)[1:4] == ["token", "weight", "first_token_offset"]
+    assert sig.parameters["name"].default == "" and sig.parameters["top_k"].default == 0
     g, out = _moe_graph()
     g.validate_ir()
     assert out.name == "moe::Output" and out.get_dim() == [1, 256, 32] and out.get_stride() == [8192, 32, 1]

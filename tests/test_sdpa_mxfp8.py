@@ -142,7 +142,8 @@ def set_outputs(outs, dt=BF):
 def test_signatures_positional_order_and_defaults():
     for method in ("sdpa_mxfp8", "sdpa_mxfp8_backward"):
         sig = inspect.signature(getattr(cudnn.pygraph, method))
-        assert list(sig.parameters)[1:] == ["args", "name", "compute_data_type", "out_dims", "kwargs"], method
+        assert list(sig.parameters)[1:] == list(SPECS[method].order) + ["out_dims"], method  # the classic order
+        assert sig.parameters["out_dims"].kind is inspect.Parameter.KEYWORD_ONLY
     fwd = SPECS["sdpa_mxfp8"]
     assert fwd.order == ("q", "k", "v", "descale_q", "descale_k", "descale_v", "attn_scale", "use_causal_mask",
                          "use_causal_mask_bottom_right", "diagonal_alignment", "diagonal_band_left_bound",

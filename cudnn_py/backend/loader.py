@@ -67,15 +67,18 @@ _loaded: LoadedLibrary | None = None
 
 
 # what a cuDNN call failing with CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED says first when no driver library loads
-NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have, "
-             "and cudnn_py's deviceless stand-in for it is not loaded")
+# (cuDNN itself prints "Unable to load any of {libcudnn_engines_runtime_compiled.so...}" on stderr the first time,
+# from libcudnn_graph, when that library's dlopen fails for want of libcuda.so.1: the message names that line)
+NO_DRIVER = ("cuDNN's engine libraries need the NVIDIA driver's libcuda.so.1, which this machine does not have (what "
+             "cuDNN's 'Unable to load any of {libcudnn_engines_runtime_compiled.so...}' line on stderr means), and "
+             "cudnn_py's deviceless stand-in for it is not loaded")
 
 
 def no_driver_hint() -> str:
     """:data:`NO_DRIVER`, why the stand-in is not loaded, and what to do."""
     return (f"{NO_DRIVER} ({driver_standin.why_not()}): validate() without a GPU needs one of them, so unset "
-            f"{driver_standin.SWITCH_ENV} or install the NVIDIA driver's user-space libraries (no GPU is needed; "
-            "see docs/getting-started.md, 'With no GPU')")
+            f"{driver_standin.SWITCH_ENV} or install the NVIDIA driver's user-space libraries (no GPU is needed); "
+            "`python -m cudnn_py info` says what works here, the float64 reference engine included")
 
 
 def driver_library_missing() -> bool:

@@ -33,7 +33,7 @@ def report(g: Any) -> dict:
     """The explain document of a pygraph (a dict of plain values)."""
     from ..backend import versions
     from ..errors import version_string
-    from ..plans.errata import applicable
+    from ..plans.errata import applicable, op_kinds
 
     doc: dict[str, Any] = {"graph": g.name}
     try:
@@ -48,8 +48,11 @@ def report(g: Any) -> dict:
     try:
         version = versions.runtime_version()
         known = applicable(version)
-        errata = [{"id": x.id, "versions": x.versions, "effect": x.effect} for x in known]
-        doc["cudnn"] = {"version": version, "version_string": version_string(version), "errata": errata}
+        # those about the graph's ops (the user's nodes and, once prepared, the program's)
+        kinds = op_kinds(g, getattr(session, "program", None))
+        errata = [{"id": x.id, "versions": x.versions, "effect": x.effect} for x in known if x.concerns(kinds)]
+        doc["cudnn"] = {"version": version, "version_string": version_string(version), "errata": errata,
+                        "errata_about_other_ops": len(known) - len(errata)}
     except Exception as e:
         doc["cudnn"] = {"error": str(e)}
     if session is None:
@@ -165,8 +168,10 @@ def text(doc: dict) -> str:
     out = [f"graph {doc['graph']!r}"]
     cud = doc.get("cudnn", {})
     if "version" in cud:
-        out.append(f"cuDNN {cud['version_string']}; errata that apply: " +
-                   (", ".join(e["id"] for e in cud["errata"]) or "none"))
+        other = cud.get("errata_about_other_ops", 0)
+        out.append(f"cuDNN {cud['version_string']}; errata about this graph's ops: " +
+                   (", ".join(e["id"] for e in cud["errata"]) or "none") +
+                   (f" ({other} more about other ops: python -m cudnn_py info --errata)" if other else ""))
     for m in cud.get("errata_matched", []):
         gpus = "" if m.get("gpus", "every GPU") == "every GPU" else f" (on {m['gpus']})"
         out.append(f"erratum {m['id']} matches this graph{gpus}: {m['where']}")

@@ -60,10 +60,11 @@ class pygraph(Graph, BuilderMethods):
     """A cuDNN graph, built op by op and run: the classic ``cudnn.pygraph``.
 
     Create tensors (``tensor``, ``tensor_like``, ``tensor_scalar``) and add ops with the builder methods (one per
-    op: ``matmul``, ``add``, ``sdpa``, ``conv_fprop``, ..., each returning its output tensor(s); see
-    ``docs/api.md``). Then the phases, each after the one before: ``validate()`` (inference and the deviceless
-    cuDNN checks), ``build_operation_graph()``, ``create_execution_plans([heur_mode.A])``, ``check_support()``,
-    ``build_plans()`` (or all of them: ``build([heur_mode.A])``), and ``execute({tensor: array, ...}, workspace)``.
+    op: ``matmul``, ``add``, ``sdpa``, ``conv_fprop``, ..., each returning its output tensor(s); each builder's
+    docstring has its call forms and arguments, e.g. ``help(cudnn.pygraph.matmul)``). Then the phases, each after
+    the one before: ``validate()`` (inference and the deviceless cuDNN checks), ``build_operation_graph()``,
+    ``create_execution_plans([heur_mode.A])``, ``check_support()``, ``build_plans()`` (or all of them:
+    ``build([heur_mode.A])``), and ``execute({tensor: array, ...}, workspace)``.
     A call made before the phase it needs raises ``PhaseError`` naming the call to make.
 
     Example::

@@ -14,7 +14,7 @@ from ..enums import data_type, from_any_dtype, scalar_type
 from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from . import layout
 from .node import Node
-from .signatures import builder_doc, surface_signature
+from .signatures import builder_doc, call_forms, surface_signature
 from .spec import SPECS, OpSpec
 from .tensor import Tensor, int_list
 
@@ -173,8 +173,9 @@ def _make_builder(spec: OpSpec):
 
     builder.__name__ = spec.method
     builder.__qualname__ = f"pygraph.{spec.method}"
-    builder.__signature__ = surface_signature(spec)  # type: ignore[attr-defined]
-    builder.__doc__ = builder_doc(spec)
+    forms = call_forms(spec)
+    builder.__signature__ = surface_signature(spec, forms)  # type: ignore[attr-defined]
+    builder.__doc__ = builder_doc(spec, forms)
     return builder
 
 

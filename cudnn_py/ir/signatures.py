@@ -3,8 +3,8 @@
 One spec gives, through this module:
 
 * ``surface_signature(spec)``: the builder's ``__signature__`` (what ``inspect.signature(pygraph.<method>)``
-  shows): the classic surface of ``OpSpec.signature()`` (the official module's parameter names, kinds and
-  defaults, which the API parity check compares), annotated;
+  shows): its first call form, annotated, as the type stub declares it (the official wrapper's
+  ``(*args, **kwargs)`` surface, which the API parity check compares, is ``OpSpec.signature()``);
 * ``call_forms(spec)``: the real call forms (the classic positional order, and the 1.23 order where a call may
   still use it), annotated: what the docstring, the type stub (``facade/_builder_api.pyi``) and ``docs/api.md`` show.
   For the ops whose classic surface is ``(*args, name=, compute_data_type=, **kwargs)`` (the official module
@@ -87,9 +87,25 @@ def _annotate(sig: inspect.Signature, spec: OpSpec) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=return_annotation(spec), __validate_parameters__=False)
 
 
-def surface_signature(spec: OpSpec) -> inspect.Signature:
-    """The builder's ``__signature__``: the classic surface (``OpSpec.signature()``), annotated."""
-    return _annotate(spec.signature(), spec)
+def surface_signature(spec: OpSpec, forms: list[inspect.Signature] | None = None) -> inspect.Signature:
+    """The builder's ``__signature__`` (what ``inspect.signature``, ``help()``, IPython and Jupyter show): its first
+    call form (the classic positional order, the order of the official module's pybind11 signature), annotated, as
+    the type stub declares it. The official Python wrapper shows ``(*args, name=, compute_data_type=, **kwargs)``
+    for most builders (``OpSpec.signature()``, what the API parity check compares); the parameters are spelled out
+    here instead. A default before a required positional parameter (sdpa_mxfp8's) is left out, as in the stub: a
+    bound method's signature could not hold it."""
+    return declarable((forms or call_forms(spec))[0])
+
+
+def declarable(sig: inspect.Signature) -> inspect.Signature:
+    """``sig`` as Python can declare it: an optional positional parameter before a required one loses its default
+    (``format_call(stub=True)`` writes the same form)."""
+    values = list(sig.parameters.values())
+    last_required = max((i for i, p in enumerate(values) if p.kind is _P.POSITIONAL_OR_KEYWORD
+                         and p.default is _P.empty), default=-1)
+    params = [p.replace(default=_P.empty) if i < last_required and p.kind is _P.POSITIONAL_OR_KEYWORD else p
+              for i, p in enumerate(values)]
+    return inspect.Signature(params, return_annotation=sig.return_annotation)
 
 
 def _call_signature(spec: OpSpec, order: tuple[str, ...]) -> inspect.Signature:
@@ -162,10 +178,11 @@ def format_call(method: str, sig: inspect.Signature, annotated: bool = False, st
     return f"{method}({', '.join(parts)})" + (f" -> {ret}" if ret is not inspect.Signature.empty else "")
 
 
-def builder_doc(spec: OpSpec) -> str:
-    """The builder's docstring: ``spec.doc``, the call forms, and the arguments with their types and ports."""
+def builder_doc(spec: OpSpec, forms: list[inspect.Signature] | None = None) -> str:
+    """The builder's docstring: ``spec.doc``, the call forms (``call_forms(spec)`` unless given), and the arguments
+    with their types and ports."""
     lines = [spec.doc.strip() or f"{spec.method}: the {spec.kind} op.", "", "Call forms:"]
-    forms = call_forms(spec)
+    forms = forms or call_forms(spec)
     for i, sig in enumerate(forms):
         lines.append(f"    {format_call(spec.method, sig)}" + ("    (also accepted: the 1.23 order)" if i else ""))
     lines += ["", "Arguments:"]

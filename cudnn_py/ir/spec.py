@@ -154,7 +154,9 @@ class OpSpec:
         return tuple(p.arg for p in self.inputs)
 
     def signature(self) -> inspect.Signature:
-        """The signature the classic surface shows (what ``inspect.signature(pygraph.<method>)`` returns)."""
+        """The signature the official module's Python wrapper shows (``(*args, name=, compute_data_type=,
+        **kwargs)`` where it overloads the method): what the API parity check compares. cudnn_py's builders show
+        their first call form instead (``ir/signatures.py``, ``surface_signature``)."""
         P = inspect.Parameter
         params = [P("self", P.POSITIONAL_OR_KEYWORD)]
         if self.varargs:

@@ -6,7 +6,7 @@ erratum and the way around it, instead of crashing the process or returning a wr
 erratum as the reason) and the graph runs on the others. An erratum that names ``compute_capabilities`` holds on
 those GPUs only: validate() cannot see the GPU, so it is checked when planning meets it (``check_on_device``).
 
-``python -m cudnn_py info`` lists the errata that apply to the loaded cuDNN.
+``python -m cudnn_py info --errata`` lists the errata that apply to the loaded cuDNN.
 """
 from __future__ import annotations
 
@@ -33,9 +33,21 @@ class Erratum:
     seen_on: str  # the GPUs it was seen on; without compute_capabilities a match is refused on every GPU
     engines: tuple[int, ...] = ()  # only these engines are wrong: their configs are barred, the graph is not refused
     compute_capabilities: tuple[int, int] | None = None  # (lowest, highest), e.g. (100, 109) = SM10x; None: every GPU
+    # the node kinds it is about (``op_kinds``: a pointwise node also as "pointwise:<mode>"; "a|b": either): it
+    # concerns a graph with all of them (``ops_only``: and no other kind); () every graph. explain() lists the
+    # errata that concern the graph; ``match`` says whether one hits
+    ops: tuple[str, ...] = ()
+    ops_only: bool = False
 
     def applies_to(self, version: int) -> bool:
         return self.first <= version <= self.last
+
+    def concerns(self, kinds: set[str]) -> bool:
+        """Whether a graph with nodes of these kinds (``op_kinds``) has the ops this erratum is about."""
+        if not all(kinds & set(entry.split("|")) for entry in self.ops):
+            return False
+        named = {k for entry in self.ops for k in entry.split("|")}
+        return not self.ops_only or {k for k in kinds if ":" not in k} <= named
 
     def on_gpu(self, cc: int) -> bool:
         """Does it hold on a GPU of compute capability ``cc`` (0: unreadable, so it may)?"""
@@ -55,6 +67,20 @@ class Erratum:
     def versions(self) -> str:
         upper = "" if self.last == NO_UPPER else version_string(self.last)
         return f"{version_string(self.first)} - {upper or 'newer (not seen fixed)'}"
+
+
+def op_kinds(*graphs: Any) -> set[str]:
+    """The node kinds of these graphs or programs (``node.op``; a pointwise node also as "pointwise:<mode>")."""
+    kinds: set[str] = set()
+    for graph in graphs:
+        for n in getattr(graph, "nodes", None) or ():
+            kinds.add(n.op)
+            if n.op == "pointwise" and n.params.get("mode") is not None:
+                kinds.add(f"pointwise:{n.params['mode']}")
+    return kinds
+
+
+_GEN_INDEX, _CAST = f"pointwise:{PointwiseMode.GEN_INDEX}", f"pointwise:{PointwiseMode.IDENTITY}"
 
 
 def _producers(program: Any) -> dict[int, Any]:
@@ -308,7 +334,7 @@ ERRATA: tuple[Erratum, ...] = (
         source="measured by cudnn_py on H200 / cuDNN 9.19.0, 2026-12-03, with the raw backend calls of "
                "benchmarks/fanout.py --impl raw --handle (the same call sequence as the 9.28 entry)"),
     Erratum(
-        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_with_sink("sdpa"),
+        id="sdpa-sink-before-9.13.0", first=90000, last=91299, match=_with_sink("sdpa"), ops=("sdpa",),
         effect="cuDNN's attention engines take no sink token before 9.13.0",
         workaround="use cuDNN >= 9.13.0 for attention sinks",
         seen_on="every GPU (the official frontend's version gate)",
@@ -316,6 +342,7 @@ ERRATA: tuple[Erratum, ...] = (
                "cuDNN 9.13.0)"),
     Erratum(
         id="sdpa-block-mask-sm10x-before-9.26", first=91400, last=92599, match=_unified_block_mask,
+        ops=("sdpa",),
         compute_capabilities=(100, 109),
         effect="the unified attention with a block mask can rescale uninitialized tensor memory on SM10x when the "
                "first KV block of a row is masked out (the block mask's contents are runtime data, so no graph "
@@ -326,6 +353,7 @@ ERRATA: tuple[Erratum, ...] = (
                "with Block_mask on SM10x requires cuDNN 9.26.0 or newer due to a masked-tile initialization bug')"),
     Erratum(
         id="sdpa-backward-unaligned-kv", first=90000, last=91500, match=_backward_unaligned_kv,
+        ops=("sdpa_backward",),
         effect="attention backward with s_kv not a multiple of 128 needs a padding mask on cuDNN <= 9.15.0 (the "
                "official frontend injects one with its own sequence-length buffers); under CUDA-graph replay it "
                "is an illegal memory access until 9.15.1",
@@ -335,7 +363,7 @@ ERRATA: tuple[Erratum, ...] = (
         source="cudnn-frontend scaled_dot_product_flash_attention.h (~l.1190, "
                "the workaround padding mask), release 1.16 notes (PR #179)"),
     Erratum(
-        id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention,
+        id="sdpa-half-9.10.0", first=91000, last=91001, match=_half_attention, ops=("sdpa",),
         effect="fp16 / bf16 attention has known bugs on cuDNN 9.10.0 and 9.10.1",
         workaround="use cuDNN 9.10.2 or newer (the official frontend rejects these versions too)",
         seen_on="every GPU (the official frontend's version gate)",
@@ -343,6 +371,7 @@ ERRATA: tuple[Erratum, ...] = (
                "scaled_dot_product_flash_attention.h (~l.1110), sdpa_support_surface.h (~l.199)"),
     Erratum(
         id="sdpa-fp8-9.10.0", first=91000, last=91000, match=_fp8_attention,
+        ops=("sdpa_fp8|sdpa_fp8_backward",),
         effect="FP8 attention (forward and backward) has known bugs on cuDNN 9.10.0",
         workaround="use another cuDNN version (the official frontend rejects 9.10.0 for FP8 attention too)",
         seen_on="every GPU (the official frontend's version gate)",
@@ -350,13 +379,14 @@ ERRATA: tuple[Erratum, ...] = (
                "validate_sdpa_support_surface and SDPAFP8BackwardNode::pre_validate_node (ver != 9.10.0)"),
     Erratum(
         id="sdpa-sliding-window-long-kv-9.14.0", first=91400, last=91400, match=_sliding_window_long_kv,
+        ops=("sdpa",),
         effect="non-causal attention with a sliding window and s_kv > 1024 is wrong on cuDNN 9.14.0",
         workaround="add the causal mask (right bound 0), keep s_kv <= 1024, or use another cuDNN version",
         seen_on="every GPU (the official frontend's version gate)",
         source="cudnn-frontend sdpa_support_surface.h (the frontend rejects it)"),
     Erratum(
         id="gen-index-in-batched-matmul-epilogue", first=91900, last=NO_UPPER,
-        match=_gen_index_in_batched_matmul_epilogue,
+        match=_gen_index_in_batched_matmul_epilogue, ops=("matmul", _GEN_INDEX),
         effect="GEN_INDEX fused after a matmul with batch > 1 gives wrong indices for every batch but the first "
                "(a silently wrong mask)",
         workaround="run the mask as a graph of its own, use batch 1, or the unified band mask "
@@ -367,7 +397,7 @@ ERRATA: tuple[Erratum, ...] = (
                "both, batch 0 right, batch 1 0.18; plan eng7_k24=41 in both): " + _PROBE),
     Erratum(
         id="matmul-widening-cast-unaligned", first=90000, last=NO_UPPER,
-        match=_widening_cast_into_matmul,
+        match=_widening_cast_into_matmul, ops=("matmul", _CAST),
         effect="a matmul input widened by a fused cast, with K or N not a multiple of 4, overruns a staging buffer: "
                "unaligned K gives wrong results, unaligned N an illegal memory access that kills the CUDA context",
         workaround="cast in a graph of its own, or pad K and N to multiples of 4",
@@ -377,7 +407,7 @@ ERRATA: tuple[Erratum, ...] = (
                "cases u126_b32_M9xN169xK100_bf16_none and u217_b7_M361xN289xK2116_f16_none, 2026-12-03)"),
     Erratum(
         id="matmul-cast-of-strided-input", first=91900, last=NO_UPPER,
-        match=_cast_of_strided_input_into_matmul,
+        match=_cast_of_strided_input_into_matmul, ops=("matmul", _CAST),
         effect="a matmul input made by a fused cast of an operand whose padded rows start off the 16-byte grid gives "
                "wrong results (relative error 0.6-1.0); rows padded to a multiple of 16 bytes, column-major and "
                "overlapping operands are right",
@@ -391,7 +421,7 @@ ERRATA: tuple[Erratum, ...] = (
                "test_matmul_fuzzer with rows padded 2x / 4x pass in both with the erratum lifted): " + _PROBE),
     Erratum(
         id="pointwise-broadcast", first=91900, last=NO_UPPER,
-        match=_unverified_pointwise_broadcast,
+        match=_unverified_pointwise_broadcast, ops=("pointwise",), ops_only=True,
         effect="a pointwise-only graph whose operand broadcasts along two or more axes (or along an axis of an "
                "output with a unit axis) gives wrong results or leaves outputs unwritten (engine eng1)",
         workaround="broadcast along one axis at a time (one op per broadcast axis), or expand the operand first",
@@ -403,6 +433,7 @@ ERRATA: tuple[Erratum, ...] = (
                "unwritten elements in both, eng1; the control [8,33,64] + [8,33,1] right in both): " + _PROBE),
     Erratum(
         id="sdpa-backward-dropout-mask", first=91900, last=NO_UPPER, match=_backward_with_dropout_mask,
+        ops=("sdpa_backward",),
         effect="sdpa_backward with a dropout mask (the (mask, scale, scale_inv) form) gives wrong dQ and dK (relative "
                "error 0.05-0.19 against float64 in fp16); an all-ones mask and the (probability, seed, offset) form "
                "are right",
@@ -413,7 +444,7 @@ ERRATA: tuple[Erratum, ...] = (
                "sdpa-bwd-dropout-causal128: dQ 0.192, dK 0.188; the same in both, plan eng6_k24=26): " + _PROBE),
     Erratum(
         id="wgrad-post-padding-engines-1-20", first=91900, last=NO_UPPER, engines=(1, 20),
-        match=_wgrad_with_more_post_than_pre_padding,
+        match=_wgrad_with_more_post_than_pre_padding, ops=("conv_wgrad",),
         effect="engines 1 and 20 compute a wgrad whose post padding exceeds its pre padding wrongly (relative "
                "error 0.45-1.2, every data type, grouped or not); engine 0 and the runtime-compiled engines are right",
         workaround="the other engines are used (configs of engines 1 and 20 are barred); or pad symmetrically",
