@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -79,6 +80,10 @@ class Graph(BuilderMixin):
         self._bound_ids: dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
         self._frozen = False
         self._is_validated = False
+        # held by every step that changes where the graph is (inference here; pygraph's validate and build steps,
+        # its mirrored session methods and execute's first call): a graph shared by threads runs one step at a time
+        # (inference from two threads at once once read half-inferred tensors); re-entrant, as steps call steps
+        self._lock = threading.RLock()
         # told when the IR changes (a stale lowering drops); weak references to bound methods (weak_callable)
         self._observers: list[Callable[[], Callable[[], None] | None]] = []
 
@@ -272,10 +277,12 @@ class Graph(BuilderMixin):
 
     # ---- inference and checks ---------------------------------------------------------------------------------------
     def validate_ir(self) -> None:
-        """Shape and data-type inference over every node in order, then the tensor checks."""
-        if not self._frozen:
-            self._infer_all()
-        self._is_validated = True
+        """Shape and data-type inference over every node in order, then the tensor checks (one thread at a time:
+        inference rewrites every tensor's inferred attributes)."""
+        with self._lock:
+            if not self._frozen:
+                self._infer_all()
+            self._is_validated = True
 
     def _infer_all(self) -> None:
         produced = self._produced()
