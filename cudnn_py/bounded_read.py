@@ -1,5 +1,5 @@
-"""How cudnn_py reads every file it is given or keeps: one bounded reader, at the very bottom of the package (it
-imports nothing of it), so that every layer reads through it.
+"""How cudnn_py reads every file it is given or keeps: one bounded reader, low in the package (it imports only
+``errors``), so that every layer reads through it.
 
 * regular files only: a FIFO, a device, a socket or a directory is refused, named, before anything is read; the
   path is ``stat``-ed first (opening some devices has effects of its own) and opened with ``O_NONBLOCK`` (a FIFO
@@ -10,9 +10,10 @@ imports nothing of it), so that every layer reads through it.
   at most cap + 1 bytes are read (a file that grows while read, or a ``/proc`` file that says size 0, cannot make a
   read run on).
 
-A refusal is :class:`FileRefused`, an ``OSError`` (errno ``EINVAL``, ``ELOOP`` or ``EFBIG``, with ``filename``)
-as ``open()``'s own refusals are, so ``except OSError`` around a read catches every reason a file cannot be read.
-Its ``str()`` is the reason alone (``"a FIFO (named pipe), not a regular file"``): the caller names the file.
+A refusal is :class:`~cudnn_py.errors.FileRefusedError`, an ``OSError`` (errno ``EINVAL``, ``ELOOP`` or ``EFBIG``,
+with ``filename``) as ``open()``'s own refusals are, so ``except OSError`` around a read catches every reason a file
+cannot be read, and a ``CudnnPyError``. Its ``str()`` is the reason alone (``"a FIFO (named pipe), not a regular
+file"``): the caller names the file.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from .errors import FileRefusedError
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -32,33 +35,20 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-class FileRefused(OSError):
-    """A path that is there but is not read: not a regular file, a symbolic link where none is followed, or larger
-    than the reader's cap. ``errno`` EINVAL / ELOOP / EFBIG, ``strerror`` the reason (also its ``str()``),
-    ``filename`` the path; ``st``: its stat when it was looked at."""
-
-    def __init__(self, code: int, reason: str, path: str, st: os.stat_result | None = None):
-        super().__init__(code, reason, path)
-        self.st = st
-
-    def __str__(self) -> str:
-        return str(self.strerror)
+def _not_regular(st: os.stat_result, path: str) -> FileRefusedError:
+    return FileRefusedError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
 
 
-def _not_regular(st: os.stat_result, path: str) -> FileRefused:
-    return FileRefused(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
-
-
-def _link(path: str, what: str) -> FileRefused:
-    return FileRefused(errno.ELOOP, f"a symbolic link, not followed for {what}", path)
+def _link(path: str, what: str) -> FileRefusedError:
+    return FileRefusedError(errno.ELOOP, f"a symbolic link, not followed for {what}", path)
 
 
 @contextmanager
 def opened(path: str | os.PathLike, limit: int, what: str = "a file", *,
            follow_links: bool = False) -> Iterator[tuple[int, os.stat_result]]:
     """``(fd, fstat)`` of the regular file at ``path`` of at most ``limit`` bytes, opened read-only (blocking
-    reads once checked), closed on leaving; :class:`FileRefused` (naming ``what`` the file was read as) for
-    anything else, OSError as raised (``FileNotFoundError``, ``PermissionError``, ...)."""
+    reads once checked), closed on leaving; :class:`~cudnn_py.errors.FileRefusedError` (naming ``what`` the file
+    was read as) for anything else, OSError as raised (``FileNotFoundError``, ``PermissionError``, ...)."""
     p = os.fspath(path)
     if isinstance(p, bytes):
         p = os.fsdecode(p)
@@ -81,14 +71,15 @@ def opened(path: str | os.PathLike, limit: int, what: str = "a file", *,
         if e.errno == errno.ELOOP and not follow_links:  # a link swapped in since the lstat
             raise _link(p, what) from None
         if e.errno in (errno.ENXIO, errno.EISDIR):  # a socket or a directory swapped in
-            raise FileRefused(errno.EINVAL, "not a regular file", p) from None
+            raise FileRefusedError(errno.EINVAL, "not a regular file", p) from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # swapped in between the stat and the open
             raise _not_regular(st, p)
         if st.st_size > limit:
-            raise FileRefused(errno.EFBIG, f"{st.st_size} bytes, over the limit of {limit} bytes for {what}", p, st)
+            raise FileRefusedError(errno.EFBIG, f"{st.st_size} bytes, over the limit of {limit} bytes for {what}", p,
+                                   st)
         os.set_blocking(fd, True)
         yield fd, st
     finally:
@@ -111,7 +102,7 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "a file", *,
             left -= len(chunk)
         data = b"".join(chunks)
         if len(data) > limit:  # it grew while read (or a /proc file, whose size says 0)
-            raise FileRefused(errno.EFBIG, f"over the limit of {limit} bytes for {what} (read past it)",
+            raise FileRefusedError(errno.EFBIG, f"over the limit of {limit} bytes for {what} (read past it)",
                               os.fsdecode(os.fspath(path)), st)
         return data, st
 
@@ -129,4 +120,4 @@ def describe(e: OSError) -> str:
     return f"{os.fsdecode(name)}: {reason}" if name is not None else reason
 
 
-__all__ = ["FileRefused", "check_regular", "describe", "file_kind", "opened", "read_regular"]
+__all__ = ["FileRefusedError", "check_regular", "describe", "file_kind", "opened", "read_regular"]

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from . import bounded_read
-from .bounded_read import FileRefused
+from .errors import FileRefusedError
 
 DIR_ENV = "CUDNN_PY_CACHE_DIR"
 SWITCH_ENV = "CUDNN_PY_CACHE"
@@ -45,7 +45,7 @@ def switched_off(variable: str = SWITCH_ENV) -> str | None:
     return None
 
 
-Refused = FileRefused  # a path there but not read (not a regular file, a link, too large): the bounded reader's
+Refused = FileRefusedError  # a path there but not read (not a regular file, a link, too large): the bounded reader's
 
 
 def read_regular(path: str, limit: int, what: str = "a file", holder: str = "a file") -> tuple[bytes, os.stat_result]:

@@ -400,7 +400,7 @@ def check_file(path: str | os.PathLike) -> None:
 def read_file(path: str | os.PathLike) -> bytes:
     """The bytes of a trace file, through the package's bounded reader (``cudnn_py/bounded_read.py``): a regular
     file only (a FIFO, a device or a directory is refused without blocking on it; a link the user gave is
-    followed), of at most MAX_TRACE_BYTES. OSError naming the file otherwise (``FileRefused`` for those)."""
+    followed), of at most MAX_TRACE_BYTES. OSError naming the file otherwise (``FileRefusedError`` for those)."""
     return bounded_read.read_regular(path, MAX_TRACE_BYTES, "a trace file", follow_links=True)[0]
 
 

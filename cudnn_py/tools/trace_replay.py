@@ -58,8 +58,8 @@ from ..backend.encoding import (  # the names compared per record, bound once (a
 from ..backend.enums import enum_class
 from ..backend.handle import create_handle, destroy_handle
 from ..backend.types import ENUM_OF_TYPE, INT_RANGE
-from ..bounded_read import FileRefused, file_kind, read_regular
-from ..errors import CudnnError, DescriptorError, status_name
+from ..bounded_read import file_kind, read_regular
+from ..errors import CudnnError, DescriptorError, FileRefusedError, status_name
 
 MAX_COUNT = 1 << 20  # elements in one record; more is refused as malformed
 MAX_DESCRIPTORS = 1 << 12  # descriptor elements in one record (a Get creates that many)
@@ -508,11 +508,18 @@ def replay_in_process(path: str, out: IO[str] = sys.stdout, progress: str | None
 def _progress_file(path: str) -> int:
     """The progress file, opened for writing: a new or regular file only, never a link followed, never blocking (a
     FIFO given as --progress is refused, not waited on). OSError naming it otherwise."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):  # named, before an open that would fail less clearly (ENXIO, ELOOP)
+            raise FileRefusedError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o600)
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):  # swapped in since the lstat
         os.close(fd)
-        raise FileRefused(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
+        raise FileRefusedError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
     return fd
 
 
