@@ -1,7 +1,8 @@
 """Command line: ``python -m cudnn_py info [--json]`` (what was loaded from where), ``explain SCRIPT``, ``trace
 summary FILE``, ``replay FILE``, ``cache show|verify|clear [--dir D]`` (the disk cache) and ``--version``; ``--help``
-on each. Exit status 2 for what cannot be read (no such file, not a trace), 1 from ``info`` when no libcudnn loads,
-1 from ``cache verify`` when an entry is bad."""
+on each. Exit status 2 for what cannot be read (no such file, not a trace; a FIFO, a device or an oversized file is
+refused unread: every file goes through ``cudnn_py/bounded_read.py``) and for any other OSError (one line on stderr,
+never a traceback), 1 from ``info`` when no libcudnn loads, 1 from ``cache verify`` when an entry is bad."""
 from __future__ import annotations
 
 import argparse
