@@ -2,8 +2,9 @@
 ``explain SCRIPT``, ``trace
 summary FILE``, ``replay FILE``, ``cache show|verify|clear [--dir D]`` (the disk cache) and ``--version``; ``--help``
 on each. Exit status 2 for what cannot be read (no such file, not a trace, a cache directory that is not
-cudnn_py's), 1 from ``info`` when no libcudnn loads, 1 from ``cache verify`` when an entry is bad and from ``cache
-clear`` when it left files."""
+cudnn_py's; a FIFO, a device or an oversized file is refused unread: every file goes through
+``cudnn_py/bounded_read.py``) and for any other OSError (one line on stderr, never a traceback), 1 from ``info`` when
+no libcudnn loads, 1 from ``cache verify`` when an entry is bad and from ``cache clear`` when it left files."""
 from __future__ import annotations
 
 import argparse
@@ -311,19 +312,34 @@ def main(argv: list[str] | None = None) -> int:
     """The command line. Output piped into a reader that stops early (``| head``) ends it quietly with status 1, as
     for any command whose output could not be written (``--help`` and ``--version`` included, whether stdout is
     buffered or not): the rest of the output goes to /dev/null, so neither the command nor the interpreter's final
-    flush fails."""
+    flush fails. Any other OSError a command meets (a file it cannot read or write, a full disk) is one line on
+    stderr naming the file, and exit status 2: never a traceback."""
     try:
         try:
             return _run(argv)
         finally:  # also after argparse's SystemExit (--help, --version, usage errors): their text is buffered
             sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):  # stdout without a descriptor (captured): nothing left to flush there
-            pass
+        _stdout_to_devnull()
         return 1
+    except OSError as e:
+        from .bounded_read import describe
+
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # stdout is what failed (a full disk): drop the rest of its output
+            _stdout_to_devnull()
+        print(f"python -m cudnn_py: {describe(e)}", file=sys.stderr)
+        return 2
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's descriptor at /dev/null, so that its last flush (the interpreter's, at exit) cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing left to flush there
+        pass
 
 
 def trace_command(action: str, path: str, as_json: bool) -> int:
@@ -337,7 +353,7 @@ def trace_command(action: str, path: str, as_json: bool) -> int:
     try:
         calls = trace.read_checked(path)
     except OSError as e:
-        print(f"cannot read {path}: {e}", file=sys.stderr)
+        print(f"cannot read {path}: {e.strerror or e}", file=sys.stderr)
         return 2
     except trace.TraceFormatError as e:
         print(f"not a trace: {e}", file=sys.stderr)
@@ -422,35 +438,72 @@ def _cache_action(action: str, cache: Any, directory: str | None) -> int:
     return 2
 
 
+MAX_SCRIPT_BYTES = 64 << 20  # the largest script explain runs (read whole, through the bounded reader)
+
+
+def _script_code(script: str) -> tuple[Any, str] | str:
+    """``(code, file)`` of the script ``explain`` runs (a directory: its __main__.py), read through the bounded
+    reader (a FIFO, a device or an oversized file is refused unread; a link the user gave is followed) and compiled;
+    else why it cannot run (one line)."""
+    from .bounded_read import read_regular
+
+    target = os.path.join(script, "__main__.py") if os.path.isdir(script) else script
+    try:
+        data, _ = read_regular(target, MAX_SCRIPT_BYTES, "a script", follow_links=True)
+        return compile(data, target, "exec", dont_inherit=True), target
+    except FileNotFoundError:
+        return "a directory without a __main__.py" if target != script else "no such file"
+    except OSError as e:
+        where = "" if target == script else f"{target}: "
+        return f"{where}{e.strerror or e}"
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes (a binary file)
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        msg = e.msg if isinstance(e, SyntaxError) else str(e)
+        return f"not a Python script{where}: {msg}"
+
+
+def _run_script(code: Any, file: str, directory: str | None) -> dict[str, Any]:
+    """Run compiled ``code`` as ``python FILE`` runs a script, as runpy.run_path does (a fresh ``__main__`` module
+    in sys.modules, sys.argv[0] the file; a directory first on sys.path), from the bytes that were checked: the
+    file is not opened again. Its globals (a copy) when it ends, SystemExit included."""
+    import builtins
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=file, __cached__=None, __loader__=None, __package__="", __spec__=None,
+                           __builtins__=builtins)
+    saved_main, saved_argv0 = sys.modules.get("__main__"), sys.argv[0] if sys.argv else None
+    sys.modules["__main__"] = module
+    if sys.argv:
+        sys.argv[0] = file
+    if directory is not None:
+        sys.path.insert(0, directory)
+    try:
+        exec(code, module.__dict__)
+    except SystemExit:
+        pass
+    finally:
+        if directory is not None and directory in sys.path:
+            sys.path.remove(directory)
+        if sys.argv and saved_argv0 is not None:
+            sys.argv[0] = saved_argv0
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    return dict(module.__dict__)
+
+
 def explain_command(script: str, name: str | None, fmt: str, render: str | None = None) -> int:
     """Run ``script`` as __main__ would run it, then explain the pygraph objects it leaves in its globals."""
     import json
-    import runpy
 
     from .facade import explain, pygraph
 
-    if not os.path.exists(script):
-        print(f"cannot run {script}: no such file", file=sys.stderr)
+    made = _script_code(script)
+    if isinstance(made, str):
+        print(f"cannot run {script}: {made}", file=sys.stderr)
         return 2
-    if os.path.isdir(script) and not os.path.isfile(os.path.join(script, "__main__.py")):
-        print(f"cannot run {script}: a directory without a __main__.py", file=sys.stderr)
-        return 2
-    if not os.path.isdir(script):  # a directory with a __main__.py runs as python DIR runs it
-        try:
-            with open(script, "rb") as f:
-                compile(f.read(), script, "exec")
-        except OSError as e:
-            print(f"cannot run {script}: {e.strerror or e}", file=sys.stderr)
-            return 2
-        except (SyntaxError, ValueError) as e:  # ValueError: null bytes (a binary file)
-            where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
-            msg = e.msg if isinstance(e, SyntaxError) else str(e)
-            print(f"cannot run {script}: not a Python script{where}: {msg}", file=sys.stderr)
-            return 2
-    try:
-        namespace = runpy.run_path(script, run_name="__main__")
-    except SystemExit:
-        namespace = {}
+    code, file = made
+    namespace = _run_script(code, file, script if file != script else None)
     graphs = {k: v for k, v in namespace.items() if isinstance(v, pygraph) and (name is None or k == name)}
     if not graphs:
         what = f"no pygraph named {name!r}" if name else "no pygraph"

@@ -11,9 +11,10 @@ link nor blocking, bounded.
 """
 from __future__ import annotations
 
-import errno
 import os
-import stat
+
+from . import bounded_read
+from .errors import FileRefusedError
 
 DIR_ENV = "CUDNN_PY_CACHE_DIR"
 SWITCH_ENV = "CUDNN_PY_CACHE"
@@ -38,44 +39,13 @@ def switched_off(variable: str = SWITCH_ENV) -> str | None:
     return None
 
 
-class Refused(OSError):
-    """The path is there but is not a regular file of a readable size (``st``: its fstat, when it was opened)."""
-
-    def __init__(self, message: str, st: os.stat_result | None):
-        super().__init__(message)
-        self.st = st
+Refused = FileRefusedError  # a path there but not read (not a regular file, a link, too large): the bounded reader's
 
 
 def read_regular(path: str, limit: int, what: str = "a file", holder: str = "a file") -> tuple[bytes, os.stat_result]:
-    """The bytes of a regular file of at most ``limit`` bytes, never following a symbolic link nor blocking on a
-    FIFO; :class:`Refused` (naming ``what`` the file should have been, ``holder`` what is bounded) for anything
-    else, OSError as raised."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise Refused(f"a symbolic link, not {what}", None) from None
-        if e.errno in (errno.EISDIR, errno.ENXIO):
-            raise Refused("not a regular file", None) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
-                "not a regular file"
-            raise Refused(f"{kind}, not {what}", st)
-        if st.st_size > limit:
-            raise Refused(f"{st.st_size} bytes, over the {limit} {holder} may have", st)
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise Refused(f"over the {limit} bytes {holder} may have", st)
-        return data, st
-    finally:
-        os.close(fd)
+    """The bytes of a regular file of at most ``limit`` bytes and its fstat, never following a symbolic link nor
+    blocking on a FIFO: the package's one bounded reader (``cudnn_py/bounded_read.py``), naming ``what`` the file
+    should have been (``holder``: kept for the callers that name both). :class:`Refused` for anything else, OSError
+    as raised."""
+    return bounded_read.read_regular(path, limit, what)
+

@@ -33,11 +33,13 @@ class Capability:
 
 def _nvidia_driver_version() -> str | None:
     """The kernel driver's version (e.g. 580.159.04), read where the driver publishes it."""
+    from .bounded_read import read_regular
+
     try:
-        with open("/proc/driver/nvidia/version") as f:
-            words = f.readline().split()
+        data, _ = read_regular("/proc/driver/nvidia/version", 1 << 16, "the driver's version file", follow_links=True)
     except OSError:
         return None
+    words = data.decode("utf-8", "replace").split("\n", 1)[0].split()
     return next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), None)
 
 

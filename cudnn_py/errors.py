@@ -12,6 +12,7 @@ The classic module maps failures onto three Python types, and so do we:
 """
 from __future__ import annotations
 
+import os
 from functools import cache
 
 from ._generated.enums import ENUMS
@@ -170,6 +171,21 @@ class CudnnLibraryNotFoundError(CudnnPyError, RuntimeError):
 
 class CudnnVersionError(CudnnPyError, RuntimeError):
     """The loaded libcudnn is too old for cudnn_py at all, or its sub-libraries disagree on their version."""
+
+
+class FileRefusedError(CudnnPyError, OSError):
+    """A file cudnn_py was given or keeps that is there but is not read (``cudnn_py/bounded_read.py``): not a
+    regular file (a FIFO, a device, a directory), a symbolic link where none is followed, or larger than the cap of
+    what it is read as. An OSError, as ``open()``'s own refusals are (``except OSError`` catches every reason a file
+    cannot be read): ``errno`` EINVAL / ELOOP / EFBIG, ``strerror`` the reason (also its ``str()``: the caller
+    names the file), ``filename`` the path, ``st`` its stat when it was looked at."""
+
+    def __init__(self, code: int, reason: str, path: str, st: os.stat_result | None = None):
+        super().__init__(code, reason, path)
+        self.st = st
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class PhaseError(UsageError):

@@ -11,6 +11,7 @@ gives what was added so far.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
@@ -22,6 +23,7 @@ FACETS = (SPEC, LOWERING, REFERENCE)
 Entry = TypeVar("Entry")
 
 _filler: Callable[[str], None] | None = None
+_filling = threading.local()  # .facets: the facets this thread is filling now
 
 
 def fill_with(filler: Callable[[str], None]) -> None:
@@ -49,14 +51,25 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         self._entries[key] = entry
 
     def fill(self) -> dict[str, Entry]:
-        """The entries, after the families' modules of this facet were imported (once a filler exists)."""
+        """The entries, after the families' modules of this facet were imported (once a filler exists).
+
+        Threads: ``_filled`` is set only once the filler has returned, so a thread never reads a registry another
+        thread is still filling (it once saw a lowering missing: "no backend lowering for this op kind"). Each
+        thread that comes before that runs the filler itself: the filler only imports modules, and Python's import
+        locks make it wait for a module another thread is importing, so when it returns every module is loaded.
+        A family module that reads its own registry while this thread loads it gets what was added so far (the
+        per-thread guard: no recursion)."""
         if not self._filled and _filler is not None:
-            self._filled = True  # set first: a family module reading its own registry while loading must not recurse
-            try:
-                _filler(self.facet)
-            except BaseException:
-                self._filled = False
-                raise
+            busy: set[str] | None = getattr(_filling, "facets", None)
+            if busy is None:
+                busy = _filling.facets = set()
+            if self.facet not in busy:
+                busy.add(self.facet)
+                try:
+                    _filler(self.facet)
+                finally:
+                    busy.discard(self.facet)
+                self._filled = True
         return self._entries
 
     def __getitem__(self, key: str) -> Entry:

@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bounded_read import file_kind
 from ..errors import CudnnLibraryNotFoundError, CudnnVersionError, status_name, version_parts, version_string
 from . import driver_standin, vetting
 from .mapped import loaded_path_of, mapped_libraries
@@ -93,10 +94,6 @@ def driver_library_missing() -> bool:
     return False
 
 
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
 def not_a_library_file(path: str) -> str | None:
     """Why ``path`` cannot be a shared library (no such file, a directory, a FIFO, a device, ...), or None for a
     regular file (links followed). Only stat()ed: never opened, so a FIFO or a device cannot block."""
@@ -108,8 +105,7 @@ def not_a_library_file(path: str) -> str | None:
         return f"cannot be read ({e.strerror or e})"
     if stat.S_ISREG(mode):
         return None
-    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
-    return f"is {kind}, not a library file"
+    return f"is {file_kind(mode)}, not a library file"
 
 
 def _candidates_on_sys_path() -> list[str]:

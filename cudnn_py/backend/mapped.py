@@ -6,20 +6,24 @@ from __future__ import annotations
 import ctypes
 import os
 
+from ..bounded_read import read_regular
+
+MAX_MAPS_BYTES = 256 << 20  # /proc/self/maps: about 100 bytes a mapping
+
 
 def mapped_libraries(fragment: str) -> list[str]:
     """Distinct paths of shared objects mapped into this process whose file name contains ``fragment``."""
     paths: list[str] = []
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6:
-                    p = parts[5].strip()
-                    if fragment in os.path.basename(p) and p not in paths:
-                        paths.append(p)
+    try:  # through the bounded reader: /proc/self/maps says size 0, and a process's map is far below the cap
+        maps, _ = read_regular("/proc/self/maps", MAX_MAPS_BYTES, "the process's memory map", follow_links=True)
     except OSError:  # not Linux: nothing to report
-        pass
+        return paths
+    for line in maps.decode("utf-8", "surrogateescape").splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6:
+            p = parts[5].strip()
+            if fragment in os.path.basename(p) and p not in paths:
+                paths.append(p)
     return paths
 
 

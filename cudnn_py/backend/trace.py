@@ -57,6 +57,8 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from .. import bounded_read
+from ..bounded_read import file_kind
 from ..errors import InvalidTypeError
 from . import loader
 
@@ -128,15 +130,6 @@ class _FdStream:
             os.close(fd)
 
 
-def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def open_trace_file(path: str | os.PathLike) -> _FdStream:
     """Open ``path`` for appending without ever blocking; refuse anything but a regular file (OSError, naming it),
     a symbolic link included (``O_NOFOLLOW``: the tracer never appends to a link's target)."""
@@ -148,7 +141,7 @@ def open_trace_file(path: str | os.PathLike) -> _FdStream:
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "a symbolic link; traces are written to regular files only", p)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise OSError(errno.EINVAL, f"{_file_kind(st.st_mode)}, not a regular file", p)
+        raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", p)
     flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_NOFOLLOW", 0))
     try:
@@ -160,7 +153,7 @@ def open_trace_file(path: str | os.PathLike) -> _FdStream:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{_file_kind(st.st_mode)}, not a regular file", p)
+            raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", p)
         os.set_blocking(fd, True)
         partial = False
         if st.st_size:
@@ -399,44 +392,16 @@ def calls(source: str | os.PathLike) -> list[dict[str, Any]]:
 MAX_TRACE_BYTES = 1 << 30  # the largest trace file the readers (trace summary, replay) read
 
 
-def _open_for_reading(p: str) -> int:
-    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{_file_kind(st.st_mode)}, not a regular file", p)
-        if st.st_size > MAX_TRACE_BYTES:
-            raise OSError(errno.EFBIG, f"{st.st_size} bytes; traces of at most {MAX_TRACE_BYTES} bytes are read", p)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def check_file(path: str | os.PathLike) -> None:
     """What :func:`read_file` checks before reading (OSError naming the file), without reading."""
-    os.close(_open_for_reading(os.fspath(path)))
+    bounded_read.check_regular(path, MAX_TRACE_BYTES, "a trace file", follow_links=True)
 
 
 def read_file(path: str | os.PathLike) -> bytes:
-    """The bytes of a trace file: a regular file only (a FIFO, a device or a directory is refused without blocking
-    on it), of at most MAX_TRACE_BYTES. OSError naming the file otherwise."""
-    p = os.fspath(path)
-    fd = _open_for_reading(p)
-    try:
-        chunks, total = [], 0
-        while total <= MAX_TRACE_BYTES:
-            chunk = os.read(fd, min(1 << 24, MAX_TRACE_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > MAX_TRACE_BYTES:  # it grew while read
-            raise OSError(errno.EFBIG, f"over {MAX_TRACE_BYTES} bytes; traces of at most that are read", p)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    """The bytes of a trace file, through the package's bounded reader (``cudnn_py/bounded_read.py``): a regular
+    file only (a FIFO, a device or a directory is refused without blocking on it; a link the user gave is
+    followed), of at most MAX_TRACE_BYTES. OSError naming the file otherwise (``FileRefusedError`` for those)."""
+    return bounded_read.read_regular(path, MAX_TRACE_BYTES, "a trace file", follow_links=True)[0]
 
 
 class TraceFormatError(ValueError):

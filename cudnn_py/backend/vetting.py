@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import signal
-import stat
 import struct
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import cache_home, cache_trust
+from .. import bounded_read, cache_home, cache_trust
 from .._version import __version__
 from . import driver_standin
 from .mapped import loaded_path_of, mapped_libraries
@@ -155,20 +154,16 @@ def _crash_hint(stage: str, sig: str, seen: dict) -> str:
 def _elf_truncation(path: str) -> str | None:
     """Why the ELF file at ``path`` is shorter than its own headers say (a truncated copy), or None. Reads the
     header and the program headers of a regular file only; not ELF64 (or unreadable): None (the trial decides)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as f:
-            head = f.read(64)
+    try:  # the bounded reader's checks (a regular file, never blocking on a FIFO); only the headers are read
+        with bounded_read.opened(path, sys.maxsize, "a library", follow_links=True) as (fd, st):
+            head = os.pread(fd, 64, 0)
             if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
                 return None
             end = "<" if head[5] == 1 else ">"
             phoff, shoff = struct.unpack_from(end + "QQ", head, 0x20)
             phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 0x36)
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-    except (OSError, struct.error):
+            table = os.pread(fd, min(phentsize * phnum, st.st_size), phoff)  # more would be past its end
+    except (OSError, struct.error, OverflowError):
         return None
     need = shoff + shentsize * shnum if shnum else 0
     if len(table) < phentsize * phnum or phentsize < 40:

@@ -6,7 +6,8 @@ session answers (``gate``), the official signature (names, defaults, annotations
 is generated from the row as Python source, compiled on its first use (``__get__`` puts the plain function on the
 class in the row's place), so it has the official signature, takes keywords, and raises what a written method
 would, at the same moment: the gate first, then ``checks``, then a python engine's answer (``engine``) where the
-selected plan runs on one, then the session's method of the same name.
+selected plan runs on one, then the session's method of the same name, all under the graph's lock (one thread at
+a time, as ``pygraph``'s own steps: ``facade/serial.py``).
 
 Gates:
 
@@ -68,8 +69,7 @@ class _Mirror(MadeOnFirstRead):
         inner = params[1:-1].strip()
         head = f"def {name}(self{', ' + inner if inner else ''})" + (f" -> {returns.strip()}" if returns else "")
         pre, target = _GATES[self.gate]
-        body = [f"{self.doc!r}"] if self.doc else []
-        body += [line.format(name=name) for line in pre]
+        body = [line.format(name=name) for line in pre]
         body += [check.format(name=name) for check in self.checks]
         give = "" if returns.strip() == "None" else "return "  # (-> None: the answer is not passed on)
         if self.engine is not None:
@@ -77,7 +77,9 @@ class _Mirror(MadeOnFirstRead):
             body += ["    return None"] if not give else []
         forward = self.forward if self.forward is not None else ", ".join(_names(inner))
         body.append(f"{give}{target.format(name=name)}.{name}({forward})")
-        return head + ":\n" + "".join(f"    {line}\n" for line in body)
+        # under the graph's lock (facade/serial.py): the gate may move the graph between phases
+        doc = f"    {self.doc!r}\n" if self.doc else ""
+        return head + ":\n" + doc + "    with self._lock:\n" + "".join(f"        {line}\n" for line in body)
 
     def method(self) -> Any:
         module = sys.modules[self.owner.__module__]

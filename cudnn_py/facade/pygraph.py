@@ -34,6 +34,7 @@ from ..plans.phase import Phase, SessionOptions
 from .gc_pause import without_gc
 from .mirror import OVERRIDES, mirror
 from .options import DEFAULT_HEURISTICS, check_planning_targets, heuristic_list, no_overrides, refuse_unimplemented
+from .serial import one_at_a_time
 
 if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python bindings/apigen.py)
     from ..plans.session import PlanningSession
@@ -184,13 +185,19 @@ class pygraph(Graph, BuilderMethods):
     @property
     def session(self) -> PlanningSession:
         """The planning session of the cuDNN path (made, and validated, on first use)."""
-        if self._session is None:
-            if not self._is_validated:
-                self.validate_ir()
-            from ..plans.session import PlanningSession  # the cuDNN side, imported by the first graph that plans
+        session = self._session
+        if session is None:
+            with self._lock:  # made once, also where threads share the graph
+                if self._session is None:
+                    if not self._is_validated:
+                        self.validate_ir()
+                    from ..plans.session import (
+                        PlanningSession,  # the cuDNN side, imported by the first graph that plans
+                    )
 
-            self._session = PlanningSession(self, self._session_options(self._handle), self.drop_fast_path)
-        return self._session
+                    self._session = PlanningSession(self, self._session_options(self._handle), self.drop_fast_path)
+                session = self._session
+        return session
 
     def _session_options(self, handle: Any) -> SessionOptions:
         return SessionOptions(handle, self._sm_count, self._is_dynamic_shape_enabled, self._is_override_shape_enabled,
@@ -211,6 +218,7 @@ class pygraph(Graph, BuilderMethods):
         return s
 
     # ---- engines and routing -----------------------------------------------------------------------------------------
+    @one_at_a_time
     def register_backend(self, engine: BaseEngine) -> pygraph:
         """Add a python engine as a candidate; it joins the plan list at create_execution_plans() if it
         accepts the graph."""
@@ -226,6 +234,7 @@ class pygraph(Graph, BuilderMethods):
         self._drop_session()  # a python-engine graph is lowered only if the cuDNN plan is used
         return self
 
+    @one_at_a_time
     def set_router(self, router: Any) -> pygraph:
         if self._planning_done:
             raise UsageError("cannot set a router after create_execution_plans(); build a new graph")
@@ -249,6 +258,7 @@ class pygraph(Graph, BuilderMethods):
         eid = self._plans[self._plan_index].engine_id
         return next((e for e in self._engines if e.engine_id == eid), None)
 
+    @one_at_a_time
     def select_plan(self, index: int) -> pygraph:
         self._require_planned("select_plan")
         if not 0 <= index < len(self._plans):
@@ -278,6 +288,7 @@ class pygraph(Graph, BuilderMethods):
             raise PhaseError(f"call create_execution_plans() before {what}()")
 
     # ---- validation and the classic staged build --------------------------------------------------------------------
+    @one_at_a_time
     @without_gc
     def validate(self) -> None:
         """IR inference and checks; then, with no python engines registered, the passes and cuDNN's own tensor /
@@ -286,6 +297,7 @@ class pygraph(Graph, BuilderMethods):
         if not self._engines:
             self.session.validate()
 
+    @one_at_a_time
     @without_gc
     def build_operation_graph(self) -> None:
         """Validate; without python engines also finalize the cuDNN operation graph (with a handle), so the
@@ -295,6 +307,7 @@ class pygraph(Graph, BuilderMethods):
         if not self._engines:
             self._at(Phase.OPERATION_GRAPH)
 
+    @one_at_a_time
     @without_gc
     def create_execution_plans(self, heuristics: Any = None) -> None:
         """Route once: python engines that accept the graph and the cuDNN entry (heuristic modes `heuristics`,
@@ -312,6 +325,7 @@ class pygraph(Graph, BuilderMethods):
         if self.selected_engine is None:
             self._at(Phase.ENGINE_CONFIGS)
 
+    @one_at_a_time
     def create_execution_plan(self, engine_id: int, knobs: Any = None) -> None:
         """Classic: append one cuDNN plan for (engine_id, {knob_type: value}); no heuristics query."""
         if not self._planning_done:
@@ -321,6 +335,7 @@ class pygraph(Graph, BuilderMethods):
             self._plans, self._plan_index = [BACKEND_PLAN], 0
         self._at(Phase.OPERATION_GRAPH).create_execution_plan(engine_id, dict(knobs or {}))
 
+    @one_at_a_time
     @without_gc
     def build_plans(self, *args: Any, ctx: ExecutionContext | None = None, **kwargs: Any) -> None:
         """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
@@ -336,6 +351,7 @@ class pygraph(Graph, BuilderMethods):
         else:
             self._at(Phase.ENGINE_CONFIGS).build_plans(build_all=policy is build_plan_policy.ALL)
 
+    @one_at_a_time
     def build(self, heuristics: Any = None, ctx: ExecutionContext | None = None) -> None:
         """build(modes) runs the whole pipeline; build() with no modes is the classic overload that only
         validates and builds the operation graph."""
@@ -347,6 +363,7 @@ class pygraph(Graph, BuilderMethods):
         self.check_support()
         self.build_plans(ctx=ctx)
 
+    @one_at_a_time
     def _compile(self, ctx: ExecutionContext | None) -> CompiledPlan:
         plan = self._compiled.get(self._plan_index)
         if plan is None:
@@ -407,6 +424,14 @@ class pygraph(Graph, BuilderMethods):
         if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
                 and override_strides is None:
             return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
+        return self._execute_general(tensor_dict, workspace, handle, override_uids, override_shapes, override_strides,
+                                     tensor_uids)
+
+    @one_at_a_time
+    def _execute_general(self, tensor_dict: Any, workspace: Any, handle: Any, override_uids: Any,
+                         override_shapes: Any, override_strides: Any, tensor_uids: Any) -> None:
+        """execute() before the bound fast path is installed (the first call; with tensor_uids or overrides, every
+        call): builds what is missing, one thread at a time."""
         no_overrides("execute", override_uids, override_shapes, override_strides)
         if not self._planning_done:
             self.create_execution_plans()
@@ -428,6 +453,7 @@ class pygraph(Graph, BuilderMethods):
             self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
         return None
 
+    @one_at_a_time
     def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
                               *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:
         """Run cuDNN plan `index` (classic index space). Trailing positionals: override uids/shapes/strides."""
@@ -441,6 +467,7 @@ class pygraph(Graph, BuilderMethods):
         pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
         self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
 
+    @one_at_a_time
     def _cuda_graph_session(self, what: str) -> PlanningSession:
         self._require_planned(what)
         if self.selected_engine is not None:
@@ -458,6 +485,7 @@ class pygraph(Graph, BuilderMethods):
         # the default handle of the device the graph was planned for, not of whichever device is current now
         return int(default_handle(self._session.device if self._session is not None else None))
 
+    @one_at_a_time
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
         """The built default cuDNN plan with everything needed to execute it again (``plans/serialize.py``): a
         list of byte values, as the classic API returns, or ``bytes`` with ``as_bytes=True``."""
@@ -472,6 +500,7 @@ class pygraph(Graph, BuilderMethods):
         blob = self._at(Phase.EXECUTABLE).serialize(self.inspect())
         return blob if as_bytes else list(blob)
 
+    @one_at_a_time
     def deserialize(self, *args: Any, **kwargs: Any) -> None:
         """Load a serialized plan into this (empty) graph, classic ``deserialize(blob)`` or ``(handle, blob)``; the
         graph can execute at once, with operands keyed by uid or name."""

@@ -16,7 +16,7 @@ from . import layout
 from .node import Node
 from .signatures import builder_doc, call_forms, surface_signature
 from .spec import SPECS, OpSpec
-from .tensor import Tensor, int_list
+from .tensor import Tensor, checked_uid, int_list
 
 # module-level aliases: some methods have parameters named like these enums (classic keyword names)
 _NOT_SET = data_type.NOT_SET
@@ -53,6 +53,7 @@ class BuilderMixin:
         unknown = set(kwargs) - allowed
         if unknown:
             raise InvalidTypeError(f"tensor() got unexpected keyword arguments {sorted(unknown)}")
+        chosen = None if uid is None else checked_uid(uid, low=-1)  # ints only: "5", 5.7, True refused (TypeError)
         dt = from_any_dtype(data_type)
         user = ["dim"] + (["stride"] if stride is not None else []) + (["data_type"] if dt is not _NOT_SET else [])
         dims = list(int_list(dim, "dim"))
@@ -61,7 +62,7 @@ class BuilderMixin:
                    data_type=dt, is_virtual=is_virtual, is_pass_by_value=is_pass_by_value,
                    ragged_offset=self._adopt(ragged_offset) if ragged_offset is not None else None,
                    reordering_type=reordering_type, ragged_offset_multiplier=ragged_offset_multiplier, **kwargs)
-        return self._register(t, None if uid is None or uid == -1 else int(uid))
+        return self._register(t, None if chosen is None or chosen == -1 else chosen)
 
     def tensor_like(self, template: Any, name: str = "", is_virtual: bool = False) -> Tensor:
         """Copy a graph tensor's attributes (not its uid or name), or describe any array / DLPack object:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from . import layout
 from .builders import BuilderMixin
 from .inference import InferenceContext, check_tensor
 from .node import Node
-from .tensor import Tensor
+from .tensor import Tensor, checked_uid
 
 
 def weak_callable(callback: Callable[..., Any]) -> Callable[[], Callable[..., Any] | None]:
@@ -79,6 +80,10 @@ class Graph(BuilderMixin):
         self._bound_ids: dict[int, Tensor] = {}  # id(framework object) -> its tensor (one tensor per object)
         self._frozen = False
         self._is_validated = False
+        # held by every step that changes where the graph is (inference here; pygraph's validate and build steps,
+        # its mirrored session methods and execute's first call): a graph shared by threads runs one step at a time
+        # (inference from two threads at once once read half-inferred tensors); re-entrant, as steps call steps
+        self._lock = threading.RLock()
         # told when the IR changes (a stale lowering drops); weak references to bound methods (weak_callable)
         self._observers: list[Callable[[], Callable[[], None] | None]] = []
 
@@ -118,6 +123,8 @@ class Graph(BuilderMixin):
         return self._next_uid - 1
 
     def _register(self, t: Tensor, uid: int | None = None) -> Tensor:
+        if uid is not None:  # refused before the tensor joins the graph: a refused tensor(uid=...) leaves no trace
+            self._check_uid_free(t, uid)
         t._attach(self)
         self._tensors.append(t)
         auto = self._alloc_uid()
@@ -129,20 +136,25 @@ class Graph(BuilderMixin):
 
     def _assign_uid(self, t: Tensor, uid: int) -> None:
         """A user-chosen uid (tensor(uid=), set_uid, t.uid = ...): the user wins over auto uids."""
-        if uid < 0:
-            raise InvalidValueError(f"uid must be >= 0, got {uid} (tensor {t.name!r})")
-        if uid == t.uid:
+        if uid == t.uid and uid >= 0:
             t.uid_assigned = True
             return
+        self._check_uid_free(t, uid)
         self._check_mutable(f"change the uid of tensor {t.name!r}")
         holder = self._by_uid.get(uid)
         if holder is not None:
-            if holder.uid_assigned:
-                raise InvalidValueError(f"uid {uid} is already assigned to tensor {holder.name!r}; uids must be unique")
             self._move_uid(holder, self._alloc_uid())
         self._move_uid(t, uid)
         t.uid_assigned = True
         self._invalidate()
+
+    def _check_uid_free(self, t: Tensor, uid: int) -> None:
+        """InvalidValueError unless ``t`` may take ``uid``: >= 0 and not chosen by another tensor of this graph."""
+        if uid < 0:
+            raise InvalidValueError(f"uid must be >= 0, got {uid} (tensor {t.name!r})")
+        holder = self._by_uid.get(uid)
+        if holder is not None and holder is not t and holder.uid_assigned:
+            raise InvalidValueError(f"uid {uid} is already assigned to tensor {holder.name!r}; uids must be unique")
 
     def _move_uid(self, t: Tensor, uid: int) -> None:
         if self._by_uid.get(t.uid) is t:
@@ -224,7 +236,7 @@ class Graph(BuilderMixin):
         return [t for n in self._nodes for t in n.outputs.values() if not t.is_virtual]
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
-        t = self._by_uid.get(uid)
+        t = self._by_uid.get(checked_uid(uid, "query_tensor_attributes_of_uid(uid)"))
         if t is None:
             raise InvalidValueError(f"no tensor with uid {uid}")
         return t.copy()
@@ -272,10 +284,12 @@ class Graph(BuilderMixin):
 
     # ---- inference and checks ---------------------------------------------------------------------------------------
     def validate_ir(self) -> None:
-        """Shape and data-type inference over every node in order, then the tensor checks."""
-        if not self._frozen:
-            self._infer_all()
-        self._is_validated = True
+        """Shape and data-type inference over every node in order, then the tensor checks (one thread at a time:
+        inference rewrites every tensor's inferred attributes)."""
+        with self._lock:
+            if not self._frozen:
+                self._infer_all()
+            self._is_validated = True
 
     def _infer_all(self) -> None:
         produced = self._produced()

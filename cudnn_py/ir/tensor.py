@@ -97,6 +97,13 @@ def checked_int(value: Any, low: int | None = None, high: int | None = None, wha
     return n
 
 
+def checked_uid(value: Any, what: str = "tensor uid", low: int = 0) -> int:
+    """A tensor uid: an int (numpy ints too, as the official int64 parameters take them) in ``[low, 2**63)``;
+    str, float and bool are refused (InvalidTypeError, a TypeError), never converted ("5" or 5.7 once became uid
+    5, True uid 1)."""
+    return checked_int(value, low, 2**63, what=what)
+
+
 def _int_rule(what: str, low: int | None, high: int | None, got: str) -> str:
     if low is not None and high is not None:
         rule = f"an int in [{_bound(low)}, {_bound(high)})"
@@ -113,7 +120,7 @@ def _normalize(attr: str, value: Any) -> Any:
     if attr in ("dim", "stride"):
         return Dims() if value is None else int_list(value, attr)
     if attr == "uid":  # an int64 the backend keys the variant pack by
-        return checked_int(value, 0, 2**63, what=f"tensor {attr}")
+        return checked_uid(value)
     if attr == "name":
         if not isinstance(value, str):
             raise InvalidTypeError(f"tensor name must be a str, got {value!r} ({type(value).__name__})")
@@ -173,7 +180,8 @@ class Tensor:
         object.__setattr__(self, "_owner", None)
         object.__setattr__(self, "_frozen", False)
         object.__setattr__(self, "_user_fields", set(_user))
-        object.__setattr__(self, "uid_assigned", False)  # True once the user chose the uid
+        # True once the user chose the uid (cudnn.tensor(uid=5): kept when a graph adopts the tensor)
+        object.__setattr__(self, "uid_assigned", "uid" in attrs)
         # the passes make many tensors with mostly default fields: only the given ones are normalized
         for attr, default in _NORMALIZED_DEFAULTS.items():
             if attr in attrs:

@@ -28,8 +28,10 @@ replayed); 3 the replay crashed (child process killed by a signal).
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -56,7 +58,8 @@ from ..backend.encoding import (  # the names compared per record, bound once (a
 from ..backend.enums import enum_class
 from ..backend.handle import create_handle, destroy_handle
 from ..backend.types import ENUM_OF_TYPE, INT_RANGE
-from ..errors import CudnnError, DescriptorError, status_name
+from ..bounded_read import file_kind, read_regular
+from ..errors import CudnnError, DescriptorError, FileRefusedError, status_name
 
 MAX_COUNT = 1 << 20  # elements in one record; more is refused as malformed
 MAX_DESCRIPTORS = 1 << 12  # descriptor elements in one record (a Get creates that many)
@@ -486,13 +489,13 @@ def replay_in_process(path: str, out: IO[str] = sys.stdout, progress: str | None
         print(f"{path}: malformed trace, nothing replayed", file=out)
         return 2
     except OSError as e:
-        print(f"{path}: cannot read the trace: {e}", file=out)
+        print(f"{path}: cannot read the trace: {e.strerror or e}", file=sys.stderr)
         return 2
     for note in trace.notes:
         print(note, file=out)
     if trace.crashed_at is not None:
         print(_crash_note(trace), file=out)
-    fd = os.open(progress, os.O_WRONLY | os.O_CREAT, 0o600) if progress else None
+    fd = _progress_file(progress) if progress else None
     try:
         r = _Replayer(trace, out, fd)
         r.run_all()
@@ -500,6 +503,24 @@ def replay_in_process(path: str, out: IO[str] = sys.stdout, progress: str | None
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _progress_file(path: str) -> int:
+    """The progress file, opened for writing: a new or regular file only, never a link followed, never blocking (a
+    FIFO given as --progress is refused, not waited on). OSError naming it otherwise."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):  # named, before an open that would fail less clearly (ENXIO, ELOOP)
+            raise FileRefusedError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o600)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # swapped in since the lstat
+        os.close(fd)
+        raise FileRefusedError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path, st)
+    return fd
 
 
 def _child_env() -> dict[str, str]:
@@ -524,7 +545,7 @@ def replay(path: str, out: IO[str] = sys.stdout, *, isolate: bool = True) -> int
     try:  # here first: the child must not block on a FIFO or read a device
         trace_module.check_file(path)
     except OSError as e:
-        print(f"{path}: cannot read the trace: {e}", file=out)
+        print(f"{path}: cannot read the trace: {e.strerror or e}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="cudnn_py_replay_") as tmp:
         progress = os.path.join(tmp, "progress")
@@ -539,9 +560,9 @@ def replay(path: str, out: IO[str] = sys.stdout, *, isolate: bool = True) -> int
             sys.stderr.write(r.stderr)
         if r.returncode >= 0:
             return r.returncode
-        try:
-            with open(progress) as f:
-                index, _line = (int(x) for x in f.read().split())
+        try:  # what the child wrote: two small ints
+            data, _ = read_regular(progress, 64, "the replay's progress file")
+            index, _line = (int(x) for x in data.split())
         except (OSError, ValueError):
             index = -1
         print(_crash_report(path, -r.returncode, index), file=out)
