@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .errors import FileRefusedError
@@ -43,17 +43,23 @@ def _link(path: str, what: str) -> FileRefusedError:
     return FileRefusedError(errno.ELOOP, f"a symbolic link, not followed for {what}", path)
 
 
+Refusal = Callable[[os.stat_result], "str | None"]  # the caller's own rule on the opened file: why not, or None
+
+
 @contextmanager
-def opened(path: str | os.PathLike, limit: int, what: str = "a file", *,
-           follow_links: bool = False) -> Iterator[tuple[int, os.stat_result]]:
+def opened(path: str | os.PathLike, limit: int, what: str = "a file", *, follow_links: bool = False,
+           dir_fd: int | None = None, refuse: Refusal | None = None) -> Iterator[tuple[int, os.stat_result]]:
     """``(fd, fstat)`` of the regular file at ``path`` of at most ``limit`` bytes, opened read-only (blocking
     reads once checked), closed on leaving; :class:`~cudnn_py.errors.FileRefusedError` (naming ``what`` the file
-    was read as) for anything else, OSError as raised (``FileNotFoundError``, ``PermissionError``, ...)."""
+    was read as) for anything else, OSError as raised (``FileNotFoundError``, ``PermissionError``, ...).
+    ``dir_fd``: ``path`` is relative to that open directory (a store held open, so a path swapped meanwhile is not
+    followed); ``refuse(fstat)``: the caller's own rule on the opened file (the cache's owner and mode), a reason
+    to refuse it (errno EPERM) or None."""
     p = os.fspath(path)
     if isinstance(p, bytes):
         p = os.fsdecode(p)
     try:
-        st = os.stat(p) if follow_links else os.lstat(p)
+        st = os.stat(p, dir_fd=dir_fd, follow_symlinks=follow_links)
     except OSError as e:
         if e.filename is None:
             e.filename = p
@@ -66,7 +72,7 @@ def opened(path: str | os.PathLike, limit: int, what: str = "a file", *,
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(p, flags)
+        fd = os.open(p, flags, dir_fd=dir_fd)
     except OSError as e:
         if e.errno == errno.ELOOP and not follow_links:  # a link swapped in since the lstat
             raise _link(p, what) from None
@@ -80,17 +86,20 @@ def opened(path: str | os.PathLike, limit: int, what: str = "a file", *,
         if st.st_size > limit:
             raise FileRefusedError(errno.EFBIG, f"{st.st_size} bytes, over the limit of {limit} bytes for {what}", p,
                                    st)
+        why = refuse(st) if refuse is not None else None
+        if why is not None:
+            raise FileRefusedError(errno.EPERM, f"{what} {why}", p, st)
         os.set_blocking(fd, True)
         yield fd, st
     finally:
         os.close(fd)
 
 
-def read_regular(path: str | os.PathLike, limit: int, what: str = "a file", *,
-                 follow_links: bool = False) -> tuple[bytes, os.stat_result]:
+def read_regular(path: str | os.PathLike, limit: int, what: str = "a file", *, follow_links: bool = False,
+                 dir_fd: int | None = None, refuse: Refusal | None = None) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file at ``path`` (of at most ``limit`` bytes; at most ``limit`` + 1 are ever read)
     and its ``fstat``: see :func:`opened` for what is refused."""
-    with opened(path, limit, what, follow_links=follow_links) as (fd, st):
+    with opened(path, limit, what, follow_links=follow_links, dir_fd=dir_fd, refuse=refuse) as (fd, st):
         chunks, left = [], limit + 1
         ask = st.st_size + 1 if st.st_size else 1 << 16  # the whole file and its end at once, if it holds still
         while left > 0:

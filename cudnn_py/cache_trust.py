@@ -32,6 +32,7 @@ import threading
 import time
 import warnings
 
+from . import bounded_read
 from .cache_home import Refused, directory
 
 TMP_PREFIX = ".cudnn_py-tmp-"  # a file being written (renamed into place when whole): temporary_name()
@@ -168,30 +169,10 @@ class Home:
     def read(self, name: str, limit: int, what: str = "a file", holder: str = "a file",
              where: int | None = None) -> tuple[bytes, os.stat_result]:
         """The bytes of ``name``: a regular file of this user, not writable by others, of at most ``limit`` bytes,
-        opened without following a link nor blocking; :class:`Refused` (``st`` given when it was opened) else."""
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=self.fd if where is None else where)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise Refused(f"a symbolic link, not {what}", None) from None
-            if e.errno in (errno.EISDIR, errno.ENXIO):
-                raise Refused(f"not a regular file, not {what}", None) from None
-            raise
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused(f"{_kind(st)}, not {what}", st)
-            why = _foreign(st)
-            if why is not None:
-                raise Refused(f"{what} {why}", st)
-            if st.st_size > limit:
-                raise Refused(f"{st.st_size} bytes, over the {limit} {holder} may have", st)
-            data = _read_fd(fd, limit)
-            if len(data) > limit:
-                raise Refused(f"over the {limit} bytes {holder} may have", st)
-            return data, st
-        finally:
-            os.close(fd)
+        opened relative to the directory held open, without following a link nor blocking (the package's bounded
+        reader, ``cudnn_py/bounded_read.py``); :class:`Refused` else (``holder``: kept for the callers' messages)."""
+        return bounded_read.read_regular(name, limit, what, dir_fd=self.fd if where is None else where,
+                                         refuse=_foreign)
 
     def write(self, name: str, data: bytes, where: int | None = None) -> None:
         """Write ``data`` to ``name`` through a temp file renamed into place (a reader sees the old file or the new
@@ -217,7 +198,7 @@ class Home:
             else:
                 if not is_ours(there):
                     why = _foreign(there) if stat.S_ISREG(there.st_mode) else _kind(there)
-                    raise Refused(f"{name} is {why}: not replaced", there)
+                    raise _refused(f"{name} is {why}: not replaced", name, there)
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
             done = True
         finally:
@@ -241,7 +222,7 @@ class Home:
             return False
         if not is_ours(st):
             why = _foreign(st) if stat.S_ISREG(st.st_mode) else _kind(st)
-            raise Refused(f"{why}: not cudnn_py's to delete", st)
+            raise _refused(f"{why}: not cudnn_py's to delete", name, st)
         if expected is not None and (st.st_ino, st.st_dev) != (expected.st_ino, expected.st_dev):
             return False  # replaced meanwhile by a writer: the new file is not the one found bad
         try:
@@ -266,6 +247,11 @@ class Home:
         finally:
             os.close(fd)
         return out
+
+
+def _refused(reason: str, name: str, st: os.stat_result) -> Refused:
+    """A file of the store left in place: not this user's regular file to replace or delete."""
+    return Refused(errno.EPERM, reason, name, st)
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
@@ -361,7 +347,7 @@ def _marker_key(fd: int, path: str, create: bool) -> bytes | None:
             why = f"readable by others (mode {stat.S_IMODE(st.st_mode):04o}): its key is no longer a secret"
         if why is not None:
             raise NotOurs(f"{where} is {why}")
-        text = _read_fd(mfd, MARKER_LIMIT).decode("utf-8", "replace")
+        text = _read_fd(mfd, MARKER_LIMIT).decode("utf-8", "replace")  # (opened, fstat-ed and checked above)
     finally:
         os.close(mfd)
     found = _MARKER_KEY.search(text)

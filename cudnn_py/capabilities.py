@@ -108,9 +108,10 @@ def gpu_execution(facts: dict[str, Any] | None = None) -> Capability:
     if missing.startswith("unknown"):
         return Capability(None, "cannot tell: cuda-bindings is not installed (it comes with the [cu12] / [cu13] "
                                 "extra)")
+    from .backend import driver_standin
     from .backend.loader import driver_library_missing
 
-    if driver_library_missing():
+    if driver_library_missing() or driver_standin.loaded() is not None:  # (the stand-in is no driver)
         return Capability(False, "no NVIDIA driver here (libcuda.so.1 does not load), so no GPU")
     inner = missing[len("none ("):-1] if missing.startswith("none (") and missing.endswith(")") else missing
     return Capability(False, f"no GPU: {inner}")
@@ -165,7 +166,12 @@ def deviceless_validation() -> Capability:
     except Exception as e:
         return Capability(False, f"a matmul's validation failed: {type(e).__name__}: {str(e).splitlines()[0]}")
     driver = _driver_library()
-    where = f"libcuda.so.1 from {driver}" if driver else "libcuda.so.1"
+    from .backend import driver_standin
+
+    if driver is not None and driver == driver_standin.loaded():
+        where = "cudnn_py's deviceless libcuda.so.1 stand-in: no driver needed"
+    else:
+        where = f"libcuda.so.1 from {driver}" if driver else "libcuda.so.1"
     return Capability(True, f"a matmul validated against cuDNN {lib.version_string} ({where})")
 
 

@@ -113,6 +113,12 @@ _OS_OPEN_ALLOWED = {
     "cudnn_py/backend/trace.py",  # the tracer's append-only, O_NOFOLLOW | O_NONBLOCK output file
     "cudnn_py/tools/trace_replay.py",  # the replay's progress file, written (O_NOFOLLOW | O_NONBLOCK, checked)
     "cudnn_py/__main__.py",  # /dev/null over a closed stdout
+    "cudnn_py/capabilities.py",  # /dev/null over fd 2 while a trial validation runs
+    "cudnn_py/backend/driver_standin.py",  # the stand-in written O_EXCL | O_NOFOLLOW into a fresh 0700 directory
+    # the cache store: its directories held open (O_DIRECTORY), temp files created O_EXCL | O_NOFOLLOW, and the
+    # marker opened O_NOFOLLOW | O_NONBLOCK and fstat-checked before a bounded read; entries and verdicts are read
+    # through the reader (dir_fd=, refuse=)
+    "cudnn_py/cache_trust.py",
 }
 
 
