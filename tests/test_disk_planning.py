@@ -19,6 +19,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.backend import trace, versions
+from cudnn_py.errors import NoCudaDeviceError
 from cudnn_py.plans import disk_cache, disk_planning, heuristics, plan_cache
 from cudnn_py.plans import session as session_mod
 from cudnn_py.plans.engine_config import EngineConfig
@@ -303,6 +304,19 @@ def test_switched_off_nothing_is_read_or_written(gpu, monkeypatch):
     assert gpu.entry_files() == [] and not gpu.dir.exists()
     assert g.session.disk.lines == ["not used: off (CUDNN_PY_CACHE=off)"]
     assert "not used: off (CUDNN_PY_CACHE=off)" in g.explain()
+
+
+def test_no_device_visible_for_the_key_builds_without_the_disk_cache(gpu, monkeypatch):
+    """The key's device facts raise the project's device error (a NotImplementedError too, as in 1.32): the build
+    goes on without the disk cache and says why."""
+    def no_device(device):
+        raise NoCudaDeviceError("cudnn_py: no CUDA device visible")
+
+    monkeypatch.setattr(disk_planning, "device_facts", no_device)
+    g = gpu.build()
+    assert gpu.built == ["eng3_k24=2"] and gpu.entry_files() == []
+    assert g.session.disk.lines == ["not used: the device's compute capability / SM count: cudnn_py: no CUDA device "
+                                    "visible"]
 
 
 def test_an_unwritable_directory_builds_normally_with_one_warning(gpu, monkeypatch, tmp_path, caplog):
