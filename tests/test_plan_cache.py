@@ -99,7 +99,8 @@ def test_a_repr_does_not_change_the_descriptor_references():
     assert op.fingerprint() == before
 
 
-def test_a_descriptor_cuDNN_filled_in_has_none():
+def test_a_descriptor_marked_filled_in_has_no_fingerprint():
+    """The mark get() copies and JSON-loaded descriptors carry (set by hand here) leaves the graph uncacheable."""
     t = tensor(1)
     t._filled = True  # as get() copies and JSON-loaded descriptors are marked
     assert add(t, tensor(2), tensor(3)).fingerprint() is None
