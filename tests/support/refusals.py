@@ -1,6 +1,6 @@
 """How a GPU test reports a graph that was refused: as a skip or an xfail carrying the refusal's words and the
 running cuDNN (and GPU), never as a pass. A test whose feature cuDNN (or cudnn_py's gate for it) turned down on
-this machine checked nothing of the feature; the report must say so. tests/test_gpu_refusal_reports.py scans the
+this machine checked nothing of the feature; the report must say so. tests/test_refusal_reports.py scans the
 GPU test modules for the old pattern (a refusal caught and the test returning).
 
 * :func:`skip_refused`: the feature is not for this machine by design (a GPU generation, a cuDNN version the
