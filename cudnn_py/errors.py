@@ -161,6 +161,11 @@ class CudaUnavailableError(CudnnPyError, RuntimeError):
     """No usable CUDA driver or device: handles, plans and execution need a GPU."""
 
 
+class NoCudaDeviceError(CudaUnavailableError, NotImplementedError):
+    """No CUDA device is visible (no cuda.bindings, no driver, or ``cuInit`` failed) where a device's facts are read:
+    a :class:`CudaUnavailableError`, and a NotImplementedError as 1.32's ``DeviceInfo`` raises in this case."""
+
+
 class CudaDriverError(CudnnPyError, RuntimeError):
     """A CUDA driver call failed (its CUresult in the message)."""
 

@@ -10,6 +10,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
+from tests.support.refusals import expect_refusal, xfail_refused
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -224,9 +225,8 @@ REFUSED_BACKWARD = {"dropout-mask": "sdpa-backward-dropout-mask"}
 @pytest.mark.parametrize("case", list(CASES))
 def test_composite_forward_options(case):
     if case in REFUSED:
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"erratum {REFUSED[case]}"):
-            run_sdpa("fp16", AI.COMPOSITE, **CASES[case])
-        return
+        expect_refusal(lambda: run_sdpa("fp16", AI.COMPOSITE, **CASES[case]), f"erratum {REFUSED[case]}",
+                       f"composite sdpa {case} (erratum)", report=xfail_refused)
     o, stats, inputs, ref = run_sdpa("fp16", AI.COMPOSITE, **CASES[case])
     check("fp16", o, stats, inputs, ref)
 
@@ -358,9 +358,8 @@ BACKWARD_CASES = {
 @pytest.mark.parametrize("case", list(BACKWARD_CASES))
 def test_backward_options(case):
     if case in REFUSED_BACKWARD:
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"erratum {REFUSED_BACKWARD[case]}"):
-            run_sdpa_backward("fp16", **BACKWARD_CASES[case])
-        return
+        expect_refusal(lambda: run_sdpa_backward("fp16", **BACKWARD_CASES[case]), f"erratum {REFUSED_BACKWARD[case]}",
+                       f"sdpa backward {case} (erratum)", report=xfail_refused)
     run_sdpa_backward("fp16", **BACKWARD_CASES[case])
 
 
@@ -549,8 +548,7 @@ def test_score_mod_softcap_forward_and_backward(dtype):
 def test_unfuse_fma_runs_on_the_unified_op_or_is_refused_with_the_version():
     """unfuse_fma is the unified op's (cuDNN >= 9.22): computed and checked there, refused clearly below."""
     if versions.runtime_version() < 92200:
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"unfuse_fma needs cuDNN >= 9\.22"):
-            run_sdpa("bf16", AI.AUTO, unfuse_fma=True)
-        return
+        expect_refusal(lambda: run_sdpa("bf16", AI.AUTO, unfuse_fma=True), r"unfuse_fma needs cuDNN >= 9\.22",
+                       "sdpa unfuse_fma (needs cuDNN 9.22)")
     o, stats, inputs, ref = run_sdpa("bf16", AI.UNIFIED, unfuse_fma=True)
     check("bf16", o, stats, inputs, ref)

@@ -4,7 +4,8 @@ the tile" and zero as "mask it"; every test also scores cuDNN's output against t
 errors in its assertion message and in its ``OUTCOME:`` line (run with ``-s`` or ``-rA``), so a disagreement says
 which reading the GPU followed. Rows whose tiles are all masked are defined as in cudnn_py's reference (O = 0,
 Stats = -inf, no NaN). Outputs are NaN-poisoned; fresh random inputs; s_q / s_kv not multiples of 128; fp16 and
-bf16. (Written without a GPU; first run on the device by the lead.)"""
+bf16. Where cuDNN (or the erratum table) refuses the graph on this GPU, the test asserts the refusal is the expected
+one and is reported skipped or xfailed with its words (tests/support/refusals.py), never passed."""
 from __future__ import annotations
 
 import math
@@ -14,6 +15,7 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
 from cudnn_py.plans.device_gates import compute_capability
+from tests.support.refusals import expect_refusal, xfail_refused
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -161,80 +163,58 @@ def check(dtype, o, stats, inputs, ref, label):
 
 
 def _run_or_no_engine(dtype, **kw):
-    """run(), or None where cuDNN has no block-mask engine for this GPU: on the H200 (SM 9.0) cuDNN 9.19's unified
-    engines turn the pattern down and the Blackwell one is the only other. That refusal must be cuDNN's own
-    (a cudnnGraphNotSupportedError with its reasons), and is accepted below compute capability 10.0 only."""
+    """run(); where cuDNN has no block-mask engine for this GPU (on the H200, SM 9.0, cuDNN 9.19's unified engines
+    turn the pattern down and the Blackwell one is the only other) the test is reported xfailed with cuDNN's
+    reasons. That refusal must be cuDNN's own (a cudnnGraphNotSupportedError with its reasons), and is accepted
+    below compute capability 10.0 only."""
     try:
         return run(dtype, **kw)
     except cudnn.cudnnGraphNotSupportedError as e:
         cc = compute_capability(torch.cuda.current_device())
         if cc >= 100 or "No valid engine configs" not in str(e):
             raise
-        outcome(f"no engine on compute capability {cc / 10:.1f}, cuDNN {cudnn.backend_version()}: refused with "
-                f"cuDNN's reasons: {str(e)[:300]}")
-        return None
+        xfail_refused("sdpa with a block mask (no engine for it here)", e)
 
 
 def _expect_refusal_or_skip(padding=False):
     """cuDNN too old for the block mask (or its padding), or the SM10x erratum: the graph must be refused
-    clearly. Returns True when the test is done."""
+    clearly, and the test is reported skipped (the version) or xfailed (the erratum) with the refusal."""
     if not _block_mask_available():
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"block_mask= needs the unified SDPA_FWD op"):
-            run("fp16")
-        outcome(f"refused as expected on cuDNN {cudnn.backend_version()} (the block mask needs 9.14)")
-        return True
+        expect_refusal(lambda: run("fp16"), r"block_mask= needs the unified SDPA_FWD op",
+                       "sdpa with a block mask (needs cuDNN 9.14)")
     if padding and versions.runtime_version() < 91500:
-        pytest.skip("the unified padding mask needs cuDNN >= 9.15")
+        pytest.skip(f"the unified padding mask needs cuDNN >= 9.15; this is {versions.runtime_version()}")
     if _sm10x_erratum():
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"erratum {ERRATUM}"):
-            run("fp16", padding=padding)
-        outcome(f"refused by erratum {ERRATUM} as expected (SM10x, cuDNN {cudnn.backend_version()})")
-        return True
-    return False
+        expect_refusal(lambda: run("fp16", padding=padding), f"erratum {ERRATUM}",
+                       f"sdpa with a block mask (erratum {ERRATUM})", report=xfail_refused)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_block_mask_forward_with_stats(dtype, d):
-    if _expect_refusal_or_skip():
-        return
-    got = _run_or_no_engine(dtype, d=d)
-    if got is None:
-        return
-    o, stats, inputs, ref = got
+    _expect_refusal_or_skip()
+    o, stats, inputs, ref = _run_or_no_engine(dtype, d=d)
     check(dtype, o, stats, inputs, ref, f"{dtype} d={d}")
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_block_mask_inference(dtype):
-    if _expect_refusal_or_skip():
-        return
-    got = _run_or_no_engine(dtype, generate_stats=False, s_q=257, s_kv=129)
-    if got is None:
-        return
-    o, stats, inputs, ref = got
+    _expect_refusal_or_skip()
+    o, stats, inputs, ref = _run_or_no_engine(dtype, generate_stats=False, s_q=257, s_kv=129)
     assert stats is None
     check(dtype, o, None, inputs, ref, f"{dtype} inference s_q=257 s_kv=129")
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_block_mask_with_padding(dtype):
-    if _expect_refusal_or_skip(padding=True):
-        return
-    got = _run_or_no_engine(dtype, padding=True, s_q=300, s_kv=333)
-    if got is None:
-        return
-    o, stats, inputs, ref = got
+    _expect_refusal_or_skip(padding=True)
+    o, stats, inputs, ref = _run_or_no_engine(dtype, padding=True, s_q=300, s_kv=333)
     check(dtype, o, stats, inputs, ref, f"{dtype} padding")
 
 
 def test_block_mask_gqa_explicit_unified():
-    if _expect_refusal_or_skip():
-        return
-    got = _run_or_no_engine("fp16", impl=AI.UNIFIED, h_q=8, h_k=2, s_q=130, s_kv=390)
-    if got is None:
-        return
-    o, stats, inputs, ref = got
+    _expect_refusal_or_skip()
+    o, stats, inputs, ref = _run_or_no_engine("fp16", impl=AI.UNIFIED, h_q=8, h_k=2, s_q=130, s_kv=390)
     check("fp16", o, stats, inputs, ref, "fp16 gqa 8/2 UNIFIED")
 
 

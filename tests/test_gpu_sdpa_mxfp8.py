@@ -5,9 +5,9 @@ GQA with 2 kv heads), s 128, d 128 and 64, causal and not; every output NaN-pois
 
 MXFP8 attention is Blackwell-only (compute capability major 10, cuDNN >= 9.21): anywhere else every test asserts
 the clear refusal instead - a cudnnGraphNotSupportedError saying MXFP8 attention is Blackwell-only (from
-validate() when the cuDNN is older than 9.21, from build() otherwise). Each test prints one ``OUTCOME:`` line
-(run with ``-s`` or ``-rA``). (Written without a GPU; the refusal path is what an H200 runs; the Blackwell path has
-never run.)
+validate() when the cuDNN is older than 9.21, from build() otherwise) - and is reported skipped with it
+(tests/support/refusals.py). A test that computed prints one ``OUTCOME:`` line (run with ``-s`` or ``-rA``).
+(Written without a GPU; the refusal path is what an H200 runs; the Blackwell path has never run.)
 
 Tolerances (relative Frobenius error against the float64 definition, which takes the MX operands exactly):
 * O: ``O_TOL = 0.1``. The graph types the softmax output as E4M3 (bmm2's A in Q's type, as the backend wants it)
@@ -31,6 +31,7 @@ from cudnn_py.backend import versions
 from cudnn_py.engines.reference import ReferenceEngine
 from cudnn_py.families.quantize.reference import tile_positions
 from cudnn_py.plans.device_gates import compute_capability
+from tests.support.refusals import expect_refusal
 from tests.test_gpu_sdpa import poisoned  # (that module skips itself without torch, and so this one)
 
 pytestmark = pytest.mark.gpu
@@ -57,12 +58,9 @@ def outcome(text: str) -> None:
     print(f"\nOUTCOME: {text}")
 
 
-def expect_refusal(build) -> None:
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"(?s)MXFP8 attention.*Blackwell-only.*compute "
-                       r"capability 10\.x") as e:
-        build()
-    outcome(f"refused as expected on compute capability {cc() / 10:.1f}, cuDNN {versions.runtime_version()}: "
-            f"{e.value}")
+def expect_blackwell_refusal(build, what: str) -> None:
+    """Not on Blackwell with cuDNN >= 9.21: refused clearly (validate or build), the test reported skipped."""
+    expect_refusal(build, r"(?s)MXFP8 attention.*Blackwell-only.*compute capability 10\.x", f"{what} (Blackwell only)")
 
 
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
@@ -155,8 +153,7 @@ def test_sdpa_mxfp8_forward(d, causal, h_k):
     attn_scale = 1 / math.sqrt(d)
     g, ts, ds, outs = forward_graph(D.BFLOAT16, mx, attn_scale, causal)
     if not runs_here():  # validate (cuDNN < 9.21) or build (not SM10x): the refusal must come from one of them
-        expect_refusal(lambda: (g.validate(), g.build(HEUR)))
-        return
+        expect_blackwell_refusal(lambda: (g.validate(), g.build(HEUR)), "sdpa_mxfp8")
     g.validate()
     g.build(HEUR)
     o, stats, amax = outs
@@ -239,8 +236,7 @@ def test_sdpa_mxfp8_backward(d, causal, h_k):
     mx, f16 = backward_data(d, h_k, attn_scale, causal)
     g, ts, ds, extra, grads = backward_graph(D.BFLOAT16, mx, f16, attn_scale, causal)
     if not runs_here():
-        expect_refusal(lambda: (g.validate(), g.build(HEUR)))
-        return
+        expect_blackwell_refusal(lambda: (g.validate(), g.build(HEUR)), "sdpa_mxfp8_backward")
     g.validate()
     g.build(HEUR)
     bufs = {t: poisoned(t, torch.bfloat16 if i < 3 else torch.float32) for i, t in enumerate(grads)}

@@ -260,9 +260,10 @@ class _FakePlan:
     workspace = 0
 
 
-def test_planning_hands_the_device_properties_and_the_kernel_cache_to_cudnn(monkeypatch):
+def test_planning_hands_the_device_properties_and_the_kernel_cache_to_the_stood_in_calls(monkeypatch):
     """Deviceless planning: no handle is asked for, heuristics and explicit engines get the DEVICEPROP descriptor,
-    every plan the kernel cache (the backend calls themselves need a GPU: tests/test_gpu_kernel_cache.py)."""
+    every plan the kernel cache (the calls are stand-ins recording their arguments; the backend calls themselves
+    need a GPU: tests/test_gpu_kernel_cache.py)."""
     dp, kc = fake_device_properties(), cudnn.create_kernel_cache()
     seen: dict = {}
 

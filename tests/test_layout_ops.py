@@ -9,7 +9,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.backend import versions
-from cudnn_py.engines.reference import ReferenceEngine
+from cudnn_py.engines.reference import REFERENCES, ReferenceEngine
 from cudnn_py.errors import FeatureVersionError, NotImplementedOptionError
 from cudnn_py.plans import execute as execute_mod
 from cudnn_py.plans import execute_defaults
@@ -327,8 +327,11 @@ def test_rope_checks_its_shapes_and_the_reference_refuses():
     g.rope(g.tensor([1, 1, 2, 4], name="x"), g.tensor([2, 1, 1, 4], name="freqs"), name="r").set_output(True)
     g.validate_ir()
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"rope is not computed by the reference engine.*"
-                                                                r"\(node 'r'\)"):
+                                                                r"Run rope graphs on cuDNN's engines.*\(node 'r'\)"):
         ReferenceEngine().check_support(g)
+    run = REFERENCES["rope"][0]  # a plan built around the check refuses the same way, never NotImplementedError
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"rope is not computed.*Run rope graphs on cuDNN's"):
+        run(g.nodes[0], lambda t: None)
 
 
 def test_view_outputs_take_their_inputs_type_and_a_lone_slice_before_9_22_is_refused(monkeypatch):

@@ -99,7 +99,8 @@ def test_a_repr_does_not_change_the_descriptor_references():
     assert op.fingerprint() == before
 
 
-def test_a_descriptor_cuDNN_filled_in_has_none():
+def test_a_descriptor_marked_filled_in_has_no_fingerprint():
+    """The mark get() copies and JSON-loaded descriptors carry (set by hand here) leaves the graph uncacheable."""
     t = tensor(1)
     t._filled = True  # as get() copies and JSON-loaded descriptors are marked
     assert add(t, tensor(2), tensor(3)).fingerprint() is None
@@ -154,6 +155,22 @@ def test_keys():
     assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), _Config(6, [(24, 27)]), None, 0, 1)
     assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), cfg, 66, 0, 1)  # SM count target
     assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), cfg, None, 0, 2)  # handle
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("h",), cfg, None, 0, 1)  # fingerprint
+    # the engine: the same knob choices on another engine are another plan
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), _Config(7, [(24, 26)]), None, 0, 1)
+    assert plan_cache.key(("g",), cfg, None, 0, 1) != plan_cache.key(("g",), cfg, None, 1, 1)  # the device
+
+
+@pytest.mark.parametrize("config, device", [(_Config(7, [(24, 26)]), 0), (_Config(6, [(24, 26)]), 1)],
+                         ids=["other-engine", "other-device"])
+def test_an_entry_is_not_looked_up_for_another_engine_or_device(one_entry, monkeypatch, config, device):
+    """The plan of engine 6 on device 0 is not rebuilt for engine 7 (same knobs), nor on device 1 (same handle
+    value): the key misses, and no JSON is rebuilt."""
+    monkeypatch.setattr(plan_cache.ExecutionPlan, "from_json", staticmethod(
+        lambda text, handle, checked: pytest.fail("an entry of another engine or device was rebuilt")))
+    other = plan_cache.key(("graph",), config, None, device, 1234)
+    assert other != one_entry and plan_cache.rebuild(other, config, 1234) is None
+    assert one_entry in plan_cache._cache  # (the entry itself stays)
 
 
 @pytest.mark.parametrize("scratch", [{"5": 0}, {"1": 64}, ["5"], {"x": 8}])

@@ -5,8 +5,10 @@ manager, the ``jit`` and ``graph_cache`` decorators; ``datatypes``; ``NodeType``
 tests/test_gpu_python_layer.py."""
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 import cudnn_py as cudnn
+from cudnn_py import errors
 from cudnn_py.backend import device as device_mod
 from cudnn_py.backend import live
 
@@ -77,12 +80,14 @@ def test_classes_have_the_official_signatures_and_attributes():
         assert _leading_match(params, _signature(getattr(cudnn.datatypes, name))), name
 
 
-def test_the_vendored_reference_is_the_shared_one():
-    shared = next((p / "compat" for p in (ROOT / "shared", ROOT.parent / "shared") if (p / "compat").is_dir()), None)
-    if shared is None:
-        pytest.skip("no shared/compat beside this checkout")
-    assert (shared / "reference_surface.json").read_text() == \
-        (ROOT / "tests" / "data" / "compat" / "reference_surface.json").read_text()
+def test_the_vendored_compat_files_are_the_recorded_copies():
+    """tests/data/compat is vendored (its README says from where): each file is the copy whose digest the README
+    records, so a local edit cannot pass for the reference."""
+    compat = ROOT / "tests" / "data" / "compat"
+    recorded = dict(re.findall(r"^\| (\S+) \| ([0-9a-f]{64}) \|$", (compat / "README.md").read_text(), re.M))
+    assert set(recorded) == {"reference_surface.json", "api_parity.py", "api_surface.py"}
+    for name, digest in recorded.items():
+        assert hashlib.sha256((compat / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_import_imports_no_framework():
@@ -341,8 +346,10 @@ def test_device_info_reads_each_fact_once(fake_gpus):
 
 def test_device_info_without_a_driver(monkeypatch):
     monkeypatch.setattr(device_mod, "_driver", lambda: None)
-    with pytest.raises(NotImplementedError, match="no CUDA device visible"):
+    with pytest.raises(errors.NoCudaDeviceError, match="no CUDA device visible") as info:
         _ = cudnn.DeviceInfo(0).compute_capability
+    # the project's device error, and the NotImplementedError 1.32's DeviceInfo raises here
+    assert isinstance(info.value, errors.CudaUnavailableError) and isinstance(info.value, NotImplementedError)
 
 
 def test_a_wrapped_handle_is_accepted_and_knows_its_device(fake_gpus):

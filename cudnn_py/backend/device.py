@@ -3,14 +3,14 @@ driver through cuda.bindings on first access and kept on the instance; one insta
 (:func:`device_info`), so two handles on one GPU share its facts.
 
 Creating one queries nothing: an ordinal that does not exist, or a machine without a driver, fails on the first
-fact read (``ValueError`` / ``NotImplementedError``, as in 1.32).
+fact read (``ValueError`` / :class:`~cudnn_py.errors.NoCudaDeviceError`, a NotImplementedError as in 1.32).
 """
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from ..errors import CudaDriverError, InvalidValueError
+from ..errors import CudaDriverError, InvalidValueError, NoCudaDeviceError
 
 # CUdevice_attribute ordinals (cuda.h); named here so a cuda-bindings too old to name one still asks for it
 _ATTR = {
@@ -51,7 +51,7 @@ class DeviceInfo:
     def _device(self) -> tuple[Any, Any]:
         drv = _driver()
         if drv is None:
-            raise NotImplementedError("cudnn_py: no CUDA device visible")
+            raise NoCudaDeviceError("cudnn_py: no CUDA device visible")
         count = int(_checked(drv.cuDeviceGetCount()))
         if not 0 <= self.ordinal < count:
             raise InvalidValueError(f"cudnn_py: cuda:{self.ordinal} does not exist ({count} device(s) visible)")

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._generated.names import attr, desc
 from ..backend import Descriptor, versions
-from ..errors import CudnnError, InvalidValueError
+from ..errors import CudnnError, InvalidValueError, not_supported
 from .registry import LOWERINGS
 from .tensors import TensorTable
 
@@ -59,7 +59,9 @@ def lower_program(program: Any, alignments: dict[int, int] | None = None, handle
     for node in program.nodes:
         fn = LOWERINGS.get(node.op)
         if fn is None:
-            raise NotImplementedError(f"{node.op} node {node.name!r}: no backend lowering for this op kind")
+            # the official module's GRAPH_NOT_SUPPORTED at validate(): cuDNN has no operation for it
+            raise not_supported(node.op, node.name, "no backend lowering for this op kind (cuDNN has no operation "
+                                                    "for it; a python engine such as ReferenceEngine may run it)")
         check_gates(node)
         try:
             ops = fn(node, table)

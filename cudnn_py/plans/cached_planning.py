@@ -107,7 +107,7 @@ def disk_lookup(s: CachingSession, heuristics_key: Any, modes: list[str]) -> Non
         key = disk_planning.make_key(fingerprint, versions.runtime_version(), s.device, modes, s.options.sm_count)
     except disk_planning.NotPortable as e:
         return disk_planning.not_used(use, str(e))
-    except (CudnnPyError, NotImplementedError, OSError) as e:  # the device's facts
+    except (CudnnPyError, OSError) as e:  # the device's facts
         return disk_planning.not_used(use, f"the device's compute capability / SM count: {e}")
     disk_planning.lookup(use, key, heuristics_key, modes)
     return None

@@ -8,9 +8,12 @@ from typing import Any
 import numpy as np
 
 from ...engines.reference.registry import Read, reference
+from ...errors import cudnnGraphNotSupportedError
 
 _UNPINNED = ("{op} is not computed by the reference engine: which slots cuDNN's ROPE op rotates together "
-             "(interleaved pairs or the two halves) is not documented")
+             "(interleaved pairs or the two halves) is not documented. Run {op} graphs on cuDNN's engines (a "
+             "pygraph without ReferenceEngine in its backends, on a GPU whose cuDNN has the ROPE operation), or "
+             "apply the rotation in your own code before the graph")
 
 
 def _refuse(op: str):
@@ -18,7 +21,8 @@ def _refuse(op: str):
         return _UNPINNED.format(op=op)
 
     def run(node: Any, read: Read) -> np.ndarray:
-        raise NotImplementedError(_UNPINNED.format(op=op))
+        # reached only by a plan built around check_support(): refused as routing would have
+        raise cudnnGraphNotSupportedError(f"reference engine: {_UNPINNED.format(op=op)} (node {node.name!r})")
     return check, run
 
 
