@@ -419,7 +419,7 @@ def test_a_hostile_entry_is_dropped_with_a_reason_and_the_graph_built_normally(s
     assert any(line.startswith("dropped") and WHY[how] in line for line in lines), lines  # explain() shows it
     if how == "a-directory":  # not a file of this user's cudnn_py: never deleted nor replaced (issue #37)
         assert lines[-1] == "not stored (see the log)" and path.is_dir(), lines
-        assert [p for p, _ in disk_cache.DiskCache(gpu.dir).verify()] == [str(path)]
+        assert [p for p, _ in disk_cache.DiskCache(stand_in.dir).verify()] == [str(path)]
         return
     assert lines[-1].startswith("stored"), lines
     assert disk_cache.DiskCache(stand_in.dir).verify() == []  # stored afresh, and good
