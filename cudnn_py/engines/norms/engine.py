@@ -31,6 +31,9 @@ class NormForwardEngine(RuntimeEngine):
     name = "norm_forward"
     version = source.VERSION
 
+    def claims(self, graph: Any) -> bool:
+        return any(n.op == "norm_forward" for n in graph.nodes)
+
     def check_graph(self, graph: Any) -> NormProblem:
         return match(graph)
 

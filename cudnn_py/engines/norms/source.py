@@ -66,6 +66,8 @@ struct Params {
 
 #define THREADS (TPR * RPC)
 #define WARPS_PER_ROW (TPR > 32 ? TPR / 32 : 1)
+// at most 128 registers a thread (64 spilled at 512 threads; more would cost occupancy)
+#define MIN_BLOCKS (THREADS >= 512 ? 1 : 512 / THREADS)
 
 __device__ __forceinline__ float row_sum(float v, float* buf, int tid) {
 #pragma unroll
@@ -116,7 +118,7 @@ __device__ __forceinline__ void finish(const Params& p, long long off, int col, 
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) norm_fwd(const Params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) norm_fwd(const Params p) {
   __shared__ float red[2][RPC][WARPS_PER_ROW];
   const int tid = threadIdx.x % TPR, sub = threadIdx.x / TPR;
   const int n = p.n;

@@ -26,6 +26,7 @@ from .match import NormProblem
 
 ELEMS_CHOICES = (16, 8, 32)  # the knob's values; the first is the default
 MAX_ELEMS = 32  # row elements per thread held in registers
+MAX_SCALAR_ITERS = 16  # the same for the scalar path (24 single accesses spilled on sm_100a)
 CTA_THREADS = 256  # the CTA size of narrow rows
 MAX_TPR = 512  # threads per row at most: 1024-thread CTAs cap registers at 64 a thread, and spilled
 
@@ -69,7 +70,7 @@ def choose(n: int, vec: int, elems: int = ELEMS_CHOICES[0]) -> Variant:
     per_thread = max(1, elems // vec)
     tpr = min(MAX_TPR, _pow2_at_least(-(-chunks // per_thread)))
     iters = -(-chunks // tpr)
-    looped = iters * vec > MAX_ELEMS
+    looped = iters * vec > (MAX_ELEMS if vec > 1 else MAX_SCALAR_ITERS)
     if looped:
         iters = 1
     rpc = max(1, CTA_THREADS // tpr)

@@ -35,6 +35,11 @@ class RuntimeEngine(BaseEngine):
     def check_graph(self, graph: Any) -> Any:
         """What the engine would run for ``graph``, or cudnnGraphNotSupportedError saying why not."""
 
+    def claims(self, graph: Any) -> bool:
+        """A cheap first look (node kinds only): False when the engine certainly cannot run ``graph``. Without
+        ``heur_mode.OPENSOURCE`` only claimed graphs are checked, so others never probe NVRTC or the device."""
+        return True
+
     def toolchain(self) -> nvrtc.Toolchain | str:
         return self._toolchain if self._toolchain is not None else nvrtc.toolchain()
 
