@@ -165,7 +165,9 @@ def test_shapes_of_the_benchmark():
 
 # ---- compiling: every variant, three architectures, no spill ------------------------------------------------------
 def _problem(ctype, size, n, full):
-    o = (lambda u: Operand(u, ctype, size, 16))
+    def o(u):
+        return Operand(u, ctype, size, 16)
+
     w = Operand(3, "float", 4, 16)
     return NormProblem(False, True, n, 64, o(1), w, o(2) if full else None, o(5) if full else None,
                        w if full else None, o(6), o(8) if full else None, 10, 11, 4)

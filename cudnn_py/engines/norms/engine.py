@@ -19,11 +19,12 @@ from ..runtime.engine import RuntimeEngine, RuntimePlan
 from . import source, variants
 from .match import NormProblem, match
 
+_POINTERS = ("x", "r", "s", "w", "b", "y", "z", "mean", "rstd", "eps_ptr")
+
 
 class _Params(ctypes.Structure):  # source.SOURCE's Params, field for field
-    _fields_ = [(name, ctypes.c_void_p) for name in ("x", "r", "s", "w", "b", "y", "z", "mean", "rstd", "eps_ptr")] + [
-        ("eps", ctypes.c_float), ("beta", ctypes.c_float), ("inv_n", ctypes.c_float), ("n", ctypes.c_int),
-        ("rows", ctypes.c_longlong)]
+    _fields_ = [*((name, ctypes.c_void_p) for name in _POINTERS), ("eps", ctypes.c_float), ("beta", ctypes.c_float),
+                ("inv_n", ctypes.c_float), ("n", ctypes.c_int), ("rows", ctypes.c_longlong)]
 
 
 class NormForwardEngine(RuntimeEngine):

@@ -29,7 +29,7 @@ from . import nvrtc
 from .store import STORE, CubinStore
 
 _P, _U, _I = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
-_PROTOTYPES = {
+_PROTOTYPES: dict[str, list[Any]] = {
     "cuModuleLoadData": [ctypes.POINTER(_P), _P],
     "cuModuleGetFunction": [ctypes.POINTER(_P), _P, ctypes.c_char_p],
     "cuModuleUnload": [_P],
@@ -138,14 +138,13 @@ class LoadedModule:
         lib = _driver()
         self.context = context.current()
         mod = _P()
-        self._image = ctypes.create_string_buffer(cubin, len(cubin))
-        _ok(lib.cuModuleLoadData(ctypes.byref(mod), ctypes.cast(self._image, _P)), "cuModuleLoadData")
+        image = ctypes.create_string_buffer(cubin, len(cubin))
+        _ok(lib.cuModuleLoadData(ctypes.byref(mod), ctypes.cast(image, _P)), "cuModuleLoadData")
         self.handle = int(mod.value or 0)
         self._finalizer = weakref.finalize(self, _unload, lib, self.handle)
         fn = _P()
         _ok(lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), f"cuModuleGetFunction({name})")
         self.function = int(fn.value or 0)
-        self._image = None
 
     def occupancy(self, threads: int) -> int:
         """CTAs of ``threads`` threads resident per multiprocessor."""
