@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import cudnnGraphNotSupportedError
+from ...errors import CudnnPyError, InvalidValueError, cudnnGraphNotSupportedError
 
 MIN_VERSION = (12, 0)  # sm_90a cubins; sm_100a needs 12.8 (checked per architecture by `supports`)
 _ARCH_MIN = {100: (12, 8), 101: (12, 8), 103: (12, 9), 120: (12, 8), 121: (12, 9)}
@@ -48,10 +48,14 @@ def _nvrtc() -> Any:
     return nvrtc
 
 
+class CompileError(CudnnPyError, RuntimeError):
+    """NVRTC refused a source, or one of its calls failed."""
+
+
 def _check(result: Any, what: str) -> Any:
     err, *rest = result
     if int(err) != 0:
-        raise RuntimeError(f"{what} failed: {err!r}")
+        raise CompileError(f"{what} failed: {err!r}")
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
@@ -92,10 +96,6 @@ def arch_flag(cc: int) -> str:
     return f"sm_{cc}a" if cc in (90, 100, 101, 103, 120, 121) else f"sm_{cc}"
 
 
-class CompileError(RuntimeError):
-    pass
-
-
 def compile_cubin(source: str, name: str, options: tuple[str, ...], cc: int) -> tuple[bytes, str]:
     """Compile ``source`` for compute capability ``cc``: (cubin, the compiler's log with ptxas' report)."""
     nvrtc = _nvrtc()
@@ -133,5 +133,5 @@ def resources(log: str) -> Resources:
     """Registers, stack frame and spills from ptxas' ``-v`` report (of the one kernel compiled)."""
     used, stack = _USED.search(log), _STACK.search(log)
     if used is None or stack is None:
-        raise ValueError(f"no ptxas resource report in the compiler log:\n{log}")
+        raise InvalidValueError(f"no ptxas resource report in the compiler log:\n{log}")
     return Resources(int(used.group(1)), int(stack.group(1)), int(stack.group(2)), int(stack.group(3)))
