@@ -35,9 +35,14 @@ def build(rows, n, io, rms, phase, bias, residual=False, silu=False, y_out=False
     W = g.tensor(name="W", dim=[1, n, 1, 1], stride=[n, 1, n, n], data_type=wdt)
     B = g.tensor(name="B", dim=[1, n, 1, 1], stride=[n, 1, n, n], data_type=wdt) if bias else None
     E = g.tensor(name="eps", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=DT.FLOAT, is_pass_by_value=True)
-    for t in (X, R, W, B):
+    size = {DT.HALF: 2, DT.BFLOAT16: 2, DT.FLOAT: 4}
+
+    def align(t):  # "unaligned": promise only the element's own alignment (cuDNN refuses less)
         if t is not None and alignment:
-            t.set_alignment(alignment)
+            t.set_alignment(max(alignment, size[t.get_data_type()]))
+
+    for t in (X, R, W, B):
+        align(t)
     h = g.add(X, R) if residual else X
     if residual:
         h.set_output(True).set_data_type(io)
@@ -50,11 +55,8 @@ def build(rows, n, io, rms, phase, bias, residual=False, silu=False, y_out=False
         y.set_output(True).set_data_type(io)
     for t in stats:
         t.set_output(True)
-    for t in (y, z) + tuple(stats):
-        if t is not None and alignment:
-            t.set_alignment(alignment)
-    if residual and alignment:
-        h.set_alignment(alignment)
+    for t in (y, z, h if residual else None, *stats):
+        align(t)
     return g, dict(X=X, R=R, W=W, B=B, E=E, S=h if residual else None, Y=y if (z is None or y_out) else None, Z=z,
                    stats=stats)
 
