@@ -39,7 +39,7 @@ def build(rows, n, io, rms, phase, bias, residual=False, silu=False, y_out=False
 
     def align(t):  # "unaligned": promise only the element's own alignment (cuDNN refuses less)
         if t is not None and alignment:
-            t.set_alignment(max(alignment, size[t.get_data_type()]))
+            t.set_alignment(max(alignment, size.get(t.get_data_type(), 4)))  # (statistics: fp32, set later)
 
     for t in (X, R, W, B):
         align(t)
