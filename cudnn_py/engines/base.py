@@ -35,6 +35,26 @@ class PlanConfig:
 BACKEND_PLAN = PlanConfig(BACKEND_HEURISTIC_ENGINE_ID, "cudnn")
 
 
+@dataclass(frozen=True)
+class EngineIdentity:
+    """What a python plan *is*, stably across processes: its engine id (from the fixed blocks of
+    ``engine_ids.py``), the engine's version (for a runtime-compiled engine a hash of its kernel source, so it
+    changes whenever the kernel does) and the public knobs of its config. ``explain()``, the logs and (later) the
+    plan caches and serialization key on it; two plans of one identity compute the same thing the same way."""
+
+    engine_id: int
+    name: str
+    version: str = ""
+    knobs: tuple[tuple[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine_id": self.engine_id, "name": self.name, "version": self.version, "knobs": dict(self.knobs)}
+
+    def __str__(self) -> str:
+        knobs = ",".join(f"{k}={v}" for k, v in self.knobs)
+        return f"{self.name}#{self.engine_id}@{self.version or '-'}" + (f"[{knobs}]" if knobs else "")
+
+
 class ExecutionContext:
     """What a plan may need from the caller at build or execute time.
 
@@ -71,6 +91,7 @@ class CompiledPlan(abc.ABC):
     name: str = ""
     workspace_size: int = 0
     behavior_notes: Sequence[Any] = ()
+    identity: EngineIdentity | None = None  # set by engines with a stable identity (runtime-compiled ones)
 
     @abc.abstractmethod
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
@@ -85,6 +106,11 @@ class BaseEngine(abc.ABC):
 
     engine_id: int = -1
     name: str = ""
+    version: str = ""  # bumped whenever what the engine computes or how changes (see EngineIdentity)
+
+    def identity(self, config: PlanConfig) -> EngineIdentity:
+        return EngineIdentity(self.engine_id, self.name or type(self).__name__, self.version,
+                              tuple(sorted(config.knobs.items())))
 
     @abc.abstractmethod
     def check_support(self, graph: Any) -> None:

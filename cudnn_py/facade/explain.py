@@ -43,6 +43,13 @@ def report(g: Any) -> dict:
     except Exception as e:
         doc["error"] = f"validate: {type(e).__name__}: {e}"
     doc["ir"] = g.inspect()  # after validation: with the inferred dims and types
+    engines = [dict(e) for e in getattr(g, "_engine_report", [])]
+    for i, plan in getattr(g, "_compiled", {}).items():  # built python plans: their identity and layout
+        describe = getattr(plan, "describe", None)
+        if describe is not None:
+            engines.append({"engine": plan.name, "built_plan": i, **describe()})
+    if engines:
+        doc["python_engines"] = engines
     session = g._session
     known: list = []  # the errata of the loaded cuDNN
     try:
@@ -181,6 +188,15 @@ def text(doc: dict) -> str:
         out.append(f"STOPPED: {doc['error']}")
     if "phase" in doc:
         out.append(f"phase: {doc['phase']}")
+    if doc.get("python_engines"):
+        out.append("cudnn_py engines (runtime-compiled):")
+        for e in doc["python_engines"]:
+            if "built_plan" in e:
+                out.append(f"  plan {e['built_plan']}: {e['engine']} {e.get('identity')}, {e.get('rows')} rows of "
+                           f"{e.get('n')}, fusions {e.get('fusions')}, grid {e.get('grid')} x {e.get('threads')}")
+            else:
+                state = f"declined: {e['declined']}" if "declined" in e else f"plans {', '.join(e['plans'])}"
+                out.append(f"  {e['engine']} (id {e['engine_id']}, version {e['version']}): {state}")
     if doc.get("not_checked_by_validate"):
         out.append("not checked by validate() (later phases run these):")
         out += [f"  - {line}" for line in doc["not_checked_by_validate"]]

@@ -123,6 +123,7 @@ class pygraph(Graph, BuilderMethods):
         self._plan_index = 0
         self._heuristics: list[Any] = list(DEFAULT_HEURISTICS)
         self._compiled: dict[int, CompiledPlan] = {}  # routed plan index -> built python plan
+        self._engine_report: list[dict[str, Any]] = []  # cudnn_py's engines at planning: accepted or why not
         # the cuDNN side
         self._session: PlanningSession | None = None
         self.on_change(self._drop_session)
@@ -317,9 +318,16 @@ class pygraph(Graph, BuilderMethods):
                                "use select_plan() to switch plans or build a new graph")
         if not self._is_validated:
             self.validate()
-        self._heuristics = heuristic_list(heuristics)
+        from ..engines import builtin  # cudnn_py's runtime-compiled engines and heur_mode.OPENSOURCE
+
+        modes = heuristic_list(heuristics)
+        placed = builtin.place(self, modes, taken={e.engine_id for e in self._engines})
+        self._heuristics = placed.cudnn_modes
+        self._engine_report = placed.report
         plans = route(self._router or default_router, self, self._engines)
         self._check_routed(plans)
+        plans = builtin.combine(plans, placed)
+        self._engines.extend(placed.engines)  # (not register_backend: the cuDNN session stays)
         self._freeze()
         self._plans, self._plan_index = plans, 0
         if self.selected_engine is None:

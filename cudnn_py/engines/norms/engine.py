@@ -1,0 +1,124 @@
+"""The norm forward engine: layernorm / rmsnorm forward (+ residual add, + SiLU) compiled at run time by NVRTC.
+
+``check_support`` is pure (``match.py`` on the graph, then the toolchain and the device's architecture);
+``plan_configs`` offers one config per value of the ``elems`` knob (``variants.py``), the default first;
+``build_plan`` compiles (or finds in the cubin store) the one variant the problem needs and loads it;
+``NormPlan.execute`` launches it once on the caller's stream.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from ... import interop
+from ...errors import InvalidValueError
+from ..base import CompiledPlan, ExecutionContext, PlanConfig
+from ..engine_ids import NORM_FORWARD_ENGINE_ID
+from ..runtime import modules
+from ..runtime.engine import RuntimeEngine, RuntimePlan
+from . import source, variants
+from .match import NormProblem, match
+
+_POINTERS = ("x", "r", "s", "w", "b", "y", "z", "mean", "rstd", "eps_ptr")
+
+
+class _Params(ctypes.Structure):  # source.SOURCE's Params, field for field
+    _fields_ = [*((name, ctypes.c_void_p) for name in _POINTERS), ("eps", ctypes.c_float), ("beta", ctypes.c_float),
+                ("inv_n", ctypes.c_float), ("n", ctypes.c_int), ("rows", ctypes.c_longlong)]
+
+
+class NormForwardEngine(RuntimeEngine):
+    engine_id = NORM_FORWARD_ENGINE_ID
+    name = "norm_forward"
+    version = source.VERSION
+
+    def claims(self, graph: Any) -> bool:
+        return any(n.op == "norm_forward" for n in graph.nodes)
+
+    def check_graph(self, graph: Any) -> NormProblem:
+        return match(graph)
+
+    def plan_configs(self, graph: Any) -> list[PlanConfig]:
+        return [PlanConfig(self.engine_id, f"{self.name}[elems={e}]", {"elems": e}) for e in variants.ELEMS_CHOICES]
+
+    def variant(self, problem: NormProblem, config: PlanConfig) -> variants.Variant:
+        elems = int(config.knobs.get("elems", variants.ELEMS_CHOICES[0]))
+        if elems not in variants.ELEMS_CHOICES:
+            raise InvalidValueError(f"{self.name}: knob elems={elems} (one of {variants.ELEMS_CHOICES})")
+        return variants.choose(problem.n, variants.vector_width(problem), elems)
+
+    def build_plan(self, graph: Any, config: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        problem = match(graph)
+        target = self.check_target()
+        v = self.variant(problem, config)
+        c = modules.compiled(source.SOURCE, "norm_fwd.cu", variants.options(problem, v), target.cc)
+        m = modules.module(c, source.KERNEL_NAME)
+        groups = -(-problem.rows // v.rpc)
+        grid = max(1, min(groups, target.sms * m.occupancy(v.threads)))
+        return NormPlan(self.identity(config), m, problem, v, grid)
+
+
+class NormPlan(RuntimePlan):
+    def __init__(self, identity: Any, module: Any, problem: NormProblem, variant: variants.Variant,
+                 grid: int) -> None:
+        super().__init__(identity, module)
+        self.problem, self.variant, self.grid = problem, variant, grid
+        self.name = f"{identity.name}[{variant.label()}]"
+        self._params = _Params()  # filled per execute; the launch copies it (cuLaunchKernel reads it at the call)
+        self._params.inv_n = 1.0 / problem.n
+        self._params.n = problem.n
+        self._params.rows = problem.rows
+        self._params.beta = problem.beta
+        if problem.eps_value is not None:
+            self._params.eps = problem.eps_value
+        self._align = {o.uid: min(16, variant.vec * o.size) for o in problem.operands()}
+
+    def describe(self) -> dict[str, Any]:
+        p, v = self.problem, self.variant
+        return {"identity": self.identity.as_dict() if self.identity else None, "variant": v.label(),
+                "rows": p.rows, "n": p.n, "fusions": p.fusions, "grid": self.grid, "threads": v.threads}
+
+    def _ptr(self, buffers: dict[int, Any], uid: int) -> int:
+        data = buffers.get(uid)
+        if data is None:
+            raise InvalidValueError(f"{self.name}: no buffer for tensor uid {uid}")
+        ptr = interop.data_ptr(data)
+        align = self._align.get(uid, 4)
+        if ptr % align:
+            raise InvalidValueError(f"{self.name}: the buffer of tensor uid {uid} (0x{ptr:x}) is not aligned to "
+                                    f"{align} bytes, as its tensor's alignment promised; declare a smaller "
+                                    "alignment on the tensor for the scalar path")
+        return ptr
+
+    def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
+        p, prm = self.problem, self._params
+        x_data = buffers.get(p.x.uid)
+        info = interop.operand_info(x_data) if x_data is not None else None
+        if info is not None and info.on_host:
+            raise InvalidValueError(f"{self.name}: operands must be in device memory")
+        for field, op in (("x", p.x), ("r", p.r), ("s", p.s), ("w", p.w), ("b", p.b), ("y", p.y), ("z", p.z)):
+            setattr(prm, field, self._ptr(buffers, op.uid) if op is not None else None)
+        prm.mean = self._ptr(buffers, p.mean) if p.mean is not None else None
+        prm.rstd = self._ptr(buffers, p.rstd) if p.rstd is not None else None
+        if p.eps_on_device:
+            prm.eps_ptr = self._ptr(buffers, p.eps_uid)
+        else:
+            prm.eps_ptr = None
+            if p.eps_value is None:
+                prm.eps = _host_scalar(buffers.get(p.eps_uid), self.name)
+        stream = ctx.stream
+        if stream is None:
+            placement = interop.placement_of(x_data, info) if info is not None else None
+            stream = placement.current_stream() if placement is not None else 0
+        modules.launch(self.module, self.grid, self.variant.threads, interop.stream_ptr(stream), prm)
+
+
+def _host_scalar(data: Any, who: str) -> float:
+    if data is None:
+        raise InvalidValueError(f"{who}: no value for the pass-by-value EPSILON")
+    if isinstance(data, (int, float)):
+        return float(data)
+    try:
+        return float(data.reshape(-1)[0])  # numpy, torch CPU tensors
+    except Exception as e:
+        raise InvalidValueError(f"{who}: EPSILON must be a host scalar, got {type(data).__name__}") from e
