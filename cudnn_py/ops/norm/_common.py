@@ -30,7 +30,9 @@ def define(schema: str, cuda: Callable, fake: Callable) -> str:
     """Define ``schema`` in the namespace with its CUDA kernel and fake (meta) implementation; returns the op's
     qualified name."""
     name = schema.split("(", 1)[0]
-    LIBRARY.define(schema)
+    # the kernels take the contiguous operands they are given (inductor must not pass other strides)
+    tag = getattr(torch.Tag, "needs_exact_strides", None) or getattr(torch.Tag, "needs_fixed_stride_order", None)
+    LIBRARY.define(schema, tags=(tag,) if tag is not None else ())
     LIBRARY.impl(name, cuda, "CUDA")
     qualified = f"{NAMESPACE}::{name}"
     _register_fake(qualified, fake)
