@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ...enums import data_type, heur_mode
+from ...errors import InvalidTypeError, InvalidValueError
 from ...facade import pygraph
 
 # The operators' namespace: torch.ops.cudnn_py.<op>. Not the official module's "cudnn": it defines
@@ -51,42 +52,42 @@ TORCH_DTYPE_TO_CUDNN = {
 def require_cuda(name: str, **tensors: torch.Tensor) -> None:
     others = {n: str(t.device) for n, t in tensors.items() if not t.is_cuda}
     if others:
-        raise ValueError(f"{name}: all tensors must be CUDA tensors; got {others}")
+        raise InvalidValueError(f"{name}: all tensors must be CUDA tensors; got {others}")
 
 
 def require_same_device(name: str, reference: torch.Tensor, **tensors: torch.Tensor) -> None:
     others = {n: str(t.device) for n, t in tensors.items() if t.device != reference.device}
     if others:
-        raise ValueError(f"{name}: all tensors must be on {reference.device}; got {others}")
+        raise InvalidValueError(f"{name}: all tensors must be on {reference.device}; got {others}")
 
 
 def require_dtype(name: str, tensor: torch.Tensor, expected: torch.dtype) -> None:
     if tensor.dtype != expected:
-        raise TypeError(f"{name}: expected dtype {expected}, got {tensor.dtype}")
+        raise InvalidTypeError(f"{name}: expected dtype {expected}, got {tensor.dtype}")
 
 
 def require_canonical_4d(name: str, tensor: torch.Tensor, rows: int, hidden_size: int) -> None:
     """``tensor`` is (rows, hidden_size, 1, 1) and contiguous: the layout the operators' graphs are built for."""
     expected = (rows, hidden_size, 1, 1)
     if tuple(tensor.shape) != expected:
-        raise ValueError(f"{name}: expected shape {expected}, got {tuple(tensor.shape)}")
+        raise InvalidValueError(f"{name}: expected shape {expected}, got {tuple(tensor.shape)}")
     if not tensor.is_contiguous():
-        raise ValueError(f"{name}: expected a contiguous tensor")
+        raise InvalidValueError(f"{name}: expected a contiguous tensor")
 
 
 def require_stats(name: str, tensor: torch.Tensor, rows: int) -> None:
     """A saved statistic (mean, inv_var): contiguous FLOAT (rows, 1, 1, 1)."""
     if tuple(tensor.shape) != (rows, 1, 1, 1) or not tensor.is_contiguous():
-        raise ValueError(f"{name}: expected contiguous shape {(rows, 1, 1, 1)}, got {tuple(tensor.shape)}")
+        raise InvalidValueError(f"{name}: expected contiguous shape {(rows, 1, 1, 1)}, got {tuple(tensor.shape)}")
     require_dtype(name, tensor, torch.float32)
 
 
 def require_rows(op: str, x: torch.Tensor) -> tuple[int, int]:
     """(rows, hidden_size) of an operator's x, (rows, hidden_size, 1, 1) of a supported dtype."""
     if x.dtype not in TORCH_DTYPE_TO_CUDNN:
-        raise TypeError(f"{op}: unsupported input dtype {x.dtype}")
+        raise InvalidTypeError(f"{op}: unsupported input dtype {x.dtype}")
     if x.ndim != 4 or tuple(x.shape[2:]) != (1, 1):
-        raise ValueError(f"{op}: expected x with shape (rows, hidden_size, 1, 1), got {tuple(x.shape)}")
+        raise InvalidValueError(f"{op}: expected x with shape (rows, hidden_size, 1, 1), got {tuple(x.shape)}")
     rows, hidden_size = int(x.shape[0]), int(x.shape[1])
     require_canonical_4d("x", x, rows, hidden_size)
     return rows, hidden_size
@@ -95,17 +96,17 @@ def require_rows(op: str, x: torch.Tensor) -> tuple[int, int]:
 def require_public_input(input: torch.Tensor) -> None:
     """The public functions' first checks of ``input``."""
     if input.ndim == 0:
-        raise ValueError("input must have at least one dimension")
+        raise InvalidValueError("input must have at least one dimension")
     if not input.is_cuda:
-        raise ValueError(f"input must be a CUDA tensor, got {input.device}")
+        raise InvalidValueError(f"input must be a CUDA tensor, got {input.device}")
     if input.dtype not in TORCH_DTYPE_TO_CUDNN:
-        raise TypeError(f"unsupported input dtype: {input.dtype}")
+        raise InvalidTypeError(f"unsupported input dtype: {input.dtype}")
 
 
 def rows_of(input: torch.Tensor, hidden_size: int) -> int:
     rows = input.numel() // hidden_size
     if rows == 0:
-        raise ValueError("input must contain at least one normalization row")
+        raise InvalidValueError("input must contain at least one normalization row")
     return rows
 
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ...enums import data_type, norm_forward_phase
+from ...errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from ._common import (
     NAMESPACE,
     aligned,
@@ -226,13 +227,13 @@ def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: t
     bias of input's dtype or, for fp16 / bf16 input, fp32; each optional). Differentiable in all three."""
     normalized_shape = tuple(normalized_shape)
     if len(normalized_shape) != 1:
-        raise NotImplementedError(f"only a one-dimensional normalized_shape is supported, got {normalized_shape}")
+        raise NotImplementedOptionError(f"only a one-dimensional normalized_shape is supported, got {normalized_shape}")
     require_public_input(input)
     hidden_size = normalized_shape[0]
     if hidden_size <= 0:
-        raise ValueError(f"normalized_shape must contain a positive dimension, got {normalized_shape}")
+        raise InvalidValueError(f"normalized_shape must contain a positive dimension, got {normalized_shape}")
     if input.shape[-1] != hidden_size:
-        raise ValueError(f"input's final dimension must be {hidden_size}, got {input.shape[-1]}")
+        raise InvalidValueError(f"input's final dimension must be {hidden_size}, got {input.shape[-1]}")
     allowed = {input.dtype}
     if input.dtype in (torch.float16, torch.bfloat16):
         allowed.add(torch.float32)
@@ -240,11 +241,11 @@ def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: t
         if p is None:
             continue
         if tuple(p.shape) != normalized_shape or p.device != input.device:
-            raise ValueError(f"{name} must match normalized_shape and be on the input device")
+            raise InvalidValueError(f"{name} must match normalized_shape and be on the input device")
         if p.dtype not in allowed:
-            raise TypeError(f"{name} dtype must be one of {allowed}, got {p.dtype}")
+            raise InvalidTypeError(f"{name} dtype must be one of {allowed}, got {p.dtype}")
     if weight is not None and bias is not None and weight.dtype != bias.dtype:
-        raise TypeError(f"weight and bias must have the same dtype, got {weight.dtype} and {bias.dtype}")
+        raise InvalidTypeError(f"weight and bias must have the same dtype, got {weight.dtype} and {bias.dtype}")
     rows = rows_of(input, hidden_size)
     x = input.reshape(rows, hidden_size, 1, 1).contiguous()
     scale = _parameter(weight, hidden_size, input.device, 1.0)

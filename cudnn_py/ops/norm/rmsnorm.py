@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ...enums import data_type, norm_forward_phase
+from ...errors import InvalidValueError
 from ._common import (
     NAMESPACE,
     aligned,
@@ -225,13 +226,13 @@ def rms_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     require_public_input(input)
     hidden_size = input.shape[-1]
     if hidden_size <= 0:
-        raise ValueError(f"input's final dimension must be positive, got {hidden_size}")
+        raise InvalidValueError(f"input's final dimension must be positive, got {hidden_size}")
     if tuple(weight.shape) != (hidden_size,):
-        raise ValueError(f"weight must have shape ({hidden_size},), got {tuple(weight.shape)}")
+        raise InvalidValueError(f"weight must have shape ({hidden_size},), got {tuple(weight.shape)}")
     if weight.device != input.device or weight.dtype != input.dtype:
-        raise ValueError("weight must have the same device and dtype as input")
+        raise InvalidValueError("weight must have the same device and dtype as input")
     if bias is not None and (bias.shape != weight.shape or bias.device != input.device or bias.dtype != input.dtype):
-        raise ValueError("bias must have the same shape, device, and dtype as weight")
+        raise InvalidValueError("bias must have the same shape, device, and dtype as weight")
     rows = rows_of(input, hidden_size)
     x = input.reshape(rows, hidden_size, 1, 1).contiguous()
     scale = weight.reshape(1, hidden_size, 1, 1).contiguous()
