@@ -371,3 +371,23 @@ def test_graph_cache_is_a_bounded_lru_building_once(torch):
     for t in threads:
         t.join()
     assert built.count("d") == 1 and len(c) == 2
+
+
+def test_a_refused_inference_graph_gives_way_to_the_training_graph(torch, monkeypatch, caplog):
+    import logging
+
+    from cudnn_py.errors import cudnnGraphNotSupportedError
+    from cudnn_py.ops.norm import _common, rmsnorm
+
+    def planned(built, device):
+        if built.inv_var is None:
+            raise cudnnGraphNotSupportedError("no engine for the INFERENCE phase")
+        return built
+
+    monkeypatch.setattr(_common, "planned", planned)
+    make = lambda training: rmsnorm.forward_graph(8, 64, torch.bfloat16, 1e-5, False, training)  # noqa: E731
+    with caplog.at_level(logging.INFO, logger="cudnn_py.ops"):
+        f = _common.planned_forward(make, False, "cuda")
+    assert f.inv_var is not None  # the training graph: the caller allocates its statistics and drops them
+    assert "the inference graph was refused (cudnnGraphNotSupportedError: no engine" in caplog.text
+    assert _common.planned_forward(make, True, "cuda").inv_var is not None

@@ -6,6 +6,7 @@ Importing this module imports torch (only :mod:`cudnn_py.ops.norm`'s lazy names 
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from ...enums import data_type, heur_mode
-from ...errors import InvalidTypeError, InvalidValueError
+from ...errors import CudnnPyError, InvalidTypeError, InvalidValueError
 from ...facade import pygraph
 
 # The operators' namespace: torch.ops.cudnn_py.<op>. Not the official module's "cudnn": it defines
@@ -22,6 +23,7 @@ from ...facade import pygraph
 # namespace would make importing both packages in one process fail (or, FRAGMENT or not, shadow one package's
 # kernels with the other's). FRAGMENT: the norm modules (and later operators) each add their ops to it.
 NAMESPACE = "cudnn_py"
+logger = logging.getLogger("cudnn_py.ops")
 LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")
 
 _register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract  # torch < 2.4
@@ -204,6 +206,20 @@ def output(t: Any, dims: tuple, dtype: Any) -> None:
         acc *= max(int(d), 1)
     t.set_output(True).set_dim(list(dims)).set_stride(strides[::-1]) \
         .set_data_type(TORCH_DTYPE_TO_CUDNN.get(dtype, dtype))
+
+
+def planned_forward(make: Callable[[bool], Any], training: bool, device: torch.device) -> Any:
+    """The planned forward graph ``make(training)``. An INFERENCE graph that cuDNN refuses gives way to the
+    TRAINING graph (whose statistics the caller then allocates and drops), said once at INFO on the
+    ``cudnn_py.ops`` logger."""
+    if training:
+        return planned(make(True), device)
+    try:
+        return planned(make(False), device)
+    except (CudnnPyError, RuntimeError) as exc:
+        logger.info("cudnn_py.ops: the inference graph was refused (%s: %s); the training graph serves instead",
+                    type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+        return planned(make(True), device)
 
 
 def planned(built: Any, device: torch.device) -> Any:

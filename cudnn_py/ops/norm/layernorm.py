@@ -33,6 +33,7 @@ from ._common import (
     operand,
     output,
     planned,
+    planned_forward,
     require_canonical_4d,
     require_cuda,
     require_dtype,
@@ -132,11 +133,12 @@ def _forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: floa
              op: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     rows, hidden = validate_forward(x, scale, bias, op)
     key = (x.shape, x.dtype, x.device, float(eps))
-    f = cache(op).get(key, lambda: planned(forward_graph(rows, hidden, x.dtype, eps, training), x.device))
+    f = cache(op).get(key, lambda: planned_forward(lambda t: forward_graph(rows, hidden, x.dtype, eps, t), training,
+                                                   x.device))
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     feeds = {f.x: aligned(x), f.scale: aligned(scale), f.bias: aligned(bias), f.y: y}
     mean = inv_var = None
-    if training:
+    if f.mean is not None:  # (also an inference call served by the training graph)
         mean = feeds[f.mean] = torch.empty((rows, 1, 1, 1), dtype=torch.float32, device=x.device)
         inv_var = feeds[f.inv_var] = torch.empty_like(mean)
     execute(f.graph, feeds)

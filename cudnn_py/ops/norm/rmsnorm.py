@@ -32,6 +32,7 @@ from ._common import (
     operand,
     output,
     planned,
+    planned_forward,
     require_canonical_4d,
     require_cuda,
     require_dtype,
@@ -129,14 +130,14 @@ def _forward(x: torch.Tensor, scale: torch.Tensor, eps: float, bias: torch.Tenso
              op: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     rows, hidden = validate_forward(x, scale, bias, op)
     key = (x.shape, x.dtype, x.device, float(eps), bias is not None)
-    f = cache(op).get(key, lambda: planned(forward_graph(rows, hidden, x.dtype, eps, bias is not None, training),
-                                           x.device))
+    f = cache(op).get(key, lambda: planned_forward(
+        lambda t: forward_graph(rows, hidden, x.dtype, eps, bias is not None, t), training, x.device))
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     feeds = {f.x: aligned(x), f.scale: aligned(scale), f.y: y}
     if bias is not None:
         feeds[f.bias] = aligned(bias)
     inv_var = None
-    if training:
+    if f.inv_var is not None:  # (also an inference call served by the training graph)
         inv_var = feeds[f.inv_var] = torch.empty((rows, 1, 1, 1), dtype=torch.float32, device=x.device)
     execute(f.graph, feeds)
     return y, inv_var
