@@ -1,9 +1,25 @@
-"""``cudnn.ops``: the public namespace of the official module's torch-facing operators (``cudnn.ops.norm`` and
-its kin), for code written for the official ``cudnn`` module.
+"""``cudnn.ops``: the public namespace of the official module's torch-facing operators, for code written for the
+official ``cudnn`` module, built over cudnn_py's graphs.
 
-It holds no operator yet: each is added here as it is built over cudnn_py's graphs. The internal op families (a
-spec, lowering and float64 reference per family) are ``cudnn_py.families``, not this namespace.
+* ``cudnn.ops.norm.rms_norm`` and ``cudnn.ops.norm.layer_norm``: RMSNorm and LayerNorm over the last axis as torch
+  custom operators (``torch.ops.cudnn_py.*``), with autograd and fake implementations for ``torch.compile``
+  (docs/torch.md).
+
+Public names resolve on first attribute access, so importing ``cudnn_py.ops`` needs no torch. The internal op
+families (a spec, lowering and float64 reference per family) are ``cudnn_py.families``, not this namespace.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._lazy import lazy_getattr
+
+_LAZY_EXPORTS: dict[str, tuple[str, str | None]] = {
+    "norm": ("cudnn_py.ops.norm", None),
+}
+
+__all__ = list(_LAZY_EXPORTS)
+
+__getattr__ = lazy_getattr(globals(), _LAZY_EXPORTS)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

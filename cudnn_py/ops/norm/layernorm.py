@@ -1,0 +1,262 @@
+"""LayerNorm over the last axis as torch custom operators on cudnn_py's ``layernorm`` / ``layernorm_backward``
+graphs.
+
+The public function is :func:`layer_norm` (``cudnn.ops.norm.layer_norm``). Underneath, three operators of the
+``cudnn_py`` namespace (``torch.ops.cudnn_py.*``), each with a CUDA kernel and a fake implementation:
+
+* ``layernorm(x, scale, bias, eps) -> (y, mean, inv_var)``: the TRAINING forward, saving the mean and the inverse
+  standard deviation (FLOAT (rows, 1, 1, 1)); its autograd runs ``layernorm_bwd``;
+* ``layernorm_bwd(dy, x, scale, mean, inv_var) -> (dx, dscale, dbias)`` (dscale, dbias FLOAT);
+* ``layernorm_inference(x, scale, bias, eps) -> y``: the INFERENCE forward (no statistics), used where autograd
+  records nothing (no operand requires grad, or grad mode is off).
+
+x is (rows, hidden_size, 1, 1) fp16 / bf16 / fp32, scale and bias (1, hidden_size, 1, 1) FLOAT, all contiguous.
+Graphs are cached per shape, dtype, device and eps (a bounded LRU), and run on torch's current stream.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from ...enums import data_type, norm_forward_phase
+from ...errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
+from ._common import (
+    NAMESPACE,
+    aligned,
+    cache,
+    define,
+    epsilon,
+    execute,
+    needs_grad,
+    new_graph,
+    operand,
+    output,
+    planned,
+    planned_forward,
+    require_canonical_4d,
+    require_cuda,
+    require_dtype,
+    require_public_input,
+    require_rows,
+    require_same_device,
+    require_stats,
+    rows_of,
+)
+
+_FWD, _BWD = f"{NAMESPACE}::layernorm", f"{NAMESPACE}::layernorm_bwd"
+_F = data_type.FLOAT
+
+
+# ---- the graphs -----------------------------------------------------------------------------------------------------
+class Forward(NamedTuple):
+    graph: Any
+    x: Any
+    scale: Any
+    bias: Any
+    y: Any
+    mean: Any  # None in INFERENCE
+    inv_var: Any  # None in INFERENCE
+
+
+class Backward(NamedTuple):
+    graph: Any
+    dy: Any
+    x: Any
+    scale: Any
+    mean: Any
+    inv_var: Any
+    dx: Any
+    dscale: Any
+    dbias: Any
+
+
+def forward_graph(rows: int, hidden: int, dtype: torch.dtype, eps: float, training: bool) -> Forward:
+    """The forward graph (not yet planned) and its tensors."""
+    g = new_graph(dtype)
+    x = operand(g, "X", (rows, hidden, 1, 1), dtype)
+    scale = operand(g, "scale", (1, hidden, 1, 1), _F)
+    bias = operand(g, "bias", (1, hidden, 1, 1), _F)
+    phase = norm_forward_phase.TRAINING if training else norm_forward_phase.INFERENCE
+    y, mean, inv_var = g.layernorm(norm_forward_phase=phase, input=x, scale=scale, bias=bias,
+                                   epsilon=epsilon(g, eps), name="layernorm")
+    output(y, (rows, hidden, 1, 1), dtype)
+    if not training:
+        return Forward(g, x, scale, bias, y, None, None)
+    output(mean, (rows, 1, 1, 1), _F)
+    output(inv_var, (rows, 1, 1, 1), _F)
+    return Forward(g, x, scale, bias, y, mean, inv_var)
+
+
+def backward_graph(rows: int, hidden: int, dtype: torch.dtype) -> Backward:
+    """The backward graph (not yet planned) and its tensors."""
+    g = new_graph(dtype)
+    dy = operand(g, "DY", (rows, hidden, 1, 1), dtype)
+    x = operand(g, "X", (rows, hidden, 1, 1), dtype)
+    scale = operand(g, "scale", (1, hidden, 1, 1), _F)
+    mean = operand(g, "mean", (rows, 1, 1, 1), _F)
+    inv_var = operand(g, "inv_var", (rows, 1, 1, 1), _F)
+    dx, dscale, dbias = g.layernorm_backward(grad=dy, input=x, scale=scale, mean=mean, inv_variance=inv_var,
+                                             name="layernorm_bwd")
+    output(dx, (rows, hidden, 1, 1), dtype)
+    output(dscale, (1, hidden, 1, 1), _F)
+    output(dbias, (1, hidden, 1, 1), _F)
+    return Backward(g, dy, x, scale, mean, inv_var, dx, dscale, dbias)
+
+
+# ---- the operand checks (before any GPU work) -----------------------------------------------------------------------
+def validate_forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, op: str = _FWD) -> tuple[int, int]:
+    require_cuda(op, x=x, scale=scale, bias=bias)
+    require_same_device(op, x, scale=scale, bias=bias)
+    rows, hidden = require_rows(op, x)
+    require_canonical_4d("scale", scale, 1, hidden)
+    require_canonical_4d("bias", bias, 1, hidden)
+    require_dtype("scale", scale, torch.float32)
+    require_dtype("bias", bias, torch.float32)
+    return rows, hidden
+
+
+def validate_backward(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
+                      inv_var: torch.Tensor) -> tuple[int, int]:
+    rows, hidden = validate_forward(x, scale, scale)
+    require_cuda(_BWD, dy=dy, x=x, scale=scale, mean=mean, inv_var=inv_var)
+    require_same_device(_BWD, x, dy=dy, scale=scale, mean=mean, inv_var=inv_var)
+    require_canonical_4d("dy", dy, rows, hidden)
+    require_dtype("dy", dy, x.dtype)
+    require_stats("mean", mean, rows)
+    require_stats("inv_var", inv_var, rows)
+    return rows, hidden
+
+
+# ---- the CUDA kernels ----------------------------------------------------------------------------------------------
+def _forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float, training: bool,
+             op: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    rows, hidden = validate_forward(x, scale, bias, op)
+    key = (x.shape, x.dtype, x.device, float(eps))
+    f = cache(op).get(key, lambda: planned_forward(lambda t: forward_graph(rows, hidden, x.dtype, eps, t), training,
+                                                   x.device))
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    feeds = {f.x: aligned(x), f.scale: aligned(scale), f.bias: aligned(bias), f.y: y}
+    mean = inv_var = None
+    if f.mean is not None:  # (also an inference call served by the training graph)
+        mean = feeds[f.mean] = torch.empty((rows, 1, 1, 1), dtype=torch.float32, device=x.device)
+        inv_var = feeds[f.inv_var] = torch.empty_like(mean)
+    execute(f.graph, feeds)
+    return y, mean, inv_var
+
+
+def _layernorm_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, mean, inv_var = _forward(x, scale, bias, eps, True, _FWD)
+    assert mean is not None and inv_var is not None
+    return y, mean, inv_var
+
+
+def _layernorm_inference_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    return _forward(x, scale, bias, eps, False, f"{NAMESPACE}::layernorm_inference")[0]
+
+
+def _layernorm_bwd_cuda(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
+                        inv_var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows, hidden = validate_backward(dy, x, scale, mean, inv_var)
+    key = (x.shape, x.dtype, x.device)
+    b = cache(_BWD).get(key, lambda: planned(backward_graph(rows, hidden, x.dtype), x.device))
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+    dscale = torch.empty((1, hidden, 1, 1), dtype=torch.float32, device=x.device)
+    dbias = torch.empty_like(dscale)
+    execute(b.graph, {b.dy: aligned(dy), b.x: aligned(x), b.scale: aligned(scale), b.mean: aligned(mean),
+                      b.inv_var: aligned(inv_var), b.dx: dx, b.dscale: dscale, b.dbias: dbias})
+    return dx, dscale, dbias
+
+
+# ---- the fake implementations (torch.compile, FakeTensorMode, meta) ------------------------------------------------
+def _layernorm_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    stats = (x.shape[0], 1, 1, 1)
+    return torch.empty_like(x), x.new_empty(stats, dtype=torch.float32), x.new_empty(stats, dtype=torch.float32)
+
+
+def _layernorm_inference_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _layernorm_bwd_fake(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
+                        inv_var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    params = (1, x.shape[1], 1, 1)
+    return torch.empty_like(x), x.new_empty(params, dtype=torch.float32), x.new_empty(params, dtype=torch.float32)
+
+
+define("layernorm(Tensor x, Tensor scale, Tensor bias, float eps) -> (Tensor, Tensor, Tensor)",
+       _layernorm_cuda, _layernorm_fake)
+define("layernorm_bwd(Tensor dy, Tensor x, Tensor scale, Tensor mean, Tensor inv_var) -> (Tensor, Tensor, Tensor)",
+       _layernorm_bwd_cuda, _layernorm_bwd_fake)
+define("layernorm_inference(Tensor x, Tensor scale, Tensor bias, float eps) -> Tensor",
+       _layernorm_inference_cuda, _layernorm_inference_fake)
+
+
+# ---- autograd -------------------------------------------------------------------------------------------------------
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, scale, _bias, _eps = inputs
+    _y, mean, inv_var = output
+    ctx.save_for_backward(x, scale, mean, inv_var)
+    ctx.set_materialize_grads(False)
+    ctx.mark_non_differentiable(mean, inv_var)
+
+
+def _backward(ctx: Any, dy: torch.Tensor | None, _d_mean: Any, _d_inv_var: Any) -> tuple:
+    if dy is None:  # y took no part in what is differentiated
+        return None, None, None, None
+    x, scale, mean, inv_var = ctx.saved_tensors
+    dx, dscale, dbias = torch.ops.cudnn_py.layernorm_bwd(dy.contiguous(), x, scale, mean, inv_var)
+    return dx, dscale, dbias, None
+
+
+torch.library.register_autograd(_FWD, _backward, setup_context=_setup_context)
+
+
+# ---- the public function --------------------------------------------------------------------------------------------
+def _parameter(p: torch.Tensor | None, hidden_size: int, device: torch.device, fill: float) -> torch.Tensor:
+    """weight or bias as the graphs' FLOAT (1, hidden_size, 1, 1) (``fill`` where None)."""
+    if p is None:
+        return torch.full((1, hidden_size, 1, 1), fill, dtype=torch.float32, device=device)
+    return p.float().reshape(1, hidden_size, 1, 1).contiguous()
+
+
+def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm of ``input`` over its last axis (``normalized_shape`` is that axis's size, one dimension),
+    ``(input - mean) / sqrt(var + eps) * weight + bias``, in cuDNN (fp16 / bf16 / fp32 CUDA tensors; weight and
+    bias of input's dtype or, for fp16 / bf16 input, fp32; each optional). Differentiable in all three."""
+    normalized_shape = tuple(normalized_shape)
+    if len(normalized_shape) != 1:
+        raise NotImplementedOptionError(f"only a one-dimensional normalized_shape is supported, got {normalized_shape}")
+    require_public_input(input)
+    hidden_size = normalized_shape[0]
+    if hidden_size <= 0:
+        raise InvalidValueError(f"normalized_shape must contain a positive dimension, got {normalized_shape}")
+    if input.shape[-1] != hidden_size:
+        raise InvalidValueError(f"input's final dimension must be {hidden_size}, got {input.shape[-1]}")
+    allowed = {input.dtype}
+    if input.dtype in (torch.float16, torch.bfloat16):
+        allowed.add(torch.float32)
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is None:
+            continue
+        if tuple(p.shape) != normalized_shape or p.device != input.device:
+            raise InvalidValueError(f"{name} must match normalized_shape and be on the input device")
+        if p.dtype not in allowed:
+            raise InvalidTypeError(f"{name} dtype must be one of {allowed}, got {p.dtype}")
+    if weight is not None and bias is not None and weight.dtype != bias.dtype:
+        raise InvalidTypeError(f"weight and bias must have the same dtype, got {weight.dtype} and {bias.dtype}")
+    rows = rows_of(input, hidden_size)
+    x = input.reshape(rows, hidden_size, 1, 1).contiguous()
+    scale = _parameter(weight, hidden_size, input.device, 1.0)
+    shift = _parameter(bias, hidden_size, input.device, 0.0)
+    if needs_grad(input, weight, bias):
+        y = torch.ops.cudnn_py.layernorm(x, scale, shift, eps)[0]
+    else:
+        y = torch.ops.cudnn_py.layernorm_inference(x, scale, shift, eps)
+    return y.reshape(input.shape)
+
+
+__all__ = ["layer_norm"]
