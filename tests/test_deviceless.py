@@ -232,6 +232,13 @@ def test_readme_path_in_a_fresh_venv_with_no_compiler(tmp_path):
                    check=True, env=_scrubbed_env(), timeout=120)
     purelib = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
     ours = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    # where this process takes cudnn_py from, when that is not an installed copy (a checkout on PYTHONPATH, as on
+    # the GPU machine): the venv sees the same package
+    import cudnn_py
+
+    here = str(Path(cudnn_py.__file__).resolve().parents[1])
+    if not any(here == str(Path(p).resolve()) for p in ours):
+        ours.append(here)
     # site.addsitedir, not a bare path: the .pth files there (an editable install's finder) are processed too
     (purelib / "here.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
     home = tmp_path / "home"

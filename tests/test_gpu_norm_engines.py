@@ -12,6 +12,7 @@ import pytest
 import cudnn_py as cudnn
 from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID
 from cudnn_py.engines.runtime import modules
+from cudnn_py.errors import NotSupportedError
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -150,7 +151,12 @@ def test_unaligned_pointers_take_the_scalar_path(n, io):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(residual=True), dict(silu=True, rms=True), dict(silu=True, rms=True, residual=True, y_out=True),
+    dict(residual=True), dict(silu=True, rms=True),
+    # cuDNN 9.19 refuses to finalize the operation graph of a norm whose output is both written and fed to a swish
+    # (GRAPH_PATTERN at validate(), which lowers to cuDNN first), so no engine of ours is asked yet; strict: a cuDNN
+    # that accepts the graph makes this an error to look at
+    pytest.param(dict(silu=True, rms=True, residual=True, y_out=True), marks=pytest.mark.xfail(
+        raises=NotSupportedError, strict=True, reason="cuDNN refuses the operation graph at validate()")),
     dict(silu=True, rms=False, residual=True),
 ])
 @pytest.mark.parametrize("io", [DT.BFLOAT16, DT.HALF])

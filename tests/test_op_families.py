@@ -115,5 +115,6 @@ def test_cudnn_ops_is_the_public_namespace_and_holds_no_internals():
     public = cudnn.ops
     assert public.__name__ == "cudnn_py.ops"
     assert not hasattr(public, "FAMILIES") and not hasattr(public, "load")
-    internals = {p.name for p in Path(public.__file__).parent.iterdir() if p.name != "__pycache__"}
-    assert not internals & set(families.FAMILIES), internals
+    here = Path(public.__file__).parent  # its modules and packages (a folder of stale bytecode is neither)
+    names = {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir() if (p / "__init__.py").exists()}
+    assert not names & set(families.FAMILIES), names
