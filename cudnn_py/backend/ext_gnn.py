@@ -21,7 +21,7 @@ GNN_DATA = ("CUDNN_DATA_FLOAT", "CUDNN_DATA_HALF", "CUDNN_DATA_BFLOAT16")
 INDEX_DATA = ("CUDNN_DATA_INT32", "CUDNN_DATA_INT64")
 
 
-class gnn_agg_op(enum.IntEnum):  # noqa: N801  (the official name)
+class gnn_agg_op(enum.IntEnum):
     """``cudnnGnnAggOp_t``."""
 
     SUM = 0
@@ -30,7 +30,7 @@ class gnn_agg_op(enum.IntEnum):  # noqa: N801  (the official name)
     MIN = 3
 
 
-class gnn_activation_op(enum.IntEnum):  # noqa: N801  (the official name)
+class gnn_activation_op(enum.IntEnum):
     """``cudnnGnnActivationOp_t``."""
 
     LINEAR = 0
