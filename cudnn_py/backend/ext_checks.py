@@ -77,7 +77,8 @@ def enum_value(fn: str, name: str, value: Any, enum: str) -> int:
     v = integer(fn, name, value)
     members = {val: n for n, val, _s, _d in ENUMS[enum]}
     if v not in members:
-        raise InvalidValueError(f"{fn}: {name} must be a {enum} value ({', '.join(f'{n}={val}' for val, n in members.items())}), got {v}")
+        listed = ", ".join(f"{n}={val}" for val, n in members.items())
+        raise InvalidValueError(f"{fn}: {name} must be a {enum} value ({listed}), got {v}")
     return v
 
 
