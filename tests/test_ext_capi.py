@@ -12,7 +12,7 @@ import pytest
 
 import cudnn_py as cudnn
 from cudnn_py._generated.functions import FUNCTIONS, STRUCTS
-from cudnn_py.backend import ext_checks, ext_gnn, ext_loader, ext_subquadratic
+from cudnn_py.backend import ext_checks, ext_loader, ext_subquadratic
 from cudnn_py.errors import BadParamError, FeatureVersionError, InvalidTypeError, InvalidValueError
 
 SUBQ = ("cudnnSubquadraticOpsVersionCheck", "cudnnCausalConv1dForward", "cudnnCausalConv1dBackward",

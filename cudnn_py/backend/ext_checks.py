@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._generated.enums import ENUMS
+from .._generated.names import DataType
 from ..errors import InvalidTypeError, InvalidValueError
 from .api import error_for
 from .ext_loader import function
@@ -17,7 +18,7 @@ from .ext_loader import function
 INT_MAX = 2**31 - 1
 ADDRESS_MAX = 2**64 - 1
 _DATA_TYPES = {value: name for name, value, _s, _d in ENUMS["cudnnDataType_t"]}
-FLOATING = ("CUDNN_DATA_FLOAT", "CUDNN_DATA_DOUBLE", "CUDNN_DATA_HALF", "CUDNN_DATA_BFLOAT16")
+FLOATING = (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16)
 
 
 def integer(fn: str, name: str, value: Any) -> int:

@@ -14,11 +14,12 @@ import ctypes
 import enum
 from typing import Any
 
+from .._generated.names import DataType
 from . import ext_checks as ck
 from .ext_loader import GnnCscGraph
 
-GNN_DATA = ("CUDNN_DATA_FLOAT", "CUDNN_DATA_HALF", "CUDNN_DATA_BFLOAT16")
-INDEX_DATA = ("CUDNN_DATA_INT32", "CUDNN_DATA_INT64")
+GNN_DATA = (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16)
+INDEX_DATA = (DataType.INT32, DataType.INT64)
 
 
 class gnn_agg_op(enum.IntEnum):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._generated.names import DataType
 from . import ext_checks as ck
 from .ext_loader import function
 
@@ -23,8 +24,8 @@ FFT_ALIGN = 16
 
 def _dwtype(fn: str, data_type: int, dw_data_type: Any) -> int:
     """dweight/dbias: DOUBLE for DOUBLE inputs, FLOAT otherwise (the header)."""
-    dw = ck.data_type(fn, "dw_data_type", dw_data_type, ("CUDNN_DATA_FLOAT", "CUDNN_DATA_DOUBLE"))
-    want = "CUDNN_DATA_DOUBLE" if ck.data_name(data_type) == "CUDNN_DATA_DOUBLE" else "CUDNN_DATA_FLOAT"
+    dw = ck.data_type(fn, "dw_data_type", dw_data_type, (DataType.FLOAT, DataType.DOUBLE))
+    want = DataType.DOUBLE if ck.data_name(data_type) == DataType.DOUBLE else DataType.FLOAT
     if ck.data_name(dw) != want:
         raise ck.InvalidValueError(f"{fn}: dw_data_type must be {want} when data_type is {ck.data_name(data_type)}, "
                                    f"got {ck.data_name(dw)}")

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..backend import ext_subquadratic as sq
+from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 
 _DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 9}
 _ACTIVATIONS = {None: 0, "identity": 0, "silu": 1, "swish": 1}
@@ -22,18 +23,18 @@ _ACTIVATIONS = {None: 0, "identity": 0, "silu": 1, "swish": 1}
 def _checked(x: Any, weight: Any, bias: Any) -> None:
     for name, t in (("x", x), ("weight", weight), ("bias", bias)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if x.dim() != 3 or weight.dim() != 2 or bias.dim() != 1:
-        raise ValueError(f"Expected x(3D), weight(2D), bias(1D); got {tuple(x.shape)}, {tuple(weight.shape)}, "
+        raise InvalidValueError(f"Expected x(3D), weight(2D), bias(1D); got {tuple(x.shape)}, {tuple(weight.shape)}, "
                          f"{tuple(bias.shape)}")
     if not (x.is_cuda and weight.is_cuda and bias.is_cuda) or not (x.device == weight.device == bias.device):
-        raise ValueError(f"All tensors must be on one CUDA device: x.device={x.device}, weight.device="
+        raise InvalidValueError(f"All tensors must be on one CUDA device: x.device={x.device}, weight.device="
                          f"{weight.device}, bias.device={bias.device}")
     if not (x.dtype == weight.dtype == bias.dtype) or x.dtype not in _DTYPES:
-        raise TypeError(f"x, weight and bias must share one of {list(_DTYPES)}: {x.dtype}, {weight.dtype}, "
+        raise InvalidTypeError(f"x, weight and bias must share one of {list(_DTYPES)}: {x.dtype}, {weight.dtype}, "
                         f"{bias.dtype}")
     if weight.shape[0] != x.shape[1] or bias.shape[0] != x.shape[1]:
-        raise ValueError(f"weight must be [D, W] and bias [D] with D={x.shape[1]}: {tuple(weight.shape)}, "
+        raise InvalidValueError(f"weight must be [D, W] and bias [D] with D={x.shape[1]}: {tuple(weight.shape)}, "
                          f"{tuple(bias.shape)}")
 
 
@@ -85,12 +86,12 @@ def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     """Depthwise causal convolution of ``x[B, D, T]`` with ``weight[D, W]`` (+ ``bias[D]``), then the activation:
     ``y[t] = act(bias + sum_j x[t - j] * weight[W - 1 - j])``."""
     if activation not in _ACTIVATIONS:
-        raise NotImplementedError("activation must be None, 'identity', 'silu', or 'swish'")
+        raise NotImplementedOptionError("activation must be None, 'identity', 'silu', or 'swish'")
     if seq_idx is not None and cu_seqlens is not None:
-        raise ValueError("seq_idx and cu_seqlens are mutually exclusive")
+        raise InvalidValueError("seq_idx and cu_seqlens are mutually exclusive")
     if (seq_idx is not None or cu_seqlens is not None or initial_states is not None or return_final_states
             or final_states_out is not None):
-        raise NotImplementedError("causal_conv1d with seq_idx, cu_seqlens or initial/final states runs on the "
+        raise NotImplementedOptionError("causal_conv1d with seq_idx, cu_seqlens or initial/final states runs on the "
                                   "official module's CuTe DSL kernels, not on cuDNN's C API: cudnn_py does not "
                                   "implement it")
     if bias is None and isinstance(weight, torch.Tensor):
