@@ -338,7 +338,52 @@ def emit_status(hs: HeaderSet) -> str:
     return "".join(out)
 
 
-def emit_functions(hs: HeaderSet) -> str:
+# The headers whose structs are passed by pointer to bound functions (the C-API families outside the graph API):
+# their layouts are emitted as STRUCTS, field by field (other headers' structs are not passed to anything bound).
+STRUCT_HEADERS = ("cudnn_subquadratic_ops.h", "cudnn_gnn_ops.h")
+
+
+def header_since(hs: HeaderSet, overrides: dict) -> dict[str, int | None]:
+    """The @since a function of each header inherits: its @file @since, else 90000; overrides.json "header_since"
+    replaces it (null: unknown - the header says nothing and the function is gated on the symbol alone)."""
+    out: dict[str, int | None] = {f: (hs.file_since.get(f) or 90000) for f in hs.files}
+    for name, entry in overrides.get("header_since", {}).items():
+        if name not in out:
+            raise GenerateError(f"overrides.json header_since names {name!r}, which no parsed header is")
+        if not isinstance(entry, dict) or not entry.get("reason") or "since" not in entry:
+            raise GenerateError(f"overrides.json header_since {name!r} needs a since (an int or null) and a reason")
+        if hs.file_since.get(name) is not None:
+            raise GenerateError(f"overrides.json header_since {name!r}: the header now has an @file @since "
+                                f"({hs.file_since[name]}): remove the stale entry")
+        out[name] = entry["since"]
+    return out
+
+
+def _field_ctype(type_text: str, field: str, hs: HeaderSet, where: str) -> str:
+    words = type_text.replace("*", " * ").split()
+    depth = words.count("*")
+    base = [w for w in words if w not in ("*", "const", "struct", "enum", "volatile")]
+    if len(base) != 1 or "[" in type_text:
+        raise GenerateError(f"{where}: struct field {field!r} of type {type_text!r} is not supported")
+    return ctype_of(Param(field, base[0], depth, "const" in words, type_text), hs, where)
+
+
+def emit_structs(hs: HeaderSet) -> list[str]:
+    out = ["\n# C struct typedef name -> (header file, ((field name, ctype), ...)) in declaration order, for the "
+           "structs\n# of " + ", ".join(STRUCT_HEADERS) + " (same vocabulary; natural C alignment: "
+           "ctypes.Structure).\n",
+           "STRUCTS = {\n"]
+    for name, td in hs.typedefs.items():
+        if td.kind != "struct" or td.file not in STRUCT_HEADERS:
+            continue
+        fields = tuple((f, _field_ctype(t, f, hs, f"{td.file}:{td.line} {name}")) for t, f in td.fields)
+        out.append(f"    {name!r}: ({td.file!r}, {fields!r}),\n")
+    out.append("}\n")
+    return out
+
+
+def emit_functions(hs: HeaderSet, overrides: dict | None = None) -> str:
+    inherited = header_since(hs, overrides or {})
     out = [banner(hs)]
     out.append('"""ctypes signatures of every function declared in the cuDNN headers."""\n\n')
     out.append("# C function name -> (restype, ((arg name, ctype), ...), header file, since, deprecated)\n")
@@ -346,15 +391,17 @@ def emit_functions(hs: HeaderSet) -> str:
     out.append('# "c_double", "c_void_p", "c_char_p", and "POINTER(x)" of those. Enums -> "c_int"; opaque handles, descriptors,\n')
     out.append('# streams, graphs, callbacks and struct pointers -> "c_void_p"; `char *` -> "c_char_p"; `T *` -> "POINTER(T)".\n')
     out.append('# uint32_t -> "c_uint"; `unsigned long long` (dropout seed) -> "c_size_t" (unsigned 64-bit on all 64-bit ABIs).\n')
-    out.append("# since: the function's @since, else its header's @file @since, else 90000.\n")
+    out.append("# since: the function's @since, else its header's @file @since (bindings/overrides.json header_since: None\n")
+    out.append("# where the header gives none and its version is unknown), else 90000.\n")
     out.append("FUNCTIONS = {\n")
     for name, fn in hs.functions.items():
         where = f"{fn.file}:{fn.line} {name}"
         restype = ctype_of(fn.ret, hs, where + " (return type)")
         args = tuple((p.name, ctype_of(p, hs, f"{where} ({p.name})")) for p in fn.params)
-        since = fn.since if fn.since is not None else (hs.file_since.get(fn.file) or 90000)
+        since = fn.since if fn.since is not None else inherited[fn.file]
         out.append(f"    {name!r}: ({restype!r}, {args!r}, {fn.file!r}, {since!r}, {fn.deprecated!r}),\n")
     out.append("}\n")
+    out += emit_structs(hs)
     return "".join(out)
 
 
@@ -679,7 +726,7 @@ def render(include_dir: Path, probe_path: Path = PROBE_RESULTS, overrides_path: 
         "__init__.py": emit_init(hs),
         "enums.py": emit_enums(hs),
         "status.py": emit_status(hs),
-        "functions.py": emit_functions(hs),
+        "functions.py": emit_functions(hs, load_json(overrides_path)),
         "attributes.py": emit_attributes(hs, catalog),
         "names.py": emit_names(hs),
         "names.pyi": emit_names_stub(hs),

@@ -22,6 +22,14 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["Handle", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
                      "get_last_error_string", "get_stream", "set_stream"], ".backend"),
     "DeviceInfo": ".backend.device",
+    # the C-API families outside the graph API (libcudnn_ext), under the official top-level names
+    **dict.fromkeys(["causal_conv1d_forward", "causal_conv1d_backward", "causal_conv1d_nwh_forward",
+                     "causal_conv1d_nwh_backward", "b2b_causal_conv1d_forward", "b2b_causal_conv1d_backward",
+                     "fft_causal_conv1d_forward", "fft_causal_conv1d_backward",
+                     "long_fft_causal_conv1d_get_buffer_sizes", "long_fft_causal_conv1d_forward",
+                     "long_fft_causal_conv1d_backward"], ".backend.ext_subquadratic"),
+    **dict.fromkeys(["gnn_agg_op", "gnn_activation_op", "gnn_agg_simple_forward", "gnn_agg_simple_backward"],
+                    ".backend.ext_gnn"),
     # the classic enums: data_type, heur_mode, reduction_mode, ... (cudnn_py.enums.__all__)
     **dict.fromkeys(["data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type",
                      "norm_forward_phase", "heur_mode", "reduction_mode", "build_plan_policy", "numerical_note",

@@ -51,7 +51,7 @@ def bind(cdll: ctypes.CDLL) -> None:
         try:
             fn = getattr(cdll, name)
         except AttributeError:
-            missing[name] = since
+            missing[name] = since if since is not None else 0
             continue
         fn.restype = ctype(restype)
         fn.argtypes = [ctype(t) for _, t in args]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from .._generated import HEADER_VERSION
 from .._generated.attributes import ATTRIBUTES, DESCRIPTOR_SINCE
 from .._generated.enums import ENUMS
 from .._generated.functions import FUNCTIONS
@@ -43,8 +44,8 @@ def since(feature: str) -> int:
     if feature in DESCRIPTOR_SINCE:
         return DESCRIPTOR_SINCE[feature]
     fn = FUNCTIONS.get(feature)
-    if fn is not None:
-        return fn[3]
+    if fn is not None:  # a header without @since (bindings/overrides.json header_since): the pinned headers' version
+        return fn[3] if fn[3] is not None else int(HEADER_VERSION)
     member = _enum_member_since().get(feature)
     if member is not None:
         return member

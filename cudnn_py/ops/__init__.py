@@ -4,6 +4,7 @@ official ``cudnn`` module, built over cudnn_py's graphs.
 * ``cudnn.ops.norm.rms_norm`` and ``cudnn.ops.norm.layer_norm``: RMSNorm and LayerNorm over the last axis as torch
   custom operators (``torch.ops.cudnn_py.*``), with autograd and fake implementations for ``torch.compile``
   (docs/torch.md).
+* ``cudnn.ops.causal_conv1d``: the dense causal depthwise conv1d over cuDNN's C API (libcudnn_ext), with autograd.
 
 Public names resolve on first attribute access, so importing ``cudnn_py.ops`` needs no torch. The internal op
 families (a spec, lowering and float64 reference per family) are ``cudnn_py.families``, not this namespace.
@@ -14,6 +15,7 @@ from ._lazy import lazy_getattr
 
 _LAZY_EXPORTS: dict[str, tuple[str, str | None]] = {
     "norm": ("cudnn_py.ops.norm", None),
+    "causal_conv1d": ("cudnn_py.ops.causal_conv1d", "causal_conv1d"),
 }
 
 __all__ = list(_LAZY_EXPORTS)
