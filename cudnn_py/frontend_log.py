@@ -41,7 +41,7 @@ LOG_FILE_ENV = "CUDNN_FRONTEND_LOG_FILE"
 PREFIX = "[cudnn_frontend] "
 BANNER_RULE = "=" * 128
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # (a warning issued while writing may come back here through logging)
 _fd: int | None = None  # the file destination's descriptor
 _stream_name: str | None = None  # "stdout" / "stderr": written through sys.stdout / sys.stderr as they are then
 _where = ""
@@ -238,6 +238,8 @@ class _Forward(logging.Handler):
             logger = logger.parent if logger.propagate else None
         if logger is None:
             return
+        if not level and logger.level != logging.INFO:  # the application set the cudnn_py logger's level since
+            level = logger.level
         if record.levelno >= (level or logging.getLogger().getEffectiveLevel()):
             logging.getLogger().handle(record)
 
