@@ -111,6 +111,8 @@ def test_the_other_readers_are_this_one(tmp_path):
 _OS_OPEN_ALLOWED = {
     "cudnn_py/bounded_read.py",  # the reader itself
     "cudnn_py/backend/trace.py",  # the tracer's append-only, O_NOFOLLOW | O_NONBLOCK output file
+    # CUDNN_FRONTEND_LOG_FILE: opened once, O_TRUNC | O_NOFOLLOW | O_NONBLOCK, lstat- and fstat-checked (regular only)
+    "cudnn_py/frontend_log.py",
     "cudnn_py/tools/trace_replay.py",  # the replay's progress file, written (O_NOFOLLOW | O_NONBLOCK, checked)
     "cudnn_py/__main__.py",  # /dev/null over a closed stdout
     "cudnn_py/capabilities.py",  # /dev/null over fd 2 while a trial validation runs

@@ -61,13 +61,17 @@ def _literals(path: Path) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+# the official frontend's own variables, which cudnn_py reads too (cudnn_py/frontend_log.py)
+FRONTEND_ENV = frozenset({"CUDNN_FRONTEND_LOG_INFO", "CUDNN_FRONTEND_LOG_FILE"})
+
+
 def classify(name: str) -> str:
     """'member', 'prefix' (members start with it, with or without its last underscore: names built at run time,
     labels such as an error's "CUDNN_BACKEND_EXECUTION_PLAN"), 'env' (cudnn_py's CUDNN_PY_* variables) or
     'unknown'."""
     if name in MEMBERS:
         return "member"
-    if name == "CUDNN_PY" or name.startswith("CUDNN_PY_"):
+    if name == "CUDNN_PY" or name.startswith("CUDNN_PY_") or name in FRONTEND_ENV:
         return "env"
     if name in _PREFIXES or name + "_" in _PREFIXES:
         return "prefix"
@@ -132,6 +136,7 @@ def test_the_structural_checks_catch_a_misspelling():
     assert classify("CUDNN_ATTR_TENSOR_DIMENSONS") == "unknown"
     assert classify("CUDNN_ATTR_OPERATION_NORM_FWD_") == "prefix"
     assert classify("CUDNN_PY_CACHE") == "env"
+    assert classify("CUDNN_FRONTEND_LOG_FILE") == "env" and classify("CUDNN_FRONTEND_LOG_FILES") == "unknown"
     assert kind_mismatches('d = Descriptor("CUDNN_ATTR_TENSOR_DIMENSIONS")\n'
                            'd.set("CUDNN_BACKEND_TENSOR_DESCRIPTOR", 1, type="CUDNN_DATA_FLOAT")\n'
                            'd.get("CUDNN_ATTR_TENSOR_STRIDES", type="CUDNN_TYPE_INT64")\n') == [

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import frontend_log as _fe
 from .._generated.names import attr, desc
 from ..backend import Descriptor, versions
 from ..errors import CudnnError, InvalidValueError, not_supported
@@ -102,4 +103,6 @@ def finalize_operation_graph(lowered: LoweredGraph, handle: int | None) -> Descr
         lowered.operation_graph.destroy()
     lowered.operation_graph = og
     lowered.handle = int(handle) if handle else None
+    if _fe.ENABLED:
+        _fe.operation_graph(lowered.op_names, lowered.handle)
     return og

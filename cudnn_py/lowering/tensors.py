@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from .. import frontend_log as _fe
 from .._generated.names import attr, desc
 from ..backend import Descriptor, versions
 from ..enums import dtype_info, to_backend_data_type
@@ -19,6 +20,8 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
     """Create and finalize the tensor descriptor of IR tensor ``t``."""
     if not t.dim or not t.stride or len(t.dim) != len(t.stride):
         raise InvalidValueError(f"{_where(t)}: dims {t.dim} and strides {t.stride} must be non-empty and of equal rank")
+    if _fe.ENABLED:
+        _fe.tensor_creating(t)
     d = Descriptor(desc.TENSOR_DESCRIPTOR)
     d.set(attr.TENSOR_DATA_TYPE, to_backend_data_type(t.data_type))
     d.set(attr.TENSOR_DIMENSIONS, [int(x) for x in t.dim])  # the legalize pass made them rank >= 3
@@ -47,6 +50,8 @@ def lower_tensor(t: Any, alignment: int = 16, ragged: Descriptor | None = None) 
         # plan cache's fingerprint reads its bytes (an address alone would make the graph uncacheable)
         d.set(attr.TENSOR_CONSTANT_VALUE, host_scalar(t))
     d.finalize()
+    if _fe.ENABLED:
+        _fe.tensor_created(t, alignment)
     return d
 
 

@@ -51,6 +51,7 @@ from collections.abc import Callable
 from threading import get_ident  # noqa: F401  (read by the generated bound execute: execute_fast.py)
 from typing import Any
 
+from .. import frontend_log as _fe
 from .._generated.names import attr, desc
 from ..backend import Descriptor, trace
 from ..backend import handle as _handle_mod
@@ -60,7 +61,7 @@ from ..backend.live import _live as _live_handles  # the registry of live handle
 from ..backend.live import lookup as _lookup_handle
 from ..cuda import capture
 from ..cuda import context as _context
-from ..errors import InvalidTypeError, InvalidValueError  # noqa: F401  (InvalidTypeError: as get_ident)
+from ..errors import InvalidTypeError, InvalidValueError  # (InvalidTypeError: also the bound execute's)
 from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signature, data_ptr, signature_getter
 from .execute_checks import call_check, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
@@ -220,6 +221,8 @@ class Executor(OperandSlots):
         binding = self._last  # read once: another thread may publish its own meanwhile
         if not _binding_matches(binding, plan, ws, ptrs):
             binding = self._binding_for(plan, variant_pack, ws, ptrs, checked=not same)
+        if _fe.ENABLED:
+            _fe.write(f"INFO: Executing {plan.name} (workspace {plan.workspace} bytes at 0x{ws:x})")
         if trace.active is None:
             status = self._backend_execute(handle, plan.ptr, binding[3])
         else:
@@ -229,8 +232,12 @@ class Executor(OperandSlots):
             if call is not None:
                 call.end(status)
         if status != 0:
+            if _fe.ENABLED:
+                _fe.write(f"ERROR: cudnnBackendExecute of {plan.name} returned status {status}")
             raise error_for(status, "cudnnBackendExecute", kind=_PLAN_KIND,
                             detail=f"plan {plan.name}")
+        if _fe.ENABLED:
+            _fe.write(f"INFO: Executed {plan.name}")
 
     def _cached_binding(self, key: tuple) -> tuple | None:
         """The binding cached for ``key`` ((plan id, workspace, *pointers), as _binding_for keys it), published as
@@ -285,6 +292,8 @@ class Executor(OperandSlots):
         It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
+        if _fe.ENABLED:  # the frontend log is on (read once per process): every call takes execute, which logs
+            return _logged_execute(self, plan, classic)
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
@@ -356,3 +365,22 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
         rows.append((*(entry[i] for i in fields), ptrs[slot]))
     ws_cls = None if workspace is None or workspace.__class__ is int else workspace.__class__
     return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay), hot_matcher(len(rows)))
+
+
+def _logged_execute(executor: Executor, plan: Any, classic: Callable[..., None] | None) -> Callable[..., None]:
+    """``Executor.fast``'s stand-in while the frontend log is on: every call through the checked
+    :meth:`Executor.execute`, which logs it (no replay, no hot path), with the same keywords."""
+
+    def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
+            override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
+        if override_uids is not None or override_shapes is not None or override_strides is not None or \
+                tensor_uids is not None:
+            if classic is None:
+                raise InvalidTypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
+                                       "override_strides or tensor_uids")
+            return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
+                           tensor_uids)
+        executor.execute(plan, variant_pack, workspace, handle)
+        return None
+
+    return run

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import frontend_log as _fe
 from .._generated.names import HeurMode, attr, desc
 from ..backend import Descriptor
 from ..errors import CudnnError, InvalidValueError
@@ -144,6 +145,8 @@ def query(operation_graph: Descriptor, modes: list[str], sm_count: int | None = 
         answer = _cache.lookup(cache_key)
         if answer is not None:
             result = _answered(operation_graph, answer)
+            if _fe.ENABLED:
+                _fe.write(f"INFO: Heuristic query answered from cudnn_py's cache: {len(result.configs)} configurations")
     if result is None:
         if defer:
             result = HeuristicsResult(pending=list(modes))
@@ -214,7 +217,11 @@ def _query(operation_graph: Descriptor, modes: list[str], sm_count: int | None,
             cfgs = heur.get(attr.ENGINEHEUR_RESULTS)
         except CudnnError as e:
             result.per_mode.append((mode, f"failed: {e}"))
+            if _fe.ENABLED:
+                _fe.write(f"WARN: Heuristic query for mode {mode} failed: {e}")
             continue
+        if _fe.ENABLED:
+            _fe.heuristics(mode, len(cfgs))
         kept, ranked = 0, []
         for cfg in cfgs:
             try:
@@ -231,6 +238,8 @@ def _query(operation_graph: Descriptor, modes: list[str], sm_count: int | None,
             same_engine.append(ec)
             result.configs.append(ec)
             kept += 1
+            if _fe.ENABLED:
+                _fe.engine_config(ec)
         result.per_mode.append((mode, f"{len(cfgs)} config(s), {kept} new"))
         result.ranked.append((mode, ranked))
         heur.destroy()

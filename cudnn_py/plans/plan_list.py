@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import enums
+from .. import frontend_log as _fe
 from .._generated.names import attr, desc
 from ..backend import versions
 from ..backend.enums import enum_class
@@ -125,12 +126,14 @@ class PlanList:
                 if i not in self.barred and c.engine_index in e.engines:
                     self.barred[i] = why
                     _log.info("graph %r: engine config %s barred: %s", session.graph.name, c.name, why)
+                    _fe.deselected(i, why)
 
     # ---- the classic filters ----------------------------------------------------------------------------------------
     def _bar(self, predicate: Callable[[EngineConfig], bool], why: str) -> None:
         for i, c in enumerate(self.configs):
             if i not in self.barred and predicate(c):
                 self.barred[i] = why
+                _fe.deselected(i, why)
 
     def deselect_engines(self, names: list) -> None:
         names = list(names)
@@ -159,6 +162,8 @@ class PlanList:
         if not self.any_unbarred():
             self.resolve_deferred()  # every config so far is filtered out: the deferred modes' may not be
         if self.any_unbarred():
+            if _fe.ENABLED:
+                _fe.supported(self._configs, self.barred)
             return
         raise cudnnGraphNotSupportedError(
             "No execution plans support the graph: every engine config was filtered out ("

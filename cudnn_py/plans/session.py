@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import enums
+from .. import frontend_log as _fe
 from .._generated.names import desc
 from ..backend import Descriptor, driver_standin, versions
 from ..backend.handle import context_of, default_handle, placement_of
@@ -137,6 +138,7 @@ class PlanningSession:
             return  # (a deserialized session starts EXECUTABLE)
         if not self.graph.is_validated:
             raise PhaseError("validate the IR first (pygraph.validate())")
+        _fe.validating(self.graph, versions.runtime_version())
         t0 = time.perf_counter()
         self._lower(versions_available)
         assert self.program is not None and self.lowered is not None
@@ -430,10 +432,12 @@ class PlanningSession:
             plans.plans[i] = plan
         except CudnnError as e:
             plans.failures[i] = str(e)
+            _fe.plan_failed(i, e)
             _log.info("graph %r: plan %d (%s) did not build (%.2f ms): %s", self.graph.name, i, name, _ms_since(t0), e)
             raise cudnnGraphNotSupportedError(f"plan {i} ({name}) did not build: {e}") from e
         _log.info("graph %r: plan %d (%s) built in %.2f ms, workspace %d bytes", self.graph.name, i, name,
                   _ms_since(t0), plan.workspace)
+        _fe.plan_built(i, plan)
         self._advance(Phase.PLANS)
         if plans.candidate is None:
             self._set_candidate(i)
@@ -479,6 +483,7 @@ class PlanningSession:
         if index != plans.candidate:
             _log.info("graph %r: default plan is %d (%s)", self.graph.name, index, plans._configs[index].name)
             plans.candidate = index
+            _fe.write(f"INFO: Candidate set as {index}")
             on_change = self._on_default_plan_change()
             if on_change is not None:  # (the graph may be gone; its session lives on in the caller's hands)
                 on_change()  # a bound execute targets the old plan
