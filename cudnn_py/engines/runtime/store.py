@@ -38,6 +38,7 @@ from typing import Protocol
 
 from ... import cache_home, cache_trust
 from ...cache_trust import Home
+from ...errors import InvalidValueError
 
 _log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def max_bytes() -> int:
 
 def file_name(key: str) -> str:
     if not _KEY.fullmatch(key):
-        raise ValueError(f"a cubin key is 64 hex digits, not {key!r}")
+        raise InvalidValueError(f"a cubin key is 64 hex digits, not {key!r}")
     return key + SUFFIX
 
 
@@ -132,11 +133,11 @@ def unseal(h: Home, name: str, data: bytes) -> bytes:
     """The cubin of a kernel file's bytes; ValueError (why) when its seal or its cubin fails a check."""
     head, newline, body = data.partition(b"\n")
     if not newline or len(head) >= _SEAL_BYTES or not h.sealed(f"{SUBDIR}/{name}".encode() + b"\0" + body, head):
-        raise ValueError("its keyed checksum does not match (not written by this user's cudnn_py for this "
+        raise InvalidValueError("its keyed checksum does not match (not written by this user's cudnn_py for this "
                          "directory, or damaged)")
     why = check_cubin(body)
     if why:
-        raise ValueError(f"not a cubin: {why}")
+        raise InvalidValueError(f"not a cubin: {why}")
     return body
 
 
