@@ -13,7 +13,7 @@ Before any measurement the order is the placement table's (``engines/placement.p
 
 Candidates are measured only where running a plan several times on the caller's buffers is harmless: no two
 operands may share memory (an output written over an input would change what the next run reads). cuDNN's plans
-are candidates only within the workspace the caller sized (the default cuDNN plan's, or the workspace given).
+are candidates only within the workspace the caller gave (none given: the executor allocates what each needs).
 
 **Remembered winners** are sealed records (``cudnn_py/cache_trust.py``: ``choices/<sha256>.json``, HMAC with the
 cache directory's key) named by the graph's disk-cache key (operation graph fingerprint, cuDNN version, device
@@ -128,8 +128,6 @@ def _aliased(pack: dict[int, Any]) -> str | None:
 
 
 def _nbytes(workspace: Any) -> int | None:
-    if workspace is None:
-        return 0
     try:
         info = interop.operand_info(workspace)
     except Exception:
@@ -174,8 +172,9 @@ def autotune(graph: Any, tensor_dict: Any, workspace: Any = None, handle: Any = 
         result.reason = _aliased(pack)
         if result.reason:
             return result
-        limit = _nbytes(workspace)
-        if limit is None and graph._session is not None and graph._session.phase >= Phase.EXECUTABLE:
+        limit = None if workspace is None else _nbytes(workspace)  # (None given: the executor allocates)
+        if workspace is not None and limit is None and graph._session is not None \
+                and graph._session.phase >= Phase.EXECUTABLE:
             limit = graph._session.get_workspace_size()
         classic = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
         c_ours = [Candidate(graph._plans[i].name, OURS, i, ident, functools.partial(plan.execute, graph, pack, ctx))
