@@ -181,3 +181,19 @@ def test_no_record_where_the_cache_is_off(no_cudnn, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert autotune.recalled(g) is None and cache_trust.read_record is not None
+
+
+def test_no_measurement_inside_a_capture(no_cudnn, monkeypatch):
+    a = ToyEngine(B + 7, n_plans=2)
+    g, pack = planned(a)
+    timer = Timed({"toy16777223_0": 3.0, "toy16777223_1": 1.0})
+    monkeypatch.setattr(selection, "TIMER", timer)
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    monkeypatch.setattr(selection, "capturing", lambda stream: True)
+    g.execute(pack)
+    assert not timer.calls and g.__dict__.get(autotune._PENDING) and g._plan_index == 0
+    monkeypatch.setattr(selection, "capturing", lambda stream: False)
+    g.execute(pack)
+    assert len(timer.calls) == 2 and g._plan_index == 1
+    monkeypatch.undo()
+    assert not selection.capturing(0)  # (the real check: False without a device)

@@ -80,6 +80,17 @@ def _ok(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else None
 
 
+def capturing(stream: Any) -> bool:
+    """Whether ``stream`` is being captured into a CUDA graph (nothing may be timed or synchronised there)."""
+    try:
+        from cuda.bindings import driver as cu
+
+        status = _ok(cu.cuStreamIsCapturing(cu.CUstream(int(stream or 0))), "cuStreamIsCapturing")
+    except Exception:  # (no driver bindings, no device: nothing is captured)
+        return False
+    return int(status) != 0
+
+
 def cuda_event_timer(warmup: int = 3, iters: int = 10) -> Timer:
     """A timer of CUDA events (``cuda.bindings.driver``): ``warmup`` runs, then ``iters`` runs each between two
     events recorded on the stream, synchronised once; the median of the ``iters`` elapsed times, in ms."""
@@ -89,6 +100,8 @@ def cuda_event_timer(warmup: int = 3, iters: int = 10) -> Timer:
 
         elapsed = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
         s = cu.CUstream(int(stream or 0))
+        if capturing(stream):
+            raise CudaDriverError("the stream is being captured into a CUDA graph: nothing is timed there")
         for _ in range(warmup):
             run()
         events = [(_ok(cu.cuEventCreate(0), "cuEventCreate"), _ok(cu.cuEventCreate(0), "cuEventCreate"))

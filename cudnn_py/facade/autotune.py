@@ -290,8 +290,11 @@ def build_all(graph: Any, ctx: ExecutionContext | None) -> bool:
 
 def run_pending(graph: Any, tensor_dict: Any, workspace: Any, handle: Any, tensor_uids: Any) -> None:
     """The measurement ``build_plans(ALL)`` left for the first execute (once; a failure keeps the default)."""
-    if not graph.__dict__.pop(_PENDING, False):
+    if not graph.__dict__.get(_PENDING):
         return
+    if selection.capturing(_stream(graph, graph._variant_pack(tensor_dict, tensor_uids), handle)):
+        return  # (a capture: measured at a later execute outside it)
+    graph.__dict__.pop(_PENDING, None)
     try:
         result = autotune(graph, tensor_dict, workspace, handle, tensor_uids=tensor_uids)
     except CudnnPyError as e:
