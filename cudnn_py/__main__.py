@@ -400,7 +400,10 @@ def cache_command(action: str, directory: str | None) -> int:
 
 
 def _cache_action(action: str, cache: Any, directory: str | None) -> int:
+    from .engines.runtime import store
     from .plans import disk_cache, disk_planning
+
+    kernels = store.KernelFiles(cache.path)
 
     if os.path.lexists(cache.path) and not os.path.isdir(cache.path):
         print(f"cache {action}: {cache.path}: not a directory", file=sys.stderr)
@@ -418,18 +421,28 @@ def _cache_action(action: str, cache: Any, directory: str | None) -> int:
         if stored:
             print(f"least recently used: {_when(stored[0].last_used)}; most recently used: "
                   f"{_when(stored[-1].last_used)}")
+        kfiles = kernels.files()
+        ktotal = sum(k.size for k in kfiles)
+        print(f"compiled kernels (kernels/): {len(kfiles)}, {ktotal} bytes ({ktotal / 2**20:.1f} MiB) of a limit of "
+              f"{store.max_bytes()} bytes ({store.max_bytes() / 2**20:.1f} MiB)")
         return 0
     if action == "verify":
         problems = cache.verify()
         stored = cache.entries()
+        kproblems = kernels.verify()
         for path, why in problems:
             print(f"{os.path.basename(path)}: {why}")
+        for path, why in kproblems:
+            print(f"{store.SUBDIR}/{os.path.basename(path)}: {why}")
         print(f"{len(stored)} entries in {cache.path}: {len(problems)} bad")
-        return 1 if problems else 0
+        print(f"{len(kernels.files())} compiled kernels in {os.path.join(cache.path, store.SUBDIR)}: "
+              f"{len(kproblems)} bad")
+        return 1 if problems or kproblems else 0
     if action == "clear":
         left: list[tuple[str, str]] = []
         n = cache.clear(left)
-        print(f"removed {n} entries from {cache.path}")
+        k = kernels.clear(left)
+        print(f"removed {n} entries and {k} compiled kernels from {cache.path}")
         for path, why in left:
             print(f"cache clear: not removed: {os.path.basename(path)}: {why}", file=sys.stderr)
         if left:

@@ -5,11 +5,11 @@
   engines and at most one cuDNN entry, then freezes the graph. Two plan index spaces are kept apart on purpose:
   the routed plans (``plans``, ``select_plan``) and the cuDNN plans behind the cuDNN entry (the classic
   ``get_execution_plan_count`` / ``*_at_index`` API).
-* The cuDNN side (``cudnn_py.plans.session.PlanningSession``) is created when first needed; until the freeze any
-  IR change drops it (it mirrors a stale graph) and it is made again from the current IR.
+* The cuDNN side (``cudnn_py.plans.session.PlanningSession``) is made when first needed; until the freeze any IR
+  change drops it (it mirrors a stale graph) and it is made again from the current IR.
 
-Constructor options are never silently dropped: unknown keywords raise TypeError, and the classic options that
-cudnn_py does not implement yet raise :class:`~cudnn_py.errors.NotImplementedOptionError` when given.
+Constructor options are never silently dropped: unknown keywords raise TypeError, classic ones not implemented yet
+:class:`~cudnn_py.errors.NotImplementedOptionError`. ``build_plans(ALL)`` with our engines measures (autotune.py).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from ..errors import (
 )
 from ..ir import Graph, Tensor
 from ..plans.phase import Phase, SessionOptions
+from . import autotune
 from .gc_pause import without_gc
 from .mirror import OVERRIDES, mirror
 from .options import DEFAULT_HEURISTICS, check_planning_targets, heuristic_list, no_overrides, refuse_unimplemented
@@ -354,6 +355,8 @@ class pygraph(Graph, BuilderMethods):
             raise InvalidTypeError(f"build_plans() takes one policy argument, got {args}, {kwargs}")
         if not isinstance(policy, build_plan_policy):
             raise InvalidTypeError(f"build_plans() needs a build_plan_policy member, got {policy!r}")
+        if policy is build_plan_policy.ALL and autotune.build_all(self, ctx):
+            return
         if self.selected_engine is not None:
             self._compile(ctx)
         else:
@@ -443,6 +446,7 @@ class pygraph(Graph, BuilderMethods):
         no_overrides("execute", override_uids, override_shapes, override_strides)
         if not self._planning_done:
             self.create_execution_plans()
+        autotune.run_pending(self, tensor_dict, workspace, handle, tensor_uids)  # (after build_plans(ALL), once)
         engine = self.selected_engine
         if engine is not None:
             buffers = self._variant_pack(tensor_dict, tensor_uids)
@@ -454,8 +458,7 @@ class pygraph(Graph, BuilderMethods):
             self.check_support()
             self.build_plans()
         session = self._at(Phase.EXECUTABLE)
-        # the executor resolves Tensor / uid / name keys itself; a tensor_uids list becomes a uid-keyed dict
-        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
+        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict  # (keys: the executor's)
         session.execute(pack, workspace, handle)
         if self._fast_execute is None:  # (a call with tensor_uids comes here every time: bind once, keep its state)
             self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
@@ -518,9 +521,8 @@ class pygraph(Graph, BuilderMethods):
             raise UsageError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
         handle = args[0] if len(args) == 2 else self._handle
         load_with = handle
-        if load_with is None:  # loaded with this thread's default handle, and like a graph built without a handle,
-            # it executes without one on the framework's current stream (not on whatever stream the default handle
-            # was bound to last)
+        if load_with is None:  # this thread's default handle; like a graph built without a handle it executes on
+            # the framework's current stream (not on whatever stream the default handle was bound to last)
             from ..backend.handle import default_handle
 
             load_with = default_handle()

@@ -478,6 +478,11 @@ class PlanningSession:
                 break
         return built
 
+    def select_default(self, index: int) -> None:
+        """Make the built plan ``index`` the default (a measurement's winner: ``facade/autotune.py``)."""
+        self.plan_list.built(index)
+        self._set_candidate(self.plan_list.index(index))
+
     def _set_candidate(self, index: int) -> None:
         plans = self.plan_list
         if index != plans.candidate:

@@ -1,5 +1,5 @@
 """Runtime-compiled engines: the contract (``engine.py``), NVRTC (``nvrtc.py``), compiled and loaded modules
-(``modules.py``) and the cubin store (``store.py``, in memory for now)."""
+(``modules.py``) and the cubin store (``store.py``: in memory, then the kernel files of the cache directory)."""
 from .engine import RuntimeEngine, RuntimePlan
 from .modules import Target
 

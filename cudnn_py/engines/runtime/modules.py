@@ -1,8 +1,8 @@
 """Compiled kernels and loaded modules of the runtime-compiled engines.
 
 * :func:`compiled` answers a cubin for (source, options, architecture), compiling only on a miss of the cubin
-  store (``store.py``; in memory only for now), keyed by :func:`cubin_key`: a hash of the source, the options,
-  the exact architecture and the NVRTC version (and this package's version).
+  store (``store.py``: in memory, then the kernel files of the cache directory), keyed by :func:`cubin_key`: a
+  hash of the source, the options, the exact architecture, the NVRTC version and this package's version.
 * :class:`LoadedModule` is a cubin loaded into one CUDA context (``cuModuleLoadData``) and its kernel. A plan holds
   its module; plans of one cubin in one context share it (a weak map), and it is unloaded (``cuModuleUnload``) when
   the last plan holding it is dropped. A CUDA graph captured from a plan's execute launches that module's kernel:
@@ -26,7 +26,7 @@ from ..._version import __version__
 from ...cuda import context, driver
 from ...errors import CudaDriverError
 from . import nvrtc
-from .store import STORE, CubinStore
+from .store import STORE, CubinStore, check_cubin
 
 _P, _U, _I = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
 _PROTOTYPES: dict[str, list[Any]] = {
@@ -105,12 +105,14 @@ _compile_lock = threading.Lock()
 COMPILES = {"count": 0}  # compiles made by this process (tests and the benchmark read it)
 
 
-def compiled(source: str, name: str, options: tuple[str, ...], cc: int, store: CubinStore | None = None) -> Compiled:
-    """The cubin of ``source`` for ``cc``: from the store, else compiled (and put there)."""
+def compiled(source: str, name: str, options: tuple[str, ...], cc: int, store: CubinStore | None = None,
+             problems: list[str] | None = None) -> Compiled:
+    """The cubin of ``source`` for ``cc``: from the store, else compiled (and put there); why a kept kernel file
+    was not used is appended to ``problems`` when given."""
     tc = nvrtc.require()
     store = STORE if store is None else store
     key = cubin_key(source, options, cc, tc.version)
-    data = store.get(key)
+    data = store.get(key, problems)
     if data is not None:
         return Compiled(key, data, "")
     with _compile_lock:  # one compile of a key at a time (a second thread finds it in the store)
@@ -135,6 +137,9 @@ class LoadedModule:
     """A cubin loaded into the current context, with its kernel ``name``; unloaded when dropped."""
 
     def __init__(self, cubin: bytes, name: str) -> None:
+        why = check_cubin(cubin)
+        if why:  # (the driver parses what it is given: only what looks like a cubin for a CUDA GPU reaches it)
+            raise CudaDriverError(f"not loaded: the image for {name} is {why}")
         lib = _driver()
         self.context = context.current()
         mod = _P()
