@@ -88,9 +88,11 @@ class Timed:
         return next(i for i, p in g._compiled.items() if p is plan)
 
 
-def planned(*engines):
+def planned(*engines, modes=(cudnn.heur_mode.OPENSOURCE, cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK)):
+    """A planned graph; by default with OPENSOURCE among the modes: the caller asked for our engines, so
+    build_plans(ALL) measures."""
     g, x, y = small_graph(*engines)
-    g.create_execution_plans()
+    g.create_execution_plans(list(modes))
     return g, {x: np.ones((2, 3)), y: np.zeros((2, 3))}
 
 
@@ -132,6 +134,18 @@ def test_build_plans_all_measures_at_the_next_execute_once(no_cudnn, monkeypatch
     assert len(timer.calls) == 3 and g._plan_index == 2
     g.execute(pack)
     assert len(timer.calls) == 3  # once
+
+
+def test_build_plans_all_measures_only_where_opensource_was_asked(no_cudnn, monkeypatch):
+    """Without OPENSOURCE the graph plans as the official module's does: ALL builds, nothing is measured, the
+    default plan stays the first."""
+    a = ToyEngine(B + 7, n_plans=3)
+    g, pack = planned(a, modes=(cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK))
+    timer = Timed({"toy16777223_0": 3.0, "toy16777223_1": 2.0, "toy16777223_2": 1.0})
+    monkeypatch.setattr(selection, "TIMER", timer)
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    g.execute(pack)
+    assert not timer.calls and g._plan_index == 0
 
 
 def test_build_plans_all_without_our_engines_is_the_classic_path(monkeypatch):

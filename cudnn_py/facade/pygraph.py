@@ -5,11 +5,10 @@
   engines and at most one cuDNN entry, then freezes the graph. Two plan index spaces are kept apart on purpose:
   the routed plans (``plans``, ``select_plan``) and the cuDNN plans behind the cuDNN entry (the classic
   ``get_execution_plan_count`` / ``*_at_index`` API).
-* The cuDNN side (``cudnn_py.plans.session.PlanningSession``) is made when first needed; until the freeze any IR
-  change drops it (it mirrors a stale graph) and it is made again from the current IR.
+* The cuDNN side (``plans.session.PlanningSession``) is made when first needed; an IR change drops it (no freeze yet).
 
-Constructor options are never silently dropped: unknown keywords raise TypeError, classic ones not implemented yet
-:class:`~cudnn_py.errors.NotImplementedOptionError`. ``build_plans(ALL)`` with our engines measures (autotune.py).
+Unknown constructor keywords raise TypeError, classic ones not implemented yet ``NotImplementedOptionError``.
+``build_plans(ALL)`` with ``OPENSOURCE`` among the modes measures our engines against cuDNN's (autotune.py).
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
 from ..engines.router import default_router, route
-from ..enums import build_plan_policy
+from ..enums import build_plan_policy, heur_mode
 from ..errors import (
     InvalidTypeError,
     InvalidValueError,
@@ -325,6 +324,7 @@ class pygraph(Graph, BuilderMethods):
         placed = builtin.place(self, modes, taken={e.engine_id for e in self._engines})
         self._heuristics = placed.cudnn_modes
         self._engine_report = placed.report
+        self._measure_all = heur_mode.OPENSOURCE in modes  # build_plans(ALL) measures ours only when they were asked
         plans = route(self._router or default_router, self, self._engines)
         self._check_routed(plans)
         plans = builtin.combine(plans, placed)
@@ -348,14 +348,14 @@ class pygraph(Graph, BuilderMethods):
     @without_gc
     def build_plans(self, *args: Any, ctx: ExecutionContext | None = None, **kwargs: Any) -> None:
         """Build the selected plan: a python plan compiles here (once); the cuDNN path takes the classic
-        build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan)."""
+        build_plan_policy (HEURISTICS_CHOICE: the best plan that builds; ALL: every plan, measured: autotune.py)."""
         self._require_planned("build_plans")
         policy = args[0] if args else kwargs.pop("policy", build_plan_policy.HEURISTICS_CHOICE)
         if kwargs or len(args) > 1:
             raise InvalidTypeError(f"build_plans() takes one policy argument, got {args}, {kwargs}")
         if not isinstance(policy, build_plan_policy):
             raise InvalidTypeError(f"build_plans() needs a build_plan_policy member, got {policy!r}")
-        if policy is build_plan_policy.ALL and autotune.build_all(self, ctx):
+        if policy is build_plan_policy.ALL and getattr(self, "_measure_all", False) and autotune.build_all(self, ctx):
             return
         if self.selected_engine is not None:
             self._compile(ctx)

@@ -3,9 +3,8 @@
     BUILT -> VALIDATED -> OPERATION_GRAPH -> ENGINE_CONFIGS -> PLANS -> EXECUTABLE
 
 * VALIDATED: the user's graph passed IR inference, the IR passes made the program that is lowered, no erratum of the
-  running cuDNN matches it (``errata.py``), and every
-  tensor / operation descriptor and the operation graph finalized - without a handle when the graph has none, so
-  on cuDNN >= 9.8 this needs no GPU (deviceless validation).
+  running cuDNN matches it (``errata.py``), and every tensor / operation descriptor and the operation graph
+  finalized - without a handle when the graph has none, so on cuDNN >= 9.8 this needs no GPU (deviceless validation).
 * OPERATION_GRAPH: the operation graph finalized again with a handle (heuristics need to see the device).
 * ENGINE_CONFIGS: heuristics ran (or explicit (engine, knobs) configs were added); filters apply here.
 * PLANS: at least one execution plan finalized (where support is really decided and kernels compile).
