@@ -109,10 +109,14 @@ def test_autotune_picks_the_faster_candidate():
     assert g.selected_engine is not slow
 
 
+MEASURED = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK, cudnn.heur_mode.OPENSOURCE]
+
+
 def test_build_plans_all_measures_once_and_remembers(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDNN_PY_CACHE", "1")
     monkeypatch.setenv("CUDNN_PY_CACHE_DIR", str(tmp_path / "cache"))
-    g, t, pack, xwb = layernorm_case(None)  # (the default modes: cuDNN's entry, ours offered beside it)
+    # cuDNN's entry first, ours after it: OPENSOURCE among the modes is what makes build_plans(ALL) measure
+    g, t, pack, xwb = layernorm_case(MEASURED)
     assert any(p.engine_id == NORM_FORWARD_ENGINE_ID for p in g.plans)
     g.build_plans(cudnn.build_plan_policy.ALL)
     assert g.__dict__.get(autotune._PENDING)
@@ -122,7 +126,7 @@ def test_build_plans_all_measures_once_and_remembers(monkeypatch, tmp_path):
     if not r.remembered:
         pytest.skip(f"the graph has no disk-cache key here ({g._session.disk.lines}): nothing to remember")
     assert list((tmp_path / "cache" / "choices").glob("*.json"))
-    g2, t2, pack2, xwb2 = layernorm_case(None)
+    g2, t2, pack2, xwb2 = layernorm_case(MEASURED)
     monkeypatch.setattr(selection, "TIMER", lambda run, s: pytest.fail("measured although a winner is remembered"))
     g2.build_plans(cudnn.build_plan_policy.ALL)
     assert not g2.__dict__.get(autotune._PENDING)

@@ -266,5 +266,6 @@ def test_a_warm_process_compiles_nothing(cache_on):
     files[0].write_bytes(files[0].read_bytes()[:-8] + b"\0" * 8)
     again = subprocess.run([sys.executable, "-c", _CHILD, "cold"], capture_output=True, text=True, env=env,
                            timeout=300)
-    assert again.returncode == 0 and again.stdout.split() == [digest, "1", "True"], again.stdout + again.stderr
+    # (compiled again: the same cubin; whether NVRTC's log says anything depends on its version)
+    assert again.returncode == 0 and again.stdout.split()[:2] == [digest, "1"], again.stdout + again.stderr
     assert "CacheWarning" in again.stderr
