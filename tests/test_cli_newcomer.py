@@ -327,3 +327,13 @@ def test_user_facing_messages_point_only_at_what_the_wheel_carries():
     assert "docs/" not in (cudnn_py.pygraph.__doc__ or "")
     for name in ("matmul", "sdpa", "add"):
         assert "docs/" not in (getattr(cudnn_py.pygraph, name).__doc__ or "")
+
+
+def test_the_package_description_has_no_link_that_breaks_on_an_index_page():
+    """The wheel's long description (pyproject's readme) is shown on a package index, where a link relative to the
+    source tree leads nowhere: it has none, and its install and info commands are the README's."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    readme = re.search(r'^readme = "([^"]+)"', open(os.path.join(root, "pyproject.toml")).read(), re.M).group(1)
+    text = open(os.path.join(root, readme)).read()
+    assert not re.findall(r"\]\((?!https?://)[^)]*\)", text)
+    assert "python -m cudnn_py info" in text and "python -m cudnn_py info" in open(os.path.join(root, "README.md")).read()
