@@ -697,3 +697,19 @@ def test_paged_max_seq_len_kv_is_checked_as_in_sdpa():
     for bad, exc in ((0, ValueError), (-3, ValueError), ("12", TypeError)):
         with pytest.raises(exc, match=r"sdpa_fp8\(\): argument 'paged_attention_max_seq_len_kv': needs an int >= 1"):
             g.sdpa_fp8(q, k, v, *scales(g, FWD_SCALES), generate_stats=True, paged_attention_max_seq_len_kv=bad)
+
+
+@pytest.mark.parametrize("limit", [20, 64])
+def test_max_seq_len_kv_without_page_tables_is_accepted_and_ignored(limit):
+    """The frontend's fp8 forward has no "only with paging" rule (sdpa's fp16 / bf16 one): sdpa_fp8 given
+    paged_attention_max_seq_len_kv without page tables validates, deviceless on cuDNN 9.28, with K's s_kv."""
+    g = graph()
+    q, k, v = qkv(g, s_kv=20)
+    outs = g.sdpa_fp8(q, k, v, *scales(g, FWD_SCALES), generate_stats=True, attn_scale=0.25,
+                      paged_attention_max_seq_len_kv=limit)
+    outs[0].set_output(True).set_data_type(E4)
+    for t in outs[1:]:
+        t.set_output(True)
+    g.validate()
+    bmm1 = next(n for n in prepare(g, PassOptions(available=running)).nodes if n.op == "matmul")
+    assert [int(x) for x in bmm1.outputs["C"].dim] == [2, 4, 12, 20]

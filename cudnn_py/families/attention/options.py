@@ -162,9 +162,11 @@ def dims_of(node: Node) -> dict[str, int]:
 
 def kv_length(node: Node) -> int:
     """s_kv as the frontend infers it (``SDPANodeBase::infer_s_kv``): paged_attention_max_seq_len_kv if
-    given; else the sequence dim of an unpaged K or V; else the smaller span of the two page tables."""
+    given with a page table; else the sequence dim of an unpaged K or V; else the smaller span of the two page
+    tables. Without a page table the limit is ignored (``sdpa`` refuses it there; ``sdpa_fp8`` accepts it, as the
+    frontend does, and reads K's length)."""
     ins, limit = node.inputs, node.params.get("paged_attention_max_seq_len_kv")
-    if limit is not None:
+    if limit is not None and paged(node):
         return int(limit)
     for port in ("K", "V"):
         if f"PAGE_TABLE_{port}" not in ins:

@@ -124,10 +124,11 @@ def infer(node: Node, ctx: InferenceContext) -> None:
 
 def _check_paging(node: Node, d: Mapping[str, int]) -> None:
     """Paged K / V caches: INT32 page tables of one entry per block of each sequence, the sequence
-    lengths of the padding mask (the load reads seq_len_kv), max_seq_len_kv only with paging."""
+    lengths of the padding mask (the load reads seq_len_kv), max_seq_len_kv only with paging in ``sdpa`` (the
+    frontend's fp16 / bf16 rule; ``sdpa_fp8`` has no such rule and ignores it without page tables: ``kv_length``)."""
     ins, p = node.inputs, node.params
     tables = [port for port in ("K", "V") if f"PAGE_TABLE_{port}" in ins]
-    if p["paged_attention_max_seq_len_kv"] is not None and not tables:
+    if p["paged_attention_max_seq_len_kv"] is not None and not tables and node.op == OP:
         raise _unsupported(node, None, "paged_attention_max_seq_len_kv is only read with a page table "
                            "(paged_attention_k_table / paged_attention_v_table)")
     if not tables:
