@@ -76,12 +76,12 @@ def test_sdpa_backward_has_no_block_mask_argument():
 
 @pytest.mark.parametrize("case, match", [
     ("tiles_q", r"tensor 'bm'.*ceil\(s_q / 128\).*\[2, 4, 2, 3\].*got \[2, 4, 1, 3\]"),
-    ("tiles_kv", r"tensor 'bm'.*\[2, 4, 2, 3\].*got \[2, 4, 2, 4\]"),
+    ("tiles_kv", r"tensor 'bm'.*\[2, 4, 2, 3\] \(INT8\) or, packed 8 tiles a byte, \[2, 4, 2, 1\].*got \[2, 4, 2, 4\]"),
     ("broadcast_batch", r"tensor 'bm'.*no broadcasting.*got \[1, 4, 2, 3\]"),
     ("broadcast_heads", r"tensor 'bm'.*no broadcasting.*got \[2, 1, 2, 3\]"),
     ("rank", r"tensor 'bm'.*got \[2, 4, 6\]"),
-    ("int32", r"tensor 'bm'.*must be INT8.*got INT32"),
-    ("bool", r"tensor 'bm'.*must be INT8.*got BOOLEAN"),
+    ("int32", r"tensor 'bm'.*must be INT8 \(or UINT8, packed\), got INT32"),
+    ("bool", r"tensor 'bm'.*must be INT8 \(or UINT8, packed\), got BOOLEAN"),
     ("not_set", r"tensor 'bm'.*must be INT8 \(set data_type=INT8\), got NOT_SET"),
 ])
 def test_validation_names_the_tensor_and_the_rule(case, match):
@@ -93,8 +93,12 @@ def test_validation_names_the_tensor_and_the_rule(case, match):
     t = build(g, **kw)
     for x in (t.q, t.k, t.v):
         x.set_data_type(H)
-    with pytest.raises(ValueError, match=match):
+    # a layout or type cuDNN does not run is the official module's "not supported" (not a ValueError); an unset
+    # type stays a ValueError
+    exc = ValueError if case == "not_set" else cudnn.cudnnGraphNotSupportedError
+    with pytest.raises(exc, match=match) as info:
         g.validate_ir()
+    assert case == "not_set" or not isinstance(info.value, ValueError)
 
 
 def test_tile_counts_round_up_including_decode():
@@ -352,3 +356,64 @@ def test_reference_refuses_sequence_lengths_outside_their_dim(which, lengths):
                                          rf"\[{max(lengths) if which == 'seq_len_kv' else min(lengths)}\] outside"):
         g.execute({q: rng.standard_normal(q.dim), k: rng.standard_normal(k.dim), v: rng.standard_normal(v.dim),
                    **feeds, o: np.full(o.dim, np.nan)})
+
+
+# ---- the frontend's packed layout (8 tiles a byte along s_kv) -----------------------------------------------------
+U8 = cudnn.data_type.UINT8
+
+
+@pytest.mark.parametrize("mask_type", [U8, I8], ids=["uint8", "int8"])
+def test_the_packed_layout_is_accepted_and_reaches_cudnn_deviceless(mask_type):
+    """s_kv 1100 is 9 key tiles, packed into 2 bytes a row of tiles: accepted in UINT8 or INT8, finalized by cuDNN
+    9.28 without a GPU, the descriptor carrying the packed dims."""
+    from cudnn_py.families.attention.lowering import lower
+    from cudnn_py.families.attention.spec import block_mask_packed
+    from cudnn_py.lowering import TensorTable
+
+    g = graph()
+    t = build(g, s_kv=1100, mask_dims=[2, 4, 2, 2], mask_type=mask_type, **seq_lens(g, 2))
+    g.validate()
+    node = g._session.program.nodes[0]
+    assert node.op == "sdpa" and block_mask_packed(node)
+    (op,) = lower(node, TensorTable())
+    assert op.get("CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC").get("CUDNN_ATTR_TENSOR_DIMENSIONS") == [2, 4, 2, 2]
+    assert t.mask.uid in g._session.executor._slot_by_key
+
+
+def test_a_uint8_mask_in_the_unpacked_dims_is_not_supported():
+    g = graph()
+    build(g, s_kv=1100, mask_dims=[2, 4, 2, 9], mask_type=U8)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"packed 8 tiles a byte, \[2, 4, 2, 2\].*got "
+                                                                r"\[2, 4, 2, 9\]"):
+        g.validate_ir()
+
+
+def test_the_reference_reads_the_packed_bits_as_the_unpacked_tiles():
+    """Tile j of a row is bit j % 8 of byte j // 8: a packed mask gives exactly the output of its unpacked INT8
+    twin (including fully masked rows)."""
+    rng = np.random.default_rng(20261206)
+    b, h, s_q, s_kv, d = 1, 2, 130, 1100, 8  # 2 x 9 tiles
+    tiles_ = (rng.random((b, h, 2, 9)) > 0.5).astype(np.int8)
+    tiles_[0, 0, 0, :] = 0
+    tiles_[0, 1, 1, :] = 0
+    tiles_[0, 1, 1, 8] = 1  # only the ninth tile: bit 0 of the second byte
+    packed = np.packbits(tiles_.astype(np.uint8), axis=3, bitorder="little")
+    assert packed.shape == (b, h, 2, 2)
+    data = {name: rng.standard_normal(dims) for name, dims in
+            (("q", (b, h, s_q, d)), ("k", (b, h, s_kv, d)), ("v", (b, h, s_kv, d)))}
+    outs = []
+    for mask, dims, dt in ((tiles_, [b, h, 2, 9], I8), (packed, [b, h, 2, 2], U8)):
+        g = graph(D)
+        q, k, v = g.tensor([b, h, s_q, d]), g.tensor([b, h, s_kv, d]), g.tensor([b, h, s_kv, d])
+        bm = g.tensor(dims, data_type=dt)
+        o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.3, block_mask=bm)
+        o.set_output(True)
+        st.set_output(True)
+        g.register_backend(ReferenceEngine())
+        g.validate_ir()
+        out, stats = np.full(o.dim, np.nan), np.full(st.dim, np.nan)
+        g.execute({q: data["q"], k: data["k"], v: data["v"], bm: mask, o: out, st: stats})
+        outs.append((out, stats))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    assert np.all(outs[1][0][0, 0, :128] == 0)

@@ -11,7 +11,7 @@ from ...enums import diagonal_alignment
 from ...errors import InvalidValueError
 from ..paged_cache.reference import gather_pages, owned_entries
 from ..pointwise.reference import _pointwise
-from .spec import BLOCK_MASK_TILE, kv_length, rng_probability
+from .spec import BLOCK_MASK_TILE, block_mask_packed, kv_length, rng_probability
 
 
 def _sdpa_check(node: Any) -> str | None:
@@ -72,7 +72,7 @@ def _probabilities(node: Any, read: Read, descale: float = 1.0) -> tuple:
     if p["diagonal_band_left_bound"] is not None:
         keep &= cols > rows + shift - p["diagonal_band_left_bound"]
     if "BLOCK_MASK" in ins:
-        keep &= tiles_kept(read(ins["BLOCK_MASK"]), s_q, s_kv)
+        keep &= tiles_kept(read(ins["BLOCK_MASK"]), s_q, s_kv, packed=block_mask_packed(node))
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     sink = read(ins["SINK_TOKEN"]) if "SINK_TOKEN" in ins else None  # one extra logit per head, in every row
@@ -101,11 +101,14 @@ def _lengths(node: Any, read: Read, port: str, dim: int) -> np.ndarray:
     return lengths
 
 
-def tiles_kept(block_mask: np.ndarray, s_q: int, s_kv: int) -> np.ndarray:
+def tiles_kept(block_mask: np.ndarray, s_q: int, s_kv: int, packed: bool = False) -> np.ndarray:
     """(b, h, s_q, s_kv) booleans from a (b, h, ceil(s_q / 128), ceil(s_kv / 128)) block mask: a score is kept
     where its 128 x 128 tile's entry is nonzero (cudnn_py's reading; the header does not say which values keep a
-    tile: tests/test_gpu_sdpa_block_mask.py checks it against cuDNN). The last tiles overhang s_q / s_kv."""
+    tile: tests/test_gpu_sdpa_block_mask.py checks it against cuDNN). Packed (8 tiles a byte along s_kv), tile j
+    is bit j % 8 of byte j // 8. The last tiles overhang s_q / s_kv."""
     tile = np.asarray(block_mask) != 0
+    if packed:
+        tile = np.unpackbits(np.asarray(block_mask).astype(np.uint8), axis=3, bitorder="little") != 0
     tile = np.repeat(np.repeat(tile, BLOCK_MASK_TILE, axis=2), BLOCK_MASK_TILE, axis=3)
     return tile[:, :, :s_q, :s_kv]
 

@@ -226,26 +226,44 @@ def _check_optional_inputs(node: Node, d: Mapping[str, int]) -> None:
             raise _fail(node, dump, f"rng_dump needs the scores' dims {scores}, got {list(dump.dim)}")
 
 
-def block_mask_dims(d: Mapping[str, int]) -> list[int]:
-    """(b, h_q, ceil(s_q / 128), ceil(s_kv / 128)): one entry per 128 x 128 tile of the scores."""
+def block_mask_dims(d: Mapping[str, int], packed: bool = False) -> list[int]:
+    """(b, h_q, ceil(s_q / 128), ceil(s_kv / 128)): one entry per 128 x 128 tile of the scores; packed, the last
+    dim holds 8 tiles a byte: ceil(ceil(s_kv / 128) / 8)."""
     tiles = lambda n: -(-n // BLOCK_MASK_TILE)  # noqa: E731
-    return [d["b"], d["h_q"], tiles(d["s_q"]), tiles(d["s_kv"])]
+    kv = tiles(d["s_kv"])
+    return [d["b"], d["h_q"], tiles(d["s_q"]), -(-kv // 8) if packed else kv]
+
+
+def block_mask_packed(node: Node) -> bool:
+    """Whether the block mask is in the frontend's packed layout (one bit per tile along s_kv, tile j in bit j % 8
+    of byte j // 8): a UINT8 mask, or an INT8 one whose last dim is the packed count and not the header's."""
+    mask = node.inputs["BLOCK_MASK"]
+    if mask.data_type is data_type.UINT8:
+        return True
+    d = dims_of(node)
+    dims = [int(x) for x in mask.dim]
+    return dims != block_mask_dims(d) and dims == block_mask_dims(d, packed=True)
 
 
 def _check_block_mask(node: Node, d: Mapping[str, int]) -> None:
-    """INT8 with exactly the tile dims: the header names no broadcast, so none is accepted (not even a unit
-    batch or head dim)."""
+    """The header's layout (INT8, one entry per tile) or the frontend's packed one (UINT8 or INT8, 8 tiles a byte
+    along s_kv), with exactly those dims: the header names no broadcast, so none is accepted. cuDNN's finalize
+    checks only b and h_q; any other layout or type is a configuration cuDNN does not run, refused as not
+    supported (the official module's class), not as a shape error."""
     mask = node.inputs.get("BLOCK_MASK")
     if mask is None:
         return
     require_dims(op_name(node), node, mask)
-    want = block_mask_dims(d)
-    if [int(x) for x in mask.dim] != want:
-        raise _fail(node, mask, f"a block mask needs dims [b, h_q, ceil(s_q / 128), ceil(s_kv / 128)] = {want} "
-                    f"(s_q {d['s_q']}, s_kv {d['s_kv']}; one entry per 128 x 128 tile of the scores, no "
-                    f"broadcasting), got {list(mask.dim)}")
-    if mask.data_type is not data_type.INT8:
-        raise _fail(node, mask, f"a block mask must be INT8 (set data_type=INT8), got {mask.data_type.name}")
+    if mask.data_type is data_type.NOT_SET:
+        raise _fail(node, mask, "a block mask must be INT8 (set data_type=INT8), got NOT_SET")
+    if mask.data_type not in (data_type.INT8, data_type.UINT8):
+        raise _unsupported(node, mask, f"a block mask must be INT8 (or UINT8, packed), got {mask.data_type.name}")
+    want, packed = block_mask_dims(d), block_mask_dims(d, packed=True)
+    dims = [int(x) for x in mask.dim]
+    if dims != packed and (mask.data_type is data_type.UINT8 or dims != want):
+        raise _unsupported(node, mask, f"a block mask needs dims [b, h_q, ceil(s_q / 128), ceil(s_kv / 128)] = "
+                           f"{want} (INT8) or, packed 8 tiles a byte, {packed} (s_q {d['s_q']}, s_kv {d['s_kv']}; "
+                           f"one entry per 128 x 128 tile of the scores, no broadcasting), got {dims}")
     if mask.ragged_offset is not None:
         raise _fail(node, mask, "a block mask cannot be ragged")
 
