@@ -23,6 +23,9 @@ Block mask: an INT8 (b, h_q, ceil(s_q / 128), ceil(s_kv / 128)) tensor, one entr
 (cuDNN >= 9.14, the unified op only: COMPOSITE refuses it, AUTO takes UNIFIED or says why it cannot). The header
 gives the formula ``softmax(padding_mask(block_mask(Q·Kᵀ) · scale)) · V`` but not the values' meaning; cudnn_py
 reads nonzero as "keep the tile" and zero as "mask it" (-inf), and the GPU test says which reading cuDNN follows.
+The frontend's packed layout is accepted too: UINT8 (or INT8) (b, h_q, ceil(s_q / 128), ceil(ceil(s_kv / 128) / 8)),
+8 tiles a byte along s_kv (tile j is bit j % 8 of byte j // 8; a set bit keeps it). Any other layout or type is
+refused as not supported (``cudnnGraphNotSupportedError``, as cuDNN refuses it), not as a shape error.
 """
 # (this docstring is sdpa's doc in the builder and docs/api.md.) The arguments and their meaning are in ``options``,
 # the implementation choice and the composite in ``decomposition``; what the other attention families read through
