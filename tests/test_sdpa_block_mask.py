@@ -388,32 +388,22 @@ def test_a_uint8_mask_in_the_unpacked_dims_is_not_supported():
         g.validate_ir()
 
 
-def test_the_reference_reads_the_packed_bits_as_the_unpacked_tiles():
-    """Tile j of a row is bit j % 8 of byte j // 8: a packed mask gives exactly the output of its unpacked INT8
-    twin (including fully masked rows)."""
-    rng = np.random.default_rng(20261206)
-    b, h, s_q, s_kv, d = 1, 2, 130, 1100, 8  # 2 x 9 tiles
-    tiles_ = (rng.random((b, h, 2, 9)) > 0.5).astype(np.int8)
-    tiles_[0, 0, 0, :] = 0
-    tiles_[0, 1, 1, :] = 0
-    tiles_[0, 1, 1, 8] = 1  # only the ninth tile: bit 0 of the second byte
-    packed = np.packbits(tiles_.astype(np.uint8), axis=3, bitorder="little")
-    assert packed.shape == (b, h, 2, 2)
-    data = {name: rng.standard_normal(dims) for name, dims in
-            (("q", (b, h, s_q, d)), ("k", (b, h, s_kv, d)), ("v", (b, h, s_kv, d)))}
-    outs = []
-    for mask, dims, dt in ((tiles_, [b, h, 2, 9], I8), (packed, [b, h, 2, 2], U8)):
+def test_the_reference_declines_a_packed_mask_rather_than_guess_its_bit_order():
+    """Which bit of a packed byte is which key tile is not verified against cuDNN yet (no engine for block masks
+    on the GPU we have): the float64 engine declines such a graph with the reason, and still runs the unpacked
+    layout."""
+    b, h, s_q, s_kv, d = 1, 2, 130, 1100, 8  # 2 x 9 tiles: 2 bytes a row when packed
+    for dims, dt, declined in (([b, h, 2, 9], I8, False), ([b, h, 2, 2], U8, True)):
         g = graph(D)
         q, k, v = g.tensor([b, h, s_q, d]), g.tensor([b, h, s_kv, d]), g.tensor([b, h, s_kv, d])
         bm = g.tensor(dims, data_type=dt)
         o, st = g.sdpa(q, k, v, generate_stats=True, attn_scale=0.3, block_mask=bm)
         o.set_output(True)
         st.set_output(True)
-        g.register_backend(ReferenceEngine())
+        engine = ReferenceEngine()
         g.validate_ir()
-        out, stats = np.full(o.dim, np.nan), np.full(st.dim, np.nan)
-        g.execute({q: data["q"], k: data["k"], v: data["v"], bm: mask, o: out, st: stats})
-        outs.append((out, stats))
-    np.testing.assert_array_equal(outs[0][0], outs[1][0])
-    np.testing.assert_array_equal(outs[0][1], outs[1][1])
-    assert np.all(outs[1][0][0, 0, :128] == 0)
+        if declined:
+            with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="packed layout"):
+                engine.check_support(g)
+        else:
+            engine.check_support(g)
