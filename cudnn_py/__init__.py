@@ -49,7 +49,7 @@ __all__ = sorted([*_LAZY, *_ALIASES])
 
 # the package's own modules and subpackages, importable by attribute (``cudnn_py.backend.default_handle()``)
 _SUBMODULES = frozenset({"backend", "collect_env", "dtypes", "engines", "enums", "errors", "experimental", "facade",
-                         "families", "interop", "ir", "lowering", "ops", "plans", "torch", "yarn"})
+                         "families", "gemm", "interop", "ir", "lowering", "ops", "plans", "torch", "yarn"})
 
 
 def __getattr__(name: str) -> Any:
