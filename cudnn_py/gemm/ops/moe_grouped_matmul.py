@@ -168,7 +168,7 @@ def _moe_cuda(token: torch.Tensor, weight: torch.Tensor, first_token_offset: tor
     b = cache(_OP).get(key, lambda: planned(build_graph(*layouts, token.dtype, mode, top_k), token.device))
     out = torch.empty((1, rows_out(token, token_index, mode), int(weight.shape[2])), dtype=token.dtype,
                       device=token.device)
-    feeds = {b.token: token, b.weight: weight, b.offsets: offsets, b.output: out}
+    feeds: dict[Any, Any] = {b.token: token, b.weight: weight, b.offsets: offsets, b.output: out}
     if b.token_index is not None:
         feeds[b.token_index] = token_index
     if b.token_ks is not None:
