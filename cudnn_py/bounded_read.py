@@ -116,6 +116,40 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "a file", *, f
         return data, st
 
 
+def open_for_writing(path: str, flags: int, mode: int, link: str = "a symbolic link, not a regular file") -> int:
+    """A descriptor of the regular file at ``path``, opened with the caller's ``flags`` (``O_WRONLY`` / ``O_RDWR``
+    with ``O_CREAT``, ``O_TRUNC`` or ``O_APPEND``) and created with ``mode``, never following a link nor blocking:
+    a FIFO, a device or a directory is refused before the open (opening a device has effects of its own) and
+    again after it, in case one was swapped in (``O_NONBLOCK``: a FIFO cannot block the open). The outputs a user
+    names: the trace file, the frontend log. OSError naming what is there otherwise (``link``: for a link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, link, path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link swapped in since the lstat
+            raise OSError(errno.ELOOP, link, path) from None
+        if e.errno == errno.ENXIO:  # a FIFO with no reader, swapped in since the lstat
+            raise OSError(errno.EINVAL, "a FIFO (named pipe), not a regular file", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def check_regular(path: str | os.PathLike, limit: int, what: str = "a file", *, follow_links: bool = False) -> None:
     """What :func:`read_regular` checks before reading, without reading (OSError as it raises)."""
     with opened(path, limit, what, follow_links=follow_links):
@@ -129,4 +163,4 @@ def describe(e: OSError) -> str:
     return f"{os.fsdecode(name)}: {reason}" if name is not None else reason
 
 
-__all__ = ["FileRefusedError", "check_regular", "describe", "file_kind", "opened", "read_regular"]
+__all__ = ["FileRefusedError", "check_regular", "describe", "file_kind", "open_for_writing", "opened", "read_regular"]

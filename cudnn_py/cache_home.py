@@ -11,6 +11,7 @@ link nor blocking, bounded.
 """
 from __future__ import annotations
 
+import logging
 import os
 
 from . import bounded_read
@@ -37,6 +38,23 @@ def switched_off(variable: str = SWITCH_ENV) -> str | None:
     if value is not None and value.strip().lower() in OFF_VALUES:
         return f"{variable}={value}"
     return None
+
+
+def size_limit(variable: str, default: int) -> int:
+    """The byte limit a variable sets (``CUDNN_PY_CACHE_MAX_BYTES``, ``CUDNN_PY_KERNEL_CACHE_MAX_BYTES``): a positive
+    integer; unset or blank, ``default``; anything else, ``default`` with a warning in the ``cudnn_py`` log."""
+    raw = (os.environ.get(variable) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+        if value > 0:
+            return value
+    except ValueError:
+        pass
+    logging.getLogger("cudnn_py.cache_home").warning("%s=%r is not a positive integer; the limit is %d bytes",
+                                                      variable, raw, default)
+    return default
 
 
 Refused = FileRefusedError  # a path there but not read (not a regular file, a link, too large): the bounded reader's

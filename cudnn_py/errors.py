@@ -12,7 +12,9 @@ The classic module maps failures onto three Python types, and so do we:
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from functools import cache
 
 from ._generated.enums import ENUMS
@@ -224,3 +226,16 @@ def frozen_error(what: str) -> UsageError:
     return UsageError(
         f"cannot {what}: the graph is frozen after planning (create_execution_plans) - build a new graph to change it"
     )
+
+
+def warn_quietly(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """``warnings.warn`` at the caller's caller, which must not raise even where warnings are turned into errors
+    (a tracer or a log that cannot write must never break the traced or logged call): stderr then, or nothing."""
+    import warnings
+
+    try:
+        warnings.warn(message, category, stacklevel=3)
+    except Exception:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"{category.__name__}: {message}\n")
+

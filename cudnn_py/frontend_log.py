@@ -24,17 +24,15 @@ checked ``Executor.execute`` (``plans/execute.py``), which logs.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
-import stat
 import sys
 import threading
-import warnings
 from typing import Any
 
-from .bounded_read import describe, file_kind
+from .bounded_read import describe, open_for_writing
+from .errors import warn_quietly as _warn
 
 LOG_INFO_ENV = "CUDNN_FRONTEND_LOG_INFO"
 LOG_FILE_ENV = "CUDNN_FRONTEND_LOG_FILE"
@@ -64,41 +62,7 @@ def destination(environ: Any = None) -> str | None:
 def open_log_file(path: str) -> int:
     """Open ``path`` for the log (created 0600, truncated) without ever blocking; anything but a regular file is
     refused (OSError naming it), a symbolic link included."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):  # refused before opening: opening a device has effects
-        raise OSError(errno.ELOOP if stat.S_ISLNK(st.st_mode) else errno.EINVAL,
-                      f"{file_kind(st.st_mode)}, not a regular file", path)
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-             | getattr(os, "O_NONBLOCK", 0))
-    try:
-        fd = os.open(path, flags, 0o600)  # O_NONBLOCK: a FIFO swapped in since the lstat cannot block the open
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "a symbolic link, not a regular file", path) from None
-        if e.errno == errno.ENXIO:  # a FIFO with no reader, swapped in since the lstat
-            raise OSError(errno.EINVAL, "a FIFO (named pipe), not a regular file", path) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _warn(message: str) -> None:
-    """One RuntimeWarning, which must not raise even where warnings are turned into errors."""
-    try:
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-    except Exception:
-        with contextlib.suppress(Exception):
-            sys.stderr.write(f"RuntimeWarning: {message}\n")
+    return open_for_writing(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 
 
 def _turn_off(why: str) -> None:

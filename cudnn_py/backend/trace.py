@@ -45,35 +45,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import errno
 import itertools
 import json
 import os
-import stat
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from .. import bounded_read
-from ..bounded_read import file_kind
 from ..errors import InvalidTypeError
+from ..errors import warn_quietly as _warn
 from . import loader
 
 active: Tracer | None = None
 _stack: list[Tracer] = []  # started tracers, innermost last; `active` is the last one while it is alive
 _stack_lock = threading.Lock()
-
-
-def _warn(message: str) -> None:
-    """warnings.warn, which must not raise even where warnings are turned into errors."""
-    try:
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-    except Exception:
-        with contextlib.suppress(Exception):
-            sys.stderr.write(f"RuntimeWarning: {message}\n")
 
 
 def _evaluate(v: Any) -> Any:
@@ -133,32 +121,14 @@ class _FdStream:
 def open_trace_file(path: str | os.PathLike) -> _FdStream:
     """Open ``path`` for appending without ever blocking; refuse anything but a regular file (OSError, naming it),
     a symbolic link included (``O_NOFOLLOW``: the tracer never appends to a link's target)."""
-    p = os.fspath(path)
+    fd = bounded_read.open_for_writing(os.fspath(path), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666,
+                                       link="a symbolic link; traces are written to regular files only")
     try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        raise OSError(errno.ELOOP, "a symbolic link; traces are written to regular files only", p)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", p)
-    flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-             | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        fd = os.open(p, flags, 0o666)  # O_NONBLOCK: a FIFO swapped in since the stat cannot block the open
-    except OSError as e:
-        if e.errno == errno.ELOOP:  # a link swapped in since the lstat
-            raise OSError(errno.ELOOP, "a symbolic link; traces are written to regular files only", p) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", p)
-        os.set_blocking(fd, True)
+        size = os.fstat(fd).st_size
         partial = False
-        if st.st_size:
+        if size:
             with contextlib.suppress(OSError):
-                partial = os.pread(fd, 1, st.st_size - 1) != b"\n"
+                partial = os.pread(fd, 1, size - 1) != b"\n"
     except BaseException:
         os.close(fd)
         raise

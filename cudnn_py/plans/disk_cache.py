@@ -97,17 +97,7 @@ def default_dir() -> str:
 
 def default_max_bytes() -> int:
     """``CUDNN_PY_CACHE_MAX_BYTES`` (a positive integer; anything else: the default, logged), else 1 GiB."""
-    raw = os.environ.get(MAX_BYTES_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw.strip())
-        if value > 0:
-            return value
-    except ValueError:
-        pass
-    _log.warning("%s=%r is not a positive integer; the limit is %d bytes", MAX_BYTES_ENV, raw, DEFAULT_MAX_BYTES)
-    return DEFAULT_MAX_BYTES
+    return cache_home.size_limit(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
 
 
 _disabled: dict[str, str] = {}  # directory -> why; each warned about once per process

@@ -26,6 +26,7 @@ for r in new old; do
 done > "$OUT/run_py.txt" 2>&1
 for r in new old; do
   if [ $r = new ]; then root=$PWD; else root=$PWD/.ab/oldrepo; fi
+  [ -d "$root/benchmarks" ] || continue  # (no old tree's benchmarks: the new tree's cold start alone)
   echo "== $r"
   ( cd "$root" && PYTHONPATH=$site timeout 110 python3 benchmarks/cold_start.py --processes 2 \
       --cases sdpa_fwd,matmul --out "$W/cold_$r" 2>&1 | tail -14 )

@@ -1,11 +1,10 @@
 #!/bin/bash
 # One device call that checks a tree end to end (about 8 minutes on an H200): the official frontend's test suite
-# and our whole suite side by side, then, on a quiet machine, the host time per SDPA execute against an older
-# cudnn_py (when .ab/cudnn_py_old exists: a copy of that version's package, see benchmarks/host_ab.py),
-# the build time of a key built before (benchmarks/build_ab.py), benchmarks/run.py's host and build figures for
-# this tree and that one, and the import time against the official module. Needs .conformance/ (made by the
-# conformance suite's prepare.sh; carry it, and .ab). Summaries go straight into $OUT (they come back even if the
-# call is cut short), the logs into $OUT/logs.tgz.
+# and our whole suite side by side, then, on a quiet machine, the A/B half against an older cudnn_py when
+# .ab/cudnn_py_old exists (tests/support/device_ab.sh: host time per SDPA execute, the build time of a key built
+# before, benchmarks/run.py's figures for both trees, the cold start), and the import time against the official
+# module. Needs .conformance/ (made by the conformance suite's prepare.sh; carry it, and .ab). Summaries go straight
+# into $OUT (they come back even if the call is cut short), the logs into $OUT/logs.tgz.
 #     bash tests/support/device_check.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -24,21 +23,8 @@ t0=$(date +%s)
 ( OUT=$W SUITE_TIMEOUT=${SUITE_TIMEOUT:-380} bash tests/support/run_halves.sh > "$OUT/suite_summary.txt" 2>&1 ) &
 wait
 echo "conformance + suite: $(( $(date +%s) - t0 )) s" >> "$OUT/env.txt"
-if [ -d .ab/cudnn_py_old ]; then
-  PYTHONPATH=$site:$PWD OLD=.ab OUT=$W ROUNDS=${ROUNDS:-15} timeout 60 python3 benchmarks/host_ab.py > "$OUT/host_ab.txt" 2>&1
-fi
-if [ -d .ab/cudnn_py_old ]; then  # build time of a key built before, this tree against the old, in one process
-  PYTHONPATH=$site:$PWD OLD=.ab OUT=$W ROUNDS=${ROUNDS_BUILD:-41} timeout 90 python3 benchmarks/build_ab.py \
-    > "$OUT/build_ab.txt" 2>&1
-fi
-if [ -d .ab/cudnn_py_old ]; then  # benchmarks/run.py's host time per execute and build time, this tree then the old
-  oldroot=$(mktemp -d); ln -s "$PWD/.ab/cudnn_py_old" "$oldroot/cudnn_py"
-  for r in new old; do
-    if [ $r = new ]; then pp=$site:$PWD; else pp=$site:$oldroot; fi
-    echo "== $r"
-    ( cd benchmarks && PYTHONPATH=$pp timeout 150 python3 run.py --skip-large --skip-convnorm --skip-attention \
-        --out "$W/run_$r" 2>&1 | tail -22 )
-  done > "$OUT/run_py.txt" 2>&1
+if [ -d .ab/cudnn_py_old ]; then  # the A/B half (host, warm build, run.py, cold start): its own script
+  OUT=$OUT bash tests/support/device_ab.sh > "$OUT/ab_summary.txt" 2>&1
 fi
 official=$(mktemp -d)/venv
 python3 -m venv --system-site-packages "$official" >/dev/null && \
@@ -47,6 +33,5 @@ python3 -m venv --system-site-packages "$official" >/dev/null && \
 echo "all: $(( $(date +%s) - t0 )) s" >> "$OUT/env.txt"
 tar czf "$OUT/logs.tgz" -C "$W" .
 cat "$OUT/env.txt" "$OUT/conformance_summary.txt" "$OUT/suite_summary.txt"
-tail -6 "$OUT/host_ab.txt" 2>/dev/null; grep "total ms" "$OUT/build_ab.txt" 2>/dev/null
-grep "^==\|µs per execute\|build ms" "$OUT/run_py.txt" 2>/dev/null
+cat "$OUT/ab_summary.txt" 2>/dev/null
 cat "$OUT/import_time.txt"

@@ -106,17 +106,7 @@ class MemoryCubinStore:
 
 def max_bytes() -> int:
     """``CUDNN_PY_KERNEL_CACHE_MAX_BYTES`` (a positive integer; anything else: the default, logged), else 256 MiB."""
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-        if value > 0:
-            return value
-    except ValueError:
-        pass
-    _log.warning("%s=%r is not a positive integer; the limit is %d bytes", MAX_BYTES_ENV, raw, DEFAULT_MAX_BYTES)
-    return DEFAULT_MAX_BYTES
+    return cache_home.size_limit(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
 
 
 def file_name(key: str) -> str:
