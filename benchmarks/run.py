@@ -245,6 +245,9 @@ def markdown(env: dict, results: dict) -> str:
     import attention  # benchmarks/attention.py
 
     lines += attention.markdown_rows(results)
+    import norm_table  # benchmarks/norm_table.py
+
+    lines += norm_table.markdown_rows(results)
     lines += ["", "cudnn_py build time by stage (ms):", ""]
     for case, stages in STAGES.items():
         lines.append(f"- {case}: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
@@ -258,10 +261,14 @@ def main() -> int:
     ap.add_argument("--skip-convnorm", action="store_true", help="only the host-overhead and matmul cases")
     ap.add_argument("--skip-attention", action="store_true", help="without the SDPA cases of attention.py")
     ap.add_argument("--only-attention", action="store_true", help="the SDPA cases alone (about 2 minutes)")
+    ap.add_argument("--only-norms", action="store_true", help="the norm forward table of norm_table.py alone")
+    ap.add_argument("--norm-shapes", default="", help="e.g. 8192x4096,65536x2048 (default: the table's five)")
     args = ap.parse_args()
     results: dict = {}
     ctx = sys.modules[__name__]  # LIBS, HANDLES, build, bench_interleaved, BUILD_REPEATS
-    if not args.only_attention:
+    if args.only_norms:
+        args.skip_attention = True
+    if not args.only_attention and not args.only_norms:
         overhead_case(results)
         if not args.skip_large:
             matmul_case(results, 1, 8192, 8192, 8192)
@@ -271,6 +278,11 @@ def main() -> int:
 
             convnorm.conv_cases(results, ctx)
             convnorm.norm_cases(results, ctx)
+    if args.only_norms or not (args.only_attention or args.skip_convnorm):
+        import norm_table  # benchmarks/norm_table.py: norm forward GB/s and build times, ours beside cuDNN's
+
+        shapes = [tuple(map(int, s.split("x"))) for s in args.norm_shapes.split(",") if s] or norm_table.SHAPES
+        norm_table.norm_table(results, ctx, shapes)
     if not args.skip_attention:
         import attention  # benchmarks/attention.py: the SDPA forward and backward cases
 

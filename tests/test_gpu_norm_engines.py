@@ -10,6 +10,7 @@ import gc
 import pytest
 
 import cudnn_py as cudnn
+from cudnn_py.engines import placement
 from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID
 from cudnn_py.engines.runtime import modules
 from cudnn_py.errors import NotSupportedError
@@ -208,11 +209,14 @@ def test_modules_unload_with_their_plans():
     assert modules.live_modules() == before
 
 
-def test_default_modes_keep_cudnn_first_and_offer_ours():
+def test_default_modes_follow_the_placement_table_and_offer_both():
     g, _ = build(16, 1024, DT.BFLOAT16, False, P.INFERENCE, bias=True)
     g.validate()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    assert g.plans[0].is_backend and any(p.engine_id == NORM_FORWARD_ENGINE_ID for p in g.plans[1:])
+    cc = modules.current_target().cc
+    ours_first = placement.lookup("layernorm", "bf16", cc) == placement.OURS
+    assert (g.plans[0].engine_id == NORM_FORWARD_ENGINE_ID) == ours_first
+    assert any(p.is_backend for p in g.plans) and any(p.engine_id == NORM_FORWARD_ENGINE_ID for p in g.plans)
     g2, _ = build(16, 1024, DT.BFLOAT16, False, P.INFERENCE, bias=True)
     g2.validate()
     g2.create_execution_plans([cudnn.heur_mode.OPENSOURCE, cudnn.heur_mode.A])

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 import cudnn_py as cudnn
-from cudnn_py.engines import builtin
+from cudnn_py.engines import builtin, placement
 from cudnn_py.engines.base import EngineIdentity
 from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID, is_python_engine, is_runtime_engine
 from cudnn_py.engines.norms import NormForwardEngine, source, variants
@@ -290,8 +290,23 @@ def test_opensource_order(fake_engines):
     assert builtin.combine([BACKEND_PLAN], first)[-1] == BACKEND_PLAN
     after = _modes(g, [cudnn.heur_mode.A, cudnn.heur_mode.OPENSOURCE])
     assert builtin.combine([BACKEND_PLAN], after)[0] == BACKEND_PLAN
-    default = _modes(g, None)  # offered beside cuDNN's, after it
-    assert not default.first and default.plans and builtin.combine([BACKEND_PLAN], default)[0] == BACKEND_PLAN
+
+
+
+@pytest.mark.parametrize("row", [placement.OURS, placement.CUDNN])
+def test_default_modes_follow_the_placement_table(fake_engines, monkeypatch, row):
+    """Without OPENSOURCE the table's row for (op, dtype, cc) decides who comes first; ours stay offered."""
+    from cudnn_py.engines.base import BACKEND_PLAN
+
+    g = norm_graph(rms=True)
+    monkeypatch.setitem(placement.TABLE, ("rmsnorm", "bf16", 90), row)
+    default = _modes(g, None)
+    order = builtin.combine([BACKEND_PLAN], default)
+    assert default.plans and default.first == (row == placement.OURS)
+    assert (order[0] == BACKEND_PLAN) == (row == placement.CUDNN) and BACKEND_PLAN in order
+    assert ("first" in default.report[0]) == (row == placement.OURS)
+    monkeypatch.delitem(placement.TABLE, ("rmsnorm", "bf16", 90))  # no row: cuDNN first
+    assert not _modes(g, None).first
 
 
 def test_opensource_alone_declines_what_no_engine_runs(fake_engines):

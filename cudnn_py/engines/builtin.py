@@ -5,8 +5,12 @@ cudnn_py maps it onto its runtime-compiled engines (:func:`runtime_engines`):
 
 * ``[OPENSOURCE]`` alone: only ours; ``cudnnGraphNotSupportedError`` (every engine's reason) if none accepts;
 * ``OPENSOURCE`` before a cuDNN mode (``[OPENSOURCE, A]``): ours first, then the cuDNN entry;
-* a cuDNN mode first (``[A, OPENSOURCE]``), or no ``OPENSOURCE`` at all: the cuDNN entry first, ours after it
-  (offered, so ``select_plan`` can pick them; the default stays cuDNN's until measurement ranks them).
+* a cuDNN mode first (``[A, OPENSOURCE]``): the cuDNN entry first, ours after it (offered, so ``select_plan``
+  can pick them; the default stays cuDNN's until measurement ranks them);
+* no ``OPENSOURCE`` at all (the default modes ``[A, FALLBACK]``): the placement table decides
+  (``placement.py``, :meth:`RuntimeEngine.preferred`): ours first where its measured row says ours is faster on
+  this op, data type and architecture, else the cuDNN entry first and ours after it. Either way every candidate
+  stays in the list, and measurement (``build_plans(ALL)``) overrides the table for the graph it timed.
 
 ``CUDNN_PY_ENGINES=0`` turns our engines off (docs/environment.md); ``[OPENSOURCE]`` alone then declines. Without
 ``OPENSOURCE`` an engine is asked only when it :meth:`claims <RuntimeEngine.claims>` the graph (a cheap look at
@@ -73,6 +77,10 @@ def place(graph: Any, modes: list[Any], engines: list[RuntimeEngine] | None = No
         else:
             configs = engine.plan_configs(graph)
             entry["plans"] = [c.name for c in configs]
+            if not opensource and engine.preferred(graph):
+                p.first = True
+                entry["first"] = "the placement table: faster than cuDNN's plan where measured"
+
             p.engines.append(engine)
             p.plans.extend(configs)
         p.report.append(entry)

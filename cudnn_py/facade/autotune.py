@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import cache_home, cache_trust, interop
-from ..engines import placement, selection
+from ..engines import selection
 from ..engines.base import ExecutionContext
 from ..engines.selection import CUDNN, OURS, Candidate, Measured
 from ..errors import CudnnPyError, PhaseError
@@ -100,15 +100,13 @@ def _cudnn(graph: Any, skipped: list[str]) -> list[tuple[int, int, dict[str, Any
 
 
 def _order(graph: Any) -> bool:
-    """Whether the placement table puts ours before cuDNN's for this graph."""
+    """Whether the placement table puts ours before cuDNN's for this graph (the first runtime engine's answer)."""
     for engine in graph._engines:
-        check, target = getattr(engine, "check_graph", None), getattr(engine, "target", None)
-        if check is None or target is None:
+        preferred = getattr(engine, "preferred", None)
+        if preferred is None:
             continue
         try:
-            t = target()
-            if not isinstance(t, str):
-                return placement.ours_first(check(graph), t.cc)
+            return bool(preferred(graph))
         except (CudnnPyError, AttributeError):
             continue
     return False

@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import interop
 from ...errors import InvalidValueError
+from .. import placement
 from ..base import CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import NORM_FORWARD_ENGINE_ID
 from ..runtime import modules
@@ -37,6 +38,10 @@ class NormForwardEngine(RuntimeEngine):
 
     def check_graph(self, graph: Any) -> NormProblem:
         return match(graph)
+
+    def preferred(self, graph: Any) -> bool:
+        target = self.target()
+        return not isinstance(target, str) and placement.ours_first(match(graph), target.cc)
 
     def plan_configs(self, graph: Any) -> list[PlanConfig]:
         return [PlanConfig(self.engine_id, f"{self.name}[elems={e}]", {"elems": e}) for e in variants.ELEMS_CHOICES]

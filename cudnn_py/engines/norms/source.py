@@ -46,7 +46,40 @@ template <> __device__ __forceinline__ f16_t from_f<f16_t>(float v) {
 // aligned to its size up to 16 bytes (a wider pack, fp32 beside a 16-bit X, is two 16-byte accesses)
 template <typename T, int N> struct __align__(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) Pack { T v[N]; };
 
+// 16 bytes of a streamed tensor (X, the residual; Y, the sum, the SiLU output): with HINTS, read through the
+// non-coherent path without allocating in L1 and written evict-first, so the rows streaming through do not push the
+// scale and bias (read by every row) out of the caches
+struct __align__(16) U4 { unsigned a, b, c, d; };
+template <typename P> __device__ __forceinline__ P ld_stream(const P* a) {
+#if HINTS
+  if (sizeof(P) == 16) {
+    U4 u;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(u.a), "=r"(u.b), "=r"(u.c), "=r"(u.d) : "l"(a));
+    return *reinterpret_cast<const P*>(&u);
+  }
+#endif
+  return *a;
+}
+template <typename P> __device__ __forceinline__ void st_stream(P* a, const P& v) {
+#if HINTS
+  if (sizeof(P) == 16) {
+    const U4 u = *reinterpret_cast<const U4*>(&v);
+    asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(a), "r"(u.a), "r"(u.b), "r"(u.c), "r"(u.d)
+                 : "memory");
+    return;
+  }
+#endif
+  *a = v;
+}
+
 template <typename T> __device__ __forceinline__ void load(const void* base, long long i, float (&out)[VEC]) {
+  const Pack<T, VEC> p = ld_stream(reinterpret_cast<const Pack<T, VEC>*>(reinterpret_cast<const T*>(base) + i));
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) out[k] = to_f(p.v[k]);
+}
+// the scale and bias: the same columns for every row, so cached
+template <typename T> __device__ __forceinline__ void load_param(const void* base, long long i, float (&out)[VEC]) {
   const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(reinterpret_cast<const T*>(base) + i);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) out[k] = to_f(p.v[k]);
@@ -55,7 +88,7 @@ template <typename T> __device__ __forceinline__ void store(void* base, long lon
   Pack<T, VEC> p;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) p.v[k] = from_f<T>(in[k]);
-  *reinterpret_cast<Pack<T, VEC>*>(reinterpret_cast<T*>(base) + i) = p;
+  st_stream(reinterpret_cast<Pack<T, VEC>*>(reinterpret_cast<T*>(base) + i), p);
 }
 
 struct Params {
@@ -96,10 +129,10 @@ __device__ __forceinline__ void load_h(const Params& p, long long off, float (&h
 __device__ __forceinline__ void finish(const Params& p, long long off, int col, float mean, float rstd,
                                        const float (&h)[VEC]) {
   float w[VEC], o[VEC];
-  load<TW>(p.w, col, w);
+  load_param<TW>(p.w, col, w);
 #if HAS_BIAS
   float b[VEC];
-  load<TB>(p.b, col, b);
+  load_param<TB>(p.b, col, b);
 #endif
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
@@ -118,28 +151,48 @@ __device__ __forceinline__ void finish(const Params& p, long long off, int col, 
 #endif
 }
 
+// X (+ R) of one row into registers; zeros past the row's end and for rows past the last
+__device__ __forceinline__ void load_row(const Params& p, long long row, int tid, float (&h)[ITERS][VEC]) {
+  const bool valid = row < p.rows;
+  const long long roff = row * (long long)p.n;
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int col = (it * TPR + tid) * VEC;
+    if (valid && col < p.n) {
+      load_h(p, roff + col, h[it]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) h[it][k] = 0.f;
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) norm_fwd(const Params p) {
   __shared__ float red[2][RPC][WARPS_PER_ROW];
   const int tid = threadIdx.x % TPR, sub = threadIdx.x / TPR;
   const int n = p.n;
   const float eps = p.eps_ptr ? *p.eps_ptr : p.eps;
-  for (long long base = (long long)blockIdx.x * RPC; base < p.rows; base += (long long)gridDim.x * RPC) {
+  const long long stride = (long long)gridDim.x * RPC;
+#if !LOOPED
+  float h[ITERS][VEC];
+#if PIPE
+  // the CTA's next rows are loaded before its current ones are reduced and written: its own loads stay in flight
+  // across its reductions and stores (a persistent grid has no other CTAs waiting to cover them)
+  load_row(p, (long long)blockIdx.x * RPC + sub, tid, h);
+#endif
+#endif
+  for (long long base = (long long)blockIdx.x * RPC; base < p.rows; base += stride) {
     const long long row = base + sub;
     const bool valid = row < p.rows;
     const long long roff = row * (long long)n;
     float sum = 0.f, sq = 0.f, mean = 0.f;
 #if !LOOPED
-    float h[ITERS][VEC];
-#pragma unroll
-    for (int it = 0; it < ITERS; ++it) {
-      const int col = (it * TPR + tid) * VEC;
-      if (valid && col < n) {
-        load_h(p, roff + col, h[it]);
-      } else {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) h[it][k] = 0.f;
-      }
-    }
+#if PIPE
+    float hn[ITERS][VEC];
+    load_row(p, row + stride, tid, hn);
+#else
+    load_row(p, row, tid, h);
+#endif
 #pragma unroll
     for (int it = 0; it < ITERS; ++it) {
 #pragma unroll
@@ -168,6 +221,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) norm_fwd(const
         if (col < n) finish(p, roff + col, col, mean, rstd, h[it]);
       }
     }
+#if PIPE
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) h[it][k] = hn[it][k];
+    }
+#endif
 #else
     float h[VEC];
     for (int col = tid * VEC; valid && col < n; col += TPR * VEC) {

@@ -38,13 +38,16 @@ class Variant:
     rpc: int
     iters: int
     looped: bool
+    pipe: bool = False  # the next rows' loads issued before the current rows are reduced (persistent grids)
+    hints: bool = False  # streamed tensors read without L1 allocation and written evict-first
 
     @property
     def threads(self) -> int:
         return self.tpr * self.rpc
 
     def label(self) -> str:
-        return f"v{self.vec}_t{self.tpr}_r{self.rpc}_" + ("looped" if self.looped else f"i{self.iters}")
+        return (f"v{self.vec}_t{self.tpr}_r{self.rpc}_" + ("looped" if self.looped else f"i{self.iters}")
+                + ("_pipe" if self.pipe else "") + ("_hints" if self.hints else ""))
 
 
 def _pow2_at_least(v: int) -> int:
@@ -87,6 +90,7 @@ def options(problem: NormProblem, v: Variant) -> tuple[str, ...]:
     macros = {
         "TX": t(p.x), "TR": t(p.r), "TS": t(p.s), "TW": t(p.w), "TB": t(p.b), "TY": t(p.y), "TZ": t(p.z),
         "VEC": v.vec, "TPR": v.tpr, "RPC": v.rpc, "ITERS": v.iters, "LOOPED": int(v.looped),
+        "PIPE": int(v.pipe and not v.looped), "HINTS": int(v.hints),
         "HAS_RES": int(p.r is not None), "WRITE_SUM": int(p.s is not None), "HAS_BIAS": int(p.b is not None),
         "RMS": int(p.rms), "TRAIN": int(p.train), "WRITE_Y": int(p.y is not None), "SILU": int(p.z is not None),
     }

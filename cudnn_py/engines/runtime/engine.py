@@ -62,6 +62,12 @@ class RuntimeEngine(BaseEngine):
         self.check_graph(graph)
         self.check_target()
 
+    def preferred(self, graph: Any) -> bool:
+        """Whether the placement table (``engines/placement.py``) expects this engine to beat cuDNN's plan on
+        ``graph`` on the current device, so it comes first without ``heur_mode.OPENSOURCE``. Only asked after
+        :meth:`check_support` accepted the graph; False where the engine has no measured row."""
+        return False
+
 
 class RuntimePlan(CompiledPlan):
     """A built plan of a runtime-compiled engine: holds its module (unloaded when the last plan using it goes)."""
