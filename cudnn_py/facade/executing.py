@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..engines.base import BaseEngine, CompiledPlan, ExecutionContext
 from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from ..ir import Tensor
+from ..ir.tensor import declared_otherwise
 from ..plans.phase import Phase
 from . import autotune
 from .options import no_overrides
@@ -146,8 +147,14 @@ class Executing:
 
     def _uid_of(self, key: Any) -> int:
         if isinstance(key, Tensor):
-            if key.owner is not self:
-                raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this graph")
+            if key.owner is not self:  # another graph's: taken by its uid, as the executor takes it
+                mine = self._by_uid.get(key.uid)
+                conflict = None if mine is None else declared_otherwise(key, mine)
+                if mine is None or conflict is not None:
+                    why = "" if mine is None else (f": a tensor of another graph, taken by its uid for this graph's "
+                                                   f"tensor {mine.name!r}, which has {conflict}")
+                    raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this "
+                                            f"graph{why}")
             return key.uid
         if isinstance(key, int) and not isinstance(key, bool):
             if key not in self._by_uid:

@@ -129,6 +129,7 @@ class Executor(OperandSlots):
                 self._slot_by_key[name] = slot
         self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
+        self._foreign_keys = 0  # tensors of other graphs kept in _fast_slots (OperandSlots._foreign_slot)
         self._unread: set[Any] = set()
         for t in unread:
             self._unread.update((t, t.uid) if not t.name or t.name in names else (t, t.uid, t.name))
