@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 
 from . import bounded_read
 from .cache_home import Refused, directory
@@ -121,6 +122,39 @@ def stale_temporary(name: str, st: os.stat_result, now: float | None = None) -> 
         return False
     age = (time.time() if now is None else now) - st.st_mtime
     return age > STALE_TMP_SECONDS or (age > TMP_GRACE_SECONDS and not _pid_alive(int(m.group(1))))
+
+
+def owned_oldest_first(scanned: list[tuple[str, os.stat_result]]) -> list[tuple[str, os.stat_result]]:
+    """The regular files of this user among ``scanned`` (name, stat), least recently used (oldest mtime) first."""
+    return sorted(((n, st) for n, st in scanned if is_ours(st)), key=lambda x: (x[1].st_mtime_ns, x[0]))
+
+
+def evict(scanned: list[tuple[str, os.stat_result]], temporaries: list[tuple[str, os.stat_result]], limit: int,
+          remove: Callable[[str, os.stat_result], int],
+          refused: Callable[[str, OSError], None] = lambda name, e: None) -> int:
+    """What the stores' eviction shares: this user's files among ``scanned`` deleted through ``remove(name, st)``
+    (the store's ``Home.remove``: what it returns is counted), least recently used first, until they total at most
+    ``limit`` bytes, then the temporaries of writers that are gone (``stale_temporary``). A file ``remove`` cannot
+    delete (it vanished meanwhile, or changed) is skipped, ``refused`` told. The number of files deleted."""
+    owned = owned_oldest_first(scanned)
+    total, deleted = sum(st.st_size for _, st in owned), 0
+    for name, st in owned:
+        if total <= limit:
+            break
+        try:
+            deleted += remove(name, st)
+        except OSError as e:
+            refused(name, e)
+            continue
+        total -= st.st_size
+    now = time.time()
+    for name, st in temporaries:
+        if stale_temporary(name, st, now):
+            try:
+                remove(name, st)
+            except OSError:
+                pass
+    return deleted
 
 
 class Home:

@@ -181,3 +181,35 @@ def test_a_failed_write_turns_the_log_off_with_one_warning(tmp_path, monkeypatch
 def test_off_in_this_process_and_the_hot_path_untouched():
     """The suite runs without the variables: the log is off, and the bound execute is the generated one."""
     assert frontend_log.destination() is None and frontend_log.ENABLED is False
+
+
+def test_while_the_log_is_on_the_bound_execute_takes_the_checked_execute(monkeypatch):
+    """The bound execute made while the log is on (execute_fast's template with its `<<logged>>` line) sends every
+    call to the checked Executor.execute, which logs it, and the classic keywords to the classic execute, as the
+    generated one does; the log off, the same executor's bound execute is the template without that line."""
+    import cudnn_py as cudnn
+    from cudnn_py.plans import execute_fast
+
+    assert "return slow(variant_pack, workspace, handle)" in execute_fast.bound_execute_source(False, logged=True)
+    assert "<<" not in execute_fast.bound_execute_source(True, logged=True)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    x = g.tensor(dim=[1, 1, 8], stride=[8, 8, 1], name="X")
+    g.add(x, g.tensor(dim=[1, 1, 8], stride=[8, 8, 1], name="Y")).set_output(True)
+    g.validate()
+    executor = g.session.executor
+
+    class Plan:
+        id, ptr, name, workspace = 7, 0x7000, "fake", 0
+
+    plan, checked, classic = Plan(), [], []
+    monkeypatch.setattr(executor, "execute", lambda *args: checked.append(args))
+    monkeypatch.setattr(frontend_log, "ENABLED", True)
+    run = executor.fast(plan, lambda *args: classic.append(args))
+    pack = {x: 16}  # (never resolved here: the checked execute, stubbed, would check it)
+    run(pack, 0x100, 5)
+    run(pack)
+    run(pack, None, None, tensor_uids=[1])
+    assert checked == [(plan, pack, 0x100, 5), (plan, pack, None, None)]
+    assert classic == [(pack, None, None, None, None, None, [1])]
+    with pytest.raises(TypeError, match="takes no override_uids"):
+        executor.fast(plan)(pack, override_uids=[1])

@@ -51,6 +51,33 @@ def test_serialize_round_trip_in_process():
         fresh.execute({A.uid: a, "B": b.transpose(1, 2).contiguous().transpose(1, 2), C.uid: c}, ws)
 
 
+
+def test_a_deserialized_graph_takes_the_serialized_graphs_tensors_as_keys():
+    """As in the official module, which keys variant packs by uid: a graph loaded from another graph's blob executes
+    with that graph's tensor objects as keys (their uids are the loaded graph's), on the first call and on the bound
+    execute's; a tensor of another graph sharing a uid but declaring other dims is refused, as is one whose uid
+    names no operand of the loaded graph (both ValueErrors, the official's class for a buffer it cannot place)."""
+    g, A, B, C = matmul_relu()
+    fresh = cudnn.pygraph()
+    fresh.deserialize(g.serialize())
+    ws = torch.empty(max(1, fresh.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    for _ in range(3):  # the first call (checked), then the bound execute, then its steady state
+        a = torch.randn(2, 64, 32, device="cuda", dtype=torch.half)
+        b = torch.randn(2, 32, 16, device="cuda", dtype=torch.half)
+        c = torch.full((2, 64, 16), float("nan"), device="cuda", dtype=torch.half)
+        fresh.execute({A: a, B: b, C: c}, ws)
+        torch.cuda.synchronize()
+        assert rel_err(c, torch.relu(a.double() @ b.double())) < 5e-3
+    other = cudnn.pygraph(io_data_type=H)
+    stranger = other.tensor([2, 64, 64], name="A", data_type=H)  # uid 1, as A's, of other dims
+    assert stranger.uid == A.uid
+    with pytest.raises(ValueError, match=r"not a non-virtual tensor of this graph: a tensor of another graph.*"
+                                         r"dims \[2, 64, 32\] \(the key declares \[2, 64, 64\]\)"):
+        fresh.execute({stranger: a, B: b, C: c}, ws)
+    lost = other.tensor([2, 64, 32], name="lost", data_type=H, uid=999)
+    with pytest.raises(ValueError, match=r"'lost' \(uid 999\) is not a non-virtual tensor of this graph"):
+        fresh.execute({A: a, B: b, C: c, lost: a}, ws)
+
 def test_deserialize_in_a_fresh_process(tmp_path):
     g, A, B, C = matmul_relu()
     path = tmp_path / "plan.json"

@@ -218,6 +218,77 @@ def test_inputs_no_operation_reads_are_accepted_and_skipped():
         ex.pointers({x: 16, y: 48, graph(F).tensor(dim=[1], stride=[1]): 64})
 
 
+
+def _add_graph(dims=(2, 4, 8)):
+    g = graph(F)
+    strides = [dims[1] * dims[2], dims[2], 1]
+    x = g.tensor(dim=list(dims), stride=strides, name="x")
+    w = g.tensor(dim=list(dims), stride=strides, name="w")
+    y = g.add(x, w, name="sum")
+    y.set_output(True).set_name("y")
+    g.validate()
+    return g, x, w, y
+
+
+def test_another_graphs_tensors_are_keys_by_their_uids():
+    """As in the official module, which keys a variant pack by uid: a tensor of another graph is taken for this
+    graph's tensor of its uid (a graph deserialized from another's blob, or built again alike, runs with the first
+    graph's tensors), unless it declares other dims, strides or data type (the uids of two graphs meet by chance:
+    each counts from 1). Once frozen, it is kept among the keys the bound execute resolves at once."""
+    g1, x1, w1, y1 = _add_graph()
+    g2 = _add_graph()[0]
+    ex = g2.session.executor
+    assert ex.pointers({x1: 16, w1: 32, y1: 48}) == [16, 32, 48]
+    assert x1 not in ex._fast_slots  # g1 not frozen: its tensors' uids may still change
+    g1._freeze()
+    assert ex.pointers({y1: 48, w1: 32, x1: 16}) == [16, 32, 48]
+    assert all(t in ex._fast_slots for t in (x1, w1, y1))
+    stranger = _add_graph((2, 4, 4))[1]  # uid 1, as x's
+    with pytest.raises(ValueError, match=r"'x' \(uid 1\) is not a non-virtual tensor of this graph: a tensor of "
+                                         r"another graph, taken by its uid for this graph's tensor 'x' \(uid 1\), "
+                                         r"which has dims \[2, 4, 8\] \(the key declares \[2, 4, 4\]\)"):
+        ex.pointers({stranger: 16, w1: 32, y1: 48})
+    other = graph(F)
+    half = other.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="x", data_type=cudnn.data_type.HALF)
+    with pytest.raises(ValueError, match=r"which has data type data_type.FLOAT \(the key declares "
+                                         r"data_type.HALF\)"):
+        ex.pointers({half: 16, w1: 32, y1: 48})
+    lost = other.tensor(dim=[2, 4, 8], stride=[32, 8, 1], name="lost", uid=99)
+    with pytest.raises(ValueError, match=r"'lost' \(uid 99\) is not a non-virtual tensor of this graph \(expected "
+                                         r"one of uids \[1, 2, 3\]\)"):
+        ex.pointers({x1: 16, w1: 32, y1: 48, lost: 64})
+    # the python engines' variant pack (pygraph._variant_pack) takes them the same way
+    assert g2._variant_pack({x1: "a", w1: "b", y1: "c"}, None) == {x1.uid: "a", w1.uid: "b", y1.uid: "c"}
+    with pytest.raises(ValueError, match=r"not a tensor of this graph: a tensor of another graph.*dims"):
+        g2._variant_pack({stranger: "a"}, None)
+    with pytest.raises(ValueError, match="not a tensor of this graph"):
+        g2._variant_pack({lost: "a"}, None)
+
+
+def test_a_graph_deserialized_from_anothers_blob_takes_its_tensors_as_keys(monkeypatch):
+    """deserialize() of another graph's blob, then its tensors as keys: the loaded graph's slots are records of that
+    graph's tensors (plans/serialize.py), and a tensor is taken by its uid, as in the official module. The plan
+    rebuild needs a GPU (stubbed here); executing it: tests/test_gpu_plans.py."""
+    from types import SimpleNamespace
+
+    from cudnn_py.plans import serialize
+    from cudnn_py.plans import session as session_mod
+
+    g1, x1, w1, y1 = _add_graph()
+    records = [serialize.TensorRecord.of(t) for t in g1.session.bound_tensors]
+    plan = SimpleNamespace(id=1, ptr=0, name="stub", workspace=0, config=SimpleNamespace(name="stub"))
+    monkeypatch.setattr(serialize, "load", lambda blob, handle: (plan, records, {}))
+    monkeypatch.setattr(session_mod, "context_of", lambda handle: None)
+    monkeypatch.setattr(session_mod.PlanningSession, "_bind_device", lambda s, handle: None)
+    loaded = cudnn.pygraph()
+    loaded.deserialize(1, b"(stubbed)")
+    ex = loaded.session.executor
+    assert ex.pointers({x1: 16, w1: 32, y1: 48}) == ex.pointers({"x": 16, 2: 32, "y": 48}) == [16, 32, 48]
+    g1._freeze()
+    assert ex.pointers({x1: 16, w1: 32, y1: 48}) == [16, 32, 48] and x1 in ex._fast_slots
+    with pytest.raises(ValueError, match=r"not a non-virtual tensor of this graph: a tensor of another graph"):
+        ex.pointers({_add_graph((2, 4, 4))[1]: 16, w1: 32, y1: 48})
+
 def test_operand_checks():
     from cudnn_py.interop import operand_info
     from cudnn_py.plans.execute import _check_operand

@@ -7,34 +7,40 @@
   ``get_execution_plan_count`` / ``*_at_index`` API).
 * The cuDNN side (``plans.session.PlanningSession``) is made when first needed; an IR change drops it (no freeze yet).
 
+This module holds the graph's state and the steps that move it between phases (validate, the staged build,
+planning) with the methods the session answers (``facade/mirror.py``'s rows). The rest of the class is in its
+bases, one job each: the engines and routed plans (``facade/routing.py``), execution (``facade/executing.py``),
+serialization (``facade/serialization.py``).
+
 Unknown constructor keywords raise TypeError, classic ones not implemented yet ``NotImplementedOptionError``.
 ``build_plans(ALL)`` with ``OPENSOURCE`` among the modes measures our engines against cuDNN's (autotune.py).
 """
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, ExecutionContext, PlanConfig
-from ..engines.engine_ids import is_backend_sentinel, is_python_engine
 from ..engines.router import default_router, route
 from ..enums import build_plan_policy, heur_mode
-from ..errors import (
-    InvalidTypeError,
-    InvalidValueError,
-    NotImplementedOptionError,
-    PhaseError,
-    UsageError,
-    cudnnGraphNotSupportedError,
-)
-from ..ir import Graph, Tensor
+from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
+from ..ir import Graph
 from ..plans.phase import Phase, SessionOptions
 from . import autotune
+from .executing import Executing
+from .executing import _classic_execute as _classic_execute  # (re-exported: tests reach it here)
 from .gc_pause import without_gc
 from .mirror import OVERRIDES, mirror
-from .options import DEFAULT_HEURISTICS, check_planning_targets, heuristic_list, no_overrides, refuse_unimplemented
+from .options import (
+    DEFAULT_HEURISTICS,
+    check_planning_targets,
+    heuristic_list,
+    no_overrides,  # noqa: F401  (read by the mirrored methods' source: facade/mirror.py)
+    refuse_unimplemented,
+)
+from .routing import Routing
 from .serial import one_at_a_time
+from .serialization import Serialization
 
 if TYPE_CHECKING:  # the builders' typed surface, generated from the op specs (python bindings/apigen.py)
     from ..plans.session import PlanningSession
@@ -43,21 +49,7 @@ else:
     BuilderMethods = object
 
 
-def _classic_execute(graph: Any) -> Callable[..., None]:
-    """``pygraph.execute`` of ``graph``, held weakly: what the bound execute a graph installs as its ``execute``
-    calls for the classic keywords it does not handle itself."""
-    ref = weakref.ref(graph)
-
-    def classic(*args: Any) -> None:
-        g = ref()
-        if g is None:
-            raise UsageError("execute(): the graph this execute belonged to was destroyed")
-        return pygraph.execute(g, *args)
-
-    return classic
-
-
-class pygraph(Graph, BuilderMethods):
+class pygraph(Graph, Routing, Executing, Serialization, BuilderMethods):
     """A cuDNN graph, built op by op and run: the classic ``cudnn.pygraph``.
 
     Create tensors (``tensor``, ``tensor_like``, ``tensor_scalar``) and add ops with the builder methods (one per
@@ -218,76 +210,6 @@ class pygraph(Graph, BuilderMethods):
             s.create_execution_plans(list(self._heuristics))
         return s
 
-    # ---- engines and routing -----------------------------------------------------------------------------------------
-    @one_at_a_time
-    def register_backend(self, engine: BaseEngine) -> pygraph:
-        """Add a python engine as a candidate; it joins the plan list at create_execution_plans() if it
-        accepts the graph."""
-        eid = getattr(engine, "engine_id", None)
-        if not is_python_engine(eid):
-            raise InvalidValueError(f"engine {engine!r} must declare an int engine_id >= PYTHON_ENGINE_ID_BASE, got "
-                                    f"{eid!r}")
-        if any(e.engine_id == eid for e in self._engines):
-            raise InvalidValueError(f"engine_id {eid} is already registered on this graph")
-        if self._planning_done:
-            raise UsageError("cannot register an engine after create_execution_plans(); build a new graph")
-        self._engines.append(engine)
-        self._drop_session()  # a python-engine graph is lowered only if the cuDNN plan is used
-        return self
-
-    @one_at_a_time
-    def set_router(self, router: Any) -> pygraph:
-        if self._planning_done:
-            raise UsageError("cannot set a router after create_execution_plans(); build a new graph")
-        self._router = router
-        return self
-
-    @property
-    def backends(self) -> list[BaseEngine]:
-        return list(self._engines)
-
-    @property
-    def plans(self) -> list[PlanConfig]:
-        """The routed plan list (python engines and at most one cuDNN entry); select with select_plan()."""
-        return list(self._plans)
-
-    @property
-    def selected_engine(self) -> BaseEngine | None:
-        """The python engine of the selected plan, or None for the cuDNN plan / before planning."""
-        if not self._plans:
-            return None
-        eid = self._plans[self._plan_index].engine_id
-        return next((e for e in self._engines if e.engine_id == eid), None)
-
-    @one_at_a_time
-    def select_plan(self, index: int) -> pygraph:
-        self._require_planned("select_plan")
-        if not 0 <= index < len(self._plans):
-            raise IndexError(f"plan index {index} is out of range for {len(self._plans)} routed plan(s)")
-        self._plan_index = index
-        self.drop_fast_path()
-        return self
-
-    def _check_routed(self, plans: list[PlanConfig]) -> None:
-        """A custom router must not smuggle in unregistered engines or several cuDNN entries."""
-        if not plans:
-            raise cudnnGraphNotSupportedError("no engine supports the graph (the router returned no plans)")
-        registered = {e.engine_id for e in self._engines}
-        backend_entries = 0
-        for p in plans:
-            if not isinstance(p, PlanConfig):
-                raise InvalidTypeError(f"router returned {p!r}; expected PlanConfig entries")
-            if is_backend_sentinel(p.engine_id):
-                backend_entries += 1
-            elif not is_python_engine(p.engine_id) or p.engine_id not in registered:
-                raise InvalidValueError(f"router returned a plan for unknown engine_id {p.engine_id}")
-        if backend_entries > 1:
-            raise InvalidValueError("router returned more than one cuDNN entry")
-
-    def _require_planned(self, what: str) -> None:
-        if not self._planning_done:
-            raise PhaseError(f"call create_execution_plans() before {what}()")
-
     # ---- validation and the classic staged build --------------------------------------------------------------------
     @one_at_a_time
     @without_gc
@@ -426,145 +348,6 @@ class pygraph(Graph, BuilderMethods):
             return []
         return self._session.plan_entries()
 
-    # ---- execution ---------------------------------------------------------------------------------------------------
-    def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
-                override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
-        """Run the selected plan, building whatever is missing first. Keys: Tensor, uid or name (None keys are
-        skipped); or pass buffers as a list with `tensor_uids`. Outputs are written into the given buffers."""
-        fast = self._fast_execute
-        if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
-                and override_strides is None:
-            return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
-        return self._execute_general(tensor_dict, workspace, handle, override_uids, override_shapes, override_strides,
-                                     tensor_uids)
-
-    @one_at_a_time
-    def _execute_general(self, tensor_dict: Any, workspace: Any, handle: Any, override_uids: Any,
-                         override_shapes: Any, override_strides: Any, tensor_uids: Any) -> None:
-        """execute() before the bound fast path is installed (the first call; with tensor_uids or overrides, every
-        call): builds what is missing, one thread at a time."""
-        no_overrides("execute", override_uids, override_shapes, override_strides)
-        if not self._planning_done:
-            self.create_execution_plans()
-        autotune.run_pending(self, tensor_dict, workspace, handle, tensor_uids)  # (after build_plans(ALL), once)
-        engine = self.selected_engine
-        if engine is not None:
-            buffers = self._variant_pack(tensor_dict, tensor_uids)
-            ctx = self._exec_context(handle, workspace)
-            plan = self._compile(ctx)
-            plan.execute(self, buffers, ctx)
-            return None
-        if not self._is_built:
-            self.check_support()
-            self.build_plans()
-        session = self._at(Phase.EXECUTABLE)
-        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict  # (keys: the executor's)
-        session.execute(pack, workspace, handle)
-        if self._fast_execute is None:  # (a call with tensor_uids comes here every time: bind once, keep its state)
-            self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
-        return None
-
-    @one_at_a_time
-    def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
-                              *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:
-        """Run cuDNN plan `index` (classic index space). Trailing positionals: override uids/shapes/strides."""
-        self._require_planned("execute_plan_at_index")
-        names = ("override_uids", "override_shapes", "override_strides")
-        given = dict(zip(names, args))
-        given.update({k: kwargs.pop(k) for k in names if k in kwargs})
-        if kwargs:
-            raise InvalidTypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
-        no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
-        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
-        self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
-
-    @one_at_a_time
-    def _cuda_graph_session(self, what: str) -> PlanningSession:
-        self._require_planned(what)
-        if self.selected_engine is not None:
-            raise UsageError(f"{what}(): the selected plan runs on a python engine; only cuDNN plans record "
-                               "into CUDA graphs")
-        if not self._is_built:
-            raise PhaseError(f"call build_plans() before {what}()")
-        return self._at(Phase.EXECUTABLE)
-
-    def _graph_handle(self) -> int:
-        if self._handle is not None:
-            return int(self._handle)
-        from ..backend.handle import default_handle
-
-        # the default handle of the device the graph was planned for, not of whichever device is current now
-        return int(default_handle(self._session.device if self._session is not None else None))
-
-    @one_at_a_time
-    def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
-        """The built default cuDNN plan with everything needed to execute it again (``plans/serialize.py``): a
-        list of byte values, as the classic API returns, or ``bytes`` with ``as_bytes=True``."""
-        if not include_kernels:
-            raise NotImplementedOptionError("serialize(include_kernels=False) is not implemented yet in cudnn_py")
-        self._require_planned("serialize")
-        if self.selected_engine is not None:
-            raise UsageError(f"serialize(): the selected plan runs on the python engine {self.selected_engine!r}; "
-                               "only cuDNN plans serialize")
-        if not self._is_built:
-            raise PhaseError("call build_plans() before serialize()")
-        blob = self._at(Phase.EXECUTABLE).serialize(self.inspect())
-        return blob if as_bytes else list(blob)
-
-    @one_at_a_time
-    def deserialize(self, *args: Any, **kwargs: Any) -> None:
-        """Load a serialized plan into this (empty) graph, classic ``deserialize(blob)`` or ``(handle, blob)``; the
-        graph can execute at once, with operands keyed by uid or name."""
-        if kwargs or not 1 <= len(args) <= 2:
-            raise InvalidTypeError("deserialize() takes (blob) or (handle, blob)")
-        if self._nodes or self._planning_done:
-            raise UsageError("deserialize() needs a fresh pygraph (this one already has nodes or plans)")
-        handle = args[0] if len(args) == 2 else self._handle
-        load_with = handle
-        if load_with is None:  # this thread's default handle; like a graph built without a handle it executes on
-            # the framework's current stream (not on whatever stream the default handle was bound to last)
-            from ..backend.handle import default_handle
-
-            load_with = default_handle()
-        self._handle = handle
-        from ..plans.session import PlanningSession
-
-        session = PlanningSession.deserialized(self, self._session_options(handle), args[-1], int(load_with),
-                                               self.drop_fast_path)
-        self._freeze()
-        self._session = session
-        self._is_validated = True
-        self._plans, self._plan_index = [BACKEND_PLAN], 0  # planned, and built (the session is EXECUTABLE)
-
-    def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> dict[int, Any]:
-        """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""
-        buffers = dict(self._data_bindings)
-        items: Iterable = zip(tensor_uids, tensor_dict) if tensor_uids is not None else dict(tensor_dict).items()
-        for key, data in items:
-            if key is not None:
-                buffers[self._uid_of(key)] = data
-        return buffers
-
-    def _uid_of(self, key: Any) -> int:
-        if isinstance(key, Tensor):
-            if key.owner is not self:
-                raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this graph")
-            return key.uid
-        if isinstance(key, int) and not isinstance(key, bool):
-            if key not in self._by_uid:
-                raise InvalidValueError(f"variant pack key: no tensor with uid {key}")
-            return key
-        if isinstance(key, str):
-            t = self.find_tensor(key)
-            if t is None:
-                raise InvalidValueError(f"variant pack key: no tensor named {key!r}")
-            return t.uid
-        raise InvalidTypeError(f"variant pack keys must be tensors, uids or names, got {type(key).__name__}")
-
-    def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
-        h = handle if handle is not None else self._handle
-        return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
-
     # ---- debugging -------------------------------------------------------------------------------------------------
     def explain(self, format: str = "text") -> str:
         """What cudnn_py did with this graph (``facade/explain.py``): the IR as built and as lowered, every backend
@@ -590,11 +373,3 @@ class pygraph(Graph, BuilderMethods):
         doc["selected_plan"] = self._plan_index if self._planning_done else None
         return doc
 
-
-def _stream_of(handle: Any) -> Any:
-    """The stream set on a supplied handle (classic set_stream semantics); None when there is no handle."""
-    if handle is None:
-        return None
-    from ..backend.handle import get_stream
-
-    return get_stream(handle)

@@ -394,5 +394,21 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
+def declared_otherwise(other: Any, mine: Any) -> str | None:
+    """Where ``other``, a tensor of another graph given as a variant-pack key for ``mine`` because their uids are
+    the same (the official module keys variant packs by uid alone, so a graph deserialized from another's blob, or
+    built again alike, runs with the first graph's tensors), contradicts ``mine``: what ``mine`` has (dims, strides
+    or data type) and the key declares otherwise, said; None where nothing it declares (what it leaves unset is not
+    compared) contradicts ``mine``. The operand itself is checked against ``mine`` either way: this only catches
+    the key of another graph's tensor that happens to share a uid with this one's."""
+    for what, theirs, ours in (("dims", other.dim, mine.dim), ("strides", other.stride, mine.stride)):
+        if theirs and [int(d) for d in theirs] != [int(d) for d in ours]:
+            return f"{what} {[int(d) for d in ours]} (the key declares {[int(d) for d in theirs]})"
+    dt = other.data_type
+    if dt is not None and dt is not data_type.NOT_SET and dt != mine.data_type:
+        return f"data type {mine.data_type} (the key declares {dt})"
+    return None
+
+
 # the classic public name
 tensor = Tensor

@@ -270,25 +270,8 @@ class DiskCache:
         if h is None:
             return 0
         scanned, temporaries = self._scan(h)
-        owned = _owned(scanned)
-        total = sum(st.st_size for _, st in owned)
-        deleted = 0
-        for name, st in owned:  # oldest first
-            if total <= self.max_bytes:
-                break
-            try:
-                deleted += h.remove(name, st)
-            except OSError as e:
-                _log.info("disk cache: cannot evict %s (%s)", name, e)
-                continue
-            total -= st.st_size
-        now = time.time()
-        for name, st in temporaries:
-            if cache_trust.stale_temporary(name, st, now):
-                try:
-                    h.remove(name, st)
-                except OSError:
-                    pass
+        deleted = cache_trust.evict(scanned, temporaries, self.max_bytes, h.remove,
+                                    lambda name, e: _log.info("disk cache: cannot evict %s (%s)", name, e))
         if deleted:
             _log.info("disk cache: evicted %d least recently used entries (limit %d bytes)", deleted,
                       self.max_bytes)
@@ -309,7 +292,8 @@ class DiskCache:
 
     def _stored(self, scanned: list[tuple[str, os.stat_result]]) -> list[Stored]:
         """The entries of this user (regular files), least recently used first."""
-        return [Stored(os.path.join(self.path, n), st.st_size, st.st_mtime_ns / 1e9) for n, st in _owned(scanned)]
+        return [Stored(os.path.join(self.path, n), st.st_size, st.st_mtime_ns / 1e9)
+                for n, st in cache_trust.owned_oldest_first(scanned)]
 
     def entries(self) -> list[Stored]:
         """The entry files of this user (not read), least recently used first."""
@@ -357,11 +341,6 @@ class DiskCache:
                 if left is not None:
                     left.append((os.path.join(self.path, name), why))
         return n
-
-
-def _owned(scanned: list[tuple[str, os.stat_result]]) -> list[tuple[str, os.stat_result]]:
-    """The regular files of this user among ``scanned``, least recently used (oldest mtime) first."""
-    return sorted(((n, st) for n, st in scanned if cache_trust.is_ours(st)), key=lambda x: (x[1].st_mtime_ns, x[0]))
 
 
 _Refused = cache_home.Refused

@@ -61,7 +61,10 @@ from ..backend.live import _live as _live_handles  # the registry of live handle
 from ..backend.live import lookup as _lookup_handle
 from ..cuda import capture
 from ..cuda import context as _context
-from ..errors import InvalidTypeError, InvalidValueError  # (InvalidTypeError: also the bound execute's)
+from ..errors import (
+    InvalidTypeError,  # noqa: F401  (read by the generated bound execute: execute_fast.py)
+    InvalidValueError,
+)
 from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signature, data_ptr, signature_getter
 from .execute_checks import call_check, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
@@ -126,6 +129,7 @@ class Executor(OperandSlots):
                 self._slot_by_key[name] = slot
         self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
         self._ambiguous = {n for n, s in names.items() if s < 0}
+        self._foreign_keys = 0  # tensors of other graphs kept in _fast_slots (OperandSlots._foreign_slot)
         self._unread: set[Any] = set()
         for t in unread:
             self._unread.update((t, t.uid) if not t.name or t.name in names else (t, t.uid, t.name))
@@ -292,8 +296,6 @@ class Executor(OperandSlots):
         It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
-        if _fe.ENABLED:  # the frontend log is on (read once per process): every call takes execute, which logs
-            return _logged_execute(self, plan, classic)
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
@@ -301,7 +303,10 @@ class Executor(OperandSlots):
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         extras = bool(self._bound_items or self._aliases)
         # the function itself is generated (execute_fast.py: one template, the operand re-check inlined)
-        make = bound_execute(extras, globals())
+        if _fe.ENABLED:  # the frontend log is on (read once per process): every call takes execute, which logs it
+            make = bound_execute(extras, globals(), logged=True)
+        else:
+            make = bound_execute(extras, globals())
         return make(
             plan=plan, classic=classic, executor=self, slots=self._fast_slots, checked=self._checked,
             template=self._template, bound_items=self._bound_items, aliases=self._aliases, extras=extras,
@@ -365,22 +370,3 @@ def _hot_state(variant_pack: dict, workspace: Any, ptrs: list[int], checked: lis
         rows.append((*(entry[i] for i in fields), ptrs[slot]))
     ws_cls = None if workspace is None or workspace.__class__ is int else workspace.__class__
     return (tuple(variant_pack), tuple(rows), rec, ws_cls, weakref.ref(replay), hot_matcher(len(rows)))
-
-
-def _logged_execute(executor: Executor, plan: Any, classic: Callable[..., None] | None) -> Callable[..., None]:
-    """``Executor.fast``'s stand-in while the frontend log is on: every call through the checked
-    :meth:`Executor.execute`, which logs it (no replay, no hot path), with the same keywords."""
-
-    def run(variant_pack: dict, workspace: Any = None, handle: Any = None, override_uids: Any = None,
-            override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
-        if override_uids is not None or override_shapes is not None or override_strides is not None or \
-                tensor_uids is not None:
-            if classic is None:
-                raise InvalidTypeError(f"plan {plan.name}'s execute takes no override_uids, override_shapes, "
-                                       "override_strides or tensor_uids")
-            return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
-                           tensor_uids)
-        executor.execute(plan, variant_pack, workspace, handle)
-        return None
-
-    return run

@@ -28,7 +28,9 @@ from .execute_checks import TORCH_TERMS, Term, call_check_expr, fast_operand_lin
 # The bound execute. `make`'s parameters are what `Executor.fast` reads once (the executor's tables, the plan's
 # fields, the driver's and cuDNN's functions). A line `<<operands>>` is replaced by the operand re-check's lines
 # (execute_checks.fast_operand_lines), indented as the placeholder is; `<<name(args)>>` by the expression of the
-# call check `name` (execute_checks.CALL_CHECKS) over those names. Read with plans/execute.py, whose names it uses.
+# call check `name` (execute_checks.CALL_CHECKS) over those names. A line `<<logged>>` is nothing, or, while the
+# frontend log is on, a return to the checked execute (`slow`), which logs every call: the classic keywords are
+# dispatched as here, and nothing is replayed. Read with plans/execute.py, whose names it uses.
 _RUN_TEMPLATE = r'''
 def make(*, plan, classic, executor, slots, checked, template, bound_items, aliases, extras, backend_execute,
          plan_ptr, plan_ws, plan_id, default_handles, ws_buffers, getters, graph_handle, live_handles, buffer_ptr,
@@ -53,6 +55,7 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
                                 "override_strides or tensor_uids")
             return classic(variant_pack, workspace, handle, override_uids, override_shapes, override_strides,
                            tensor_uids)
+        <<logged>>
         state_now = hot
         if state_now is not None:
             # The hot path: the same keys in the same order as the steady state's call, every operand a
@@ -199,22 +202,25 @@ _PLACEHOLDER = re.compile(r"^( *)<<(\w+)>>$", re.MULTILINE)
 _CHECK = re.compile(r"<<(\w+)\(([\w, ]*)\)>>")
 
 
-def bound_execute_source(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS) -> str:
-    """The source of ``make`` for an executor with (``extras``) or without data bound at build time or views."""
-    blocks = {"operands": fast_operand_lines(extras, terms)}
+def bound_execute_source(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS, logged: bool = False) -> str:
+    """The source of ``make`` for an executor with (``extras``) or without data bound at build time or views;
+    ``logged``: every call through the checked execute (while the frontend log is on)."""
+    blocks = {"operands": fast_operand_lines(extras, terms),
+              "logged": ["return slow(variant_pack, workspace, handle)"] if logged else []}
     source = _PLACEHOLDER.sub(lambda m: "\n".join(m[1] + line for line in blocks[m[2]]), _RUN_TEMPLATE)
     return _CHECK.sub(lambda m: call_check_expr(m[1], [a.strip() for a in m[2].split(",")]), source)
 
 
-_made: dict[tuple[tuple[Term, ...], bool, int], Callable[..., Any]] = {}
+_made: dict[tuple[tuple[Term, ...], bool, int, bool], Callable[..., Any]] = {}
 
 
-def bound_execute(extras: bool, namespace: dict[str, Any], terms: tuple[Term, ...] = TORCH_TERMS) -> Callable[..., Any]:
+def bound_execute(extras: bool, namespace: dict[str, Any], terms: tuple[Term, ...] = TORCH_TERMS,
+                  logged: bool = False) -> Callable[..., Any]:
     """``make`` (see the template) compiled in ``namespace`` (plans/execute.py's globals), once per shape."""
-    key = (terms, extras, id(namespace))
+    key = (terms, extras, id(namespace), logged)
     made = _made.get(key)
     if made is None:
-        code = compile(bound_execute_source(extras, terms), "<cudnn_py.plans.execute_fast: run>", "exec")
+        code = compile(bound_execute_source(extras, terms, logged), "<cudnn_py.plans.execute_fast: run>", "exec")
         names: dict[str, Any] = {}
         exec(code, namespace, names)  # (the functions' globals are `namespace`; `make` lands in `names`)
         made = _made[key] = names["make"]

@@ -29,11 +29,17 @@ from ..interop import (
     signature_getter,
 )
 from ..ir import layout
+from ..ir.tensor import declared_otherwise
 from .execute_checks import resolve_checked
 
 # every operand compared with its slot's last full check (execute_checks.py, the bound execute's comparison made
 # from the same description)
 _compare_operands = resolve_checked()
+
+
+# how many tensors of other graphs, per slot, are kept as keys the bound execute resolves at once (see
+# OperandSlots._foreign_slot); past that they resolve through the checked execute, by uid, at each call
+FOREIGN_KEYS_KEPT = 4
 
 
 def _where(t: Any) -> str:
@@ -59,6 +65,7 @@ class OperandSlots:
     _bound_items: tuple
     _template: list[int]
     _checked: list[tuple]
+    _foreign_keys: int
     device: int | None
 
     def _slot(self, key: Any) -> int:
@@ -73,6 +80,8 @@ class OperandSlots:
             s = None
         if s is None:
             s = self._fixed_slot_by_id.get(id(key))
+        if s is None and hasattr(key, "uid") and key.__hash__ is not None:
+            s = self._foreign_slot(key)
         if s is not None and s in self._views:
             view, source = self._tensors[s], self._tensors[self._views[s]]
             raise InvalidValueError(f"variant pack key {_where(view)} is a view of {_where(source)} (a slice's output, "
@@ -80,18 +89,37 @@ class OperandSlots:
         if s is not None:
             return s
         try:
-            if key in self._unread:
-                return -1  # a tensor of the graph that no operation reads: the caller skips it
+            if key in self._unread or (hasattr(key, "uid") and key.uid in self._unread):
+                return -1  # a tensor of the graph (or its uid) that no operation reads: the caller skips it
         except TypeError:
             pass
         if isinstance(key, str) and key in self._ambiguous:
             raise InvalidValueError(f"variant pack key {key!r} names several tensors; use the Tensor object or its uid")
-        if hasattr(key, "uid"):  # a Tensor not registered by identity: another graph's, or a virtual one
+        if hasattr(key, "uid"):  # a Tensor not registered by identity whose uid names no slot: a virtual one
             raise InvalidValueError(f"variant pack key {getattr(key, 'name', key)!r} (uid {key.uid}) is not a "
-                                    f"non-virtual "
-                             "tensor of this graph")
+                                    f"non-virtual tensor of this graph (expected one of uids {self._uids})")
         raise InvalidValueError(f"variant pack key {key!r} is not a non-virtual tensor of this graph "
                          f"(expected one of uids {self._uids})")
+
+    def _foreign_slot(self, key: Any) -> int | None:
+        """The slot of ``key``, a tensor of another graph, by its uid, as the official module takes every tensor
+        key (a graph deserialized from another's blob runs with that graph's tensors); None where its uid names no
+        slot. A key declaring other dims, strides or a data type than the slot's tensor is refused: the uids of
+        two graphs meet by chance (each counts from 1). A frozen key (its uid and declaration can no longer change)
+        is remembered among the keys the bound execute resolves at once, a bounded number of them."""
+        s = self._slot_by_key.get(key.uid)
+        if s is None:
+            return None
+        conflict = declared_otherwise(key, self._tensors[s])
+        if conflict is not None:
+            raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a non-virtual tensor of "
+                                    f"this graph: a tensor of another graph, taken by its uid for this graph's "
+                                    f"{_where(self._tensors[s])}, which has {conflict}")
+        if getattr(key, "is_frozen", False) and s not in self._fixed and s not in self._views and \
+                self._foreign_keys < FOREIGN_KEYS_KEPT * len(self._uids):
+            self._fast_slots[key] = s
+            self._foreign_keys += 1
+        return s
 
     def pointers(self, variant_pack: dict) -> list[int]:
         """The data pointer of every variant-pack slot, in uid order. Slots the caller leaves out keep the

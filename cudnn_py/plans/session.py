@@ -21,6 +21,10 @@ descriptors, its plan list (``plan_list.py``: the engine configs, filters, plans
 session's methods of the same names reach once the phase allows) and its executor; planning's caches (query, plan
 and disk cache) are reached through ``cached_planning.py``.
 
+This module holds the session's state and its phase transitions; the work they call is in its bases, one job each:
+the program, its lowering and executor (``session_program.py``), the device it plans on (``session_device.py``),
+executing and CUDA graphs (``session_execute.py``).
+
 Differences from the C++ frontend, on purpose:
 - configs from several heuristics modes are deduplicated (the frontend builds duplicate plans);
 - the modes after the first that returned a config are queried when first needed (``configs``: the plan count, an
@@ -41,9 +45,8 @@ from typing import Any
 
 from .. import enums
 from .. import frontend_log as _fe
-from .._generated.names import desc
 from ..backend import Descriptor, driver_standin, versions
-from ..backend.handle import context_of, default_handle, placement_of
+from ..backend.handle import context_of, default_handle
 from ..cuda import context as cuda_context
 from ..errors import (
     CudaUnavailableError,
@@ -53,17 +56,18 @@ from ..errors import (
     UsageError,
     cudnnGraphNotSupportedError,
 )
-from ..interop import data_ptr
 from ..ir.graph import weak_callable
-from ..ir.passes import PassOptions, prepare
 from ..ir.program import Program
-from ..lowering import LoweredGraph, finalize_operation_graph, lower_program, pointer_alignment
-from . import cached_planning, cuda_graph, device_gates, disk_planning, errata, heuristics, serialize
-from .engine_config import EngineConfig, make_engine
+from ..lowering import LoweredGraph, finalize_operation_graph
+from . import cached_planning, device_gates, disk_planning, errata, heuristics, serialize
+from .engine_config import EngineConfig
 from .execute import Executor
 from .phase import Phase, SessionOptions, need
 from .plan import ExecutionPlan
-from .plan_list import OnPlanList, PlanList, classic_behavior, gated, knob, knob_value, knobs_of
+from .plan_list import OnPlanList, PlanList, classic_behavior, gated, knob, knob_value
+from .session_device import DeviceSteps
+from .session_execute import ExecuteSteps
+from .session_program import ProgramSteps, _without_unified_attention, versions_available
 
 __all__ = ["Phase", "PlanningSession", "SessionOptions", "knob", "versions_available"]
 
@@ -74,7 +78,7 @@ def _ms_since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-class PlanningSession:
+class PlanningSession(ProgramSteps, DeviceSteps, ExecuteSteps):
     def __init__(self, graph: Any, options: SessionOptions, on_default_plan_change: Callable[[], None] = lambda: None):
         # the user's (validated) IR graph, referred to weakly: the graph owns its session, and a reference back would
         # make a cycle that keeps every descriptor of a dropped graph until the cyclic collector runs
@@ -149,59 +153,6 @@ class PlanningSession:
                   len(self.lowered.operations), "with a handle" if handle is not None else "without a handle",
                   "; ".join(self.deferred_checks))
 
-    def _checks_validate_cannot_run(self) -> list[str]:
-        """What validate() leaves to later phases because it needs a GPU or the operands: said, not implied."""
-        assert self.program is not None
-        out = ["engine support (cuDNN heuristics and plan builds need a GPU): build_operation_graph, "
-               "create_execution_plans, build_plans"]
-        if self.options.sm_version is not None:
-            when = f"at build_operation_graph, against sm_version {self.options.sm_version}"
-        elif self.options.device_properties is not None:
-            when = "never: deviceless planning without sm_version (cuDNN's own support checks decide)"
-        else:
-            when = "when planning meets the GPU"
-        for node in self._gated_nodes():
-            spec = node.spec
-            if spec is not None and (spec.min_compute_capability or spec.min_cublaslt or spec.device_rules):
-                out.append(f"{spec.method} node {node.name!r}: its device rules (compute capability, cuBLASLt), "
-                           f"{when}")
-        for e, _where in self.engine_errata:
-            out.append(f"erratum {e.id}: engine(s) {', '.join(map(str, e.engines))} are barred when engine configs "
-                       "are queried")
-        for e, where in errata.on_device(self.program, versions.runtime_version()):
-            out.append(f"erratum {e.id} ({e.gpus}): {where}; refused when planning meets such a GPU")
-        out.append("the operands (shape, strides, data type, device, alignment): at execute")
-        return out
-
-    def _gated_nodes(self) -> list[Any]:
-        """The nodes whose device gates planning checks: the program's, and the user's composites (a decomposed
-        node's rules, e.g. FP8 attention's head dims per architecture, hold for the whole decomposition)."""
-        assert self.program is not None
-        # the composites first: their refusal names the op the user called (MXFP8 attention is Blackwell-only), not
-        # one of the primitives it decomposed into
-        composites = [n for n in self.graph.nodes if n.spec is not None and n.spec.expand is not None]
-        return composites + self.program.nodes
-
-    def _lower(self, available: Callable[..., bool]) -> None:
-        self.program = prepare(self.graph, PassOptions(available=available, require=versions.require))
-        version = versions.runtime_version()
-        errata.check(self.program, version)  # known cuDNN bugs: refused before lowering
-        self.engine_errata = errata.engine_errata(self.program, version)  # those barring engines, not the graph
-        handle = self.options.handle
-        with cuda_context.bound(context_of(handle) if handle is not None else None):
-            self.lowered = lower_program(self.program, self._alignments(),
-                                         int(handle) if handle is not None else None, self.options.dynamic_shapes,
-                                         self.options.override_shapes)
-        self.executor = self._make_executor(self.program, self.lowered)
-
-    def _auto_unified_attention(self) -> list[str]:
-        """The sdpa nodes AUTO kept as one unified SDPA_FWD op (their spec's ``composite_fallback``)."""
-        kept = [(n, n.spec.composite_fallback) for n in (self.program.nodes if self.program is not None else ())
-                if n.spec is not None and n.spec.composite_fallback is not None]
-        if not all(fallback(n) for n, fallback in kept):
-            return []  # an explicit UNIFIED is not second-guessed; a block mask has no composite to fall back to
-        return [n.name for n, _ in kept]
-
     def _fall_back_to_composite_attention(self, report: str) -> None:
         """AUTO's unified attention found no engine: lower the graph again with the composite attention (the
         official frontend does not retry; its AUTO decides from the support rules alone)."""
@@ -217,40 +168,6 @@ class PlanningSession:
             if self.lowered.handle is None:
                 finalize_operation_graph(self.lowered, handle)  # (called with the planning context current)
 
-    def _alignments(self) -> dict[int, int]:
-        """The byte alignment of data bound at build time (framework arrays given to op builders)."""
-        out = {}
-        for uid, obj in self.graph._data_bindings.items():
-            try:
-                out[uid] = pointer_alignment(data_ptr(obj))
-            except TypeError:
-                pass
-        return out
-
-    def _make_executor(self, program: Program, lowered: LoweredGraph) -> Executor:
-        # operands are checked against the user's tensors (the dims the caller sees), not the legalized copies;
-        # scalars a pass added exist only in the program
-        checked = {}
-        for uid, t in lowered.tensors.ir_by_uid.items():
-            if t.is_virtual or t.is_compile_time_constant or uid in program.scratch:
-                continue
-            checked[uid] = program.user_tensor(uid) or t
-        aliases = program.view_aliases()
-        for view, (source, _) in aliases.items():
-            # the source is bound even where no operation reads it (a slice on cuDNN < 9.22 has no op), and
-            # the view is a slot whether or not an operation reads it
-            checked.setdefault(source, program.user_tensor(source) or program.tensors[source])
-            checked.setdefault(view, program.user_tensor(view) or program.tensors[view])
-        produced = {t.uid for n in self.graph.nodes for t in n.outputs.values()}
-        unread = [t for t in self.graph.all_tensors()
-                  if not t.is_virtual and t.uid not in checked and t.uid not in produced]
-        executor = Executor(list(checked), checked, aliases, unread)
-        executor.set_scratch(program.scratch)
-        executor.graph_handle = self.options.handle  # execute() without a handle runs on pygraph(handle=...)
-        executor.bind(self.graph._data_bindings)
-        self.bound_tensors = [checked[uid] for uid in sorted(checked)]
-        return executor
-
     # ---- OPERATION_GRAPH --------------------------------------------------------------------------------------------
     def planning_handle(self) -> int | None:
         """The graph's handle, else this thread's default handle; None when there is no usable GPU, and for a
@@ -263,16 +180,6 @@ class PlanningSession:
             return int(default_handle())
         except CudaUnavailableError:
             return None
-
-    def _check_errata_of_some_gpus(self) -> None:
-        """The errata of some GPUs only: the GPU (or the sm_version planned for) is read when one matches."""
-        assert self.program is not None
-        version = versions.runtime_version()
-        if errata.on_device(self.program, version):
-            cc = self.options.sm_version
-            if cc is None:
-                cc = device_gates.compute_capability(device_gates.device_of_handle(self.options.handle))
-            errata.check_on_device(self.program, version, cc)
 
     def build_operation_graph(self) -> None:
         """Make sure the operation graph carries a handle, which heuristics need to see the device."""
@@ -300,50 +207,6 @@ class PlanningSession:
             with self.on_device():
                 self.options.kernel_cache.bind(self.lowered.operation_graph, self.device)
         self._advance(Phase.OPERATION_GRAPH)
-
-    def _device_properties(self) -> Descriptor | None:
-        dp = self.options.device_properties
-        return dp.descriptor if dp is not None else None
-
-    def _kernel_cache(self) -> Descriptor | None:
-        kc = self.options.kernel_cache
-        return kc.descriptor if kc is not None else None
-
-    # The keyword arguments of heuristics.query / EngineConfig.explicit and of ExecutionPlan.build, given only when
-    # set: the plain calls (and the test doubles written for them) stay as they were.
-    def _for_device(self) -> dict[str, Descriptor]:
-        dp = self._device_properties()
-        return {"device_properties": dp} if dp is not None else {}
-
-    def _with_cache(self) -> dict[str, Descriptor]:
-        kc = self._kernel_cache()
-        return {"kernel_cache": kc} if kc is not None else {}
-
-    def _bind_device(self, handle: Any) -> None:
-        self.device, self.context = placement_of(handle)  # one read of the handle registry
-        if self.executor is not None:
-            self.executor.set_device(self.device)
-
-    def on_device(self) -> cuda_context.bound:
-        """``with session.on_device():`` runs cuDNN calls with the planning handle's context current."""
-        return cuda_context.bound(self.context)
-
-    @property
-    def operation_graph(self) -> Descriptor:
-        self._need(Phase.OPERATION_GRAPH, "operation_graph")
-        assert self.lowered is not None and self.lowered.operation_graph is not None
-        return self.lowered.operation_graph
-
-    def get_engine_count(self) -> int:
-        self._need(Phase.OPERATION_GRAPH, "get_engine_count")
-        assert self.lowered is not None
-        return self.lowered.engine_count()
-
-    def get_knobs_for_engine(self, engine_id: int) -> list:
-        self._need(Phase.OPERATION_GRAPH, "get_knobs_for_engine")
-        with self.on_device():
-            engine = make_engine(self.operation_graph, int(engine_id), self._device_properties())
-        return knobs_of(engine)
 
     # ---- ENGINE_CONFIGS ---------------------------------------------------------------------------------------------
     def create_execution_plans(self, modes: list[Any]) -> None:
@@ -512,55 +375,7 @@ class PlanningSession:
     def get_behavior_notes(self) -> list:
         return classic_behavior(self.plan().config.behavior_notes)
 
-    # ---- EXECUTABLE -------------------------------------------------------------------------------------------------
-    def fast_path(self, classic: Callable[..., None] | None = None) -> Callable[..., None]:
-        """``execute`` for the default plan with every indirection bound (``Executor.fast``). With ``classic``
-        (the classic ``pygraph.execute``, for the keywords the bound execute does not handle) a new one, which the
-        graph installs as its ``execute``; without, the one ``execute_plan_at_index`` shares."""
-        plan = self.plan()
-        if classic is None:
-            return self._fast(plan)
-        assert self.executor is not None
-        return self.executor.fast(plan, classic)
-
-    def _fast(self, plan: ExecutionPlan) -> Callable[..., None]:
-        """``plan``'s bound execute, made once per plan (the default plan's and ``execute_plan_at_index``'s)."""
-        fast = self._fast_by_plan.get(plan.id)
-        if fast is None:
-            assert self.executor is not None
-            fast = self._fast_by_plan[plan.id] = self.executor.fast(plan)
-        return fast
-
-    def execute(self, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
-        assert self.executor is not None
-        self.executor.execute(self.plan(), variant_pack, workspace, handle)
-
-    def execute_plan_at_index(self, variant_pack: dict, workspace: Any, index: int, handle: Any = None) -> None:
-        """Plan ``index``'s execute: the checked call first, then that plan's bound fast path (``Executor.fast``),
-        as ``execute`` does for the default plan (autotuning loops call each plan many times in a row)."""
-        assert self.executor is not None
-        plan = self.plan(index)
-        fast = self._fast_by_plan.get(plan.id)
-        if fast is not None:
-            return fast(variant_pack, workspace, handle)
-        self.executor.execute(plan, variant_pack, workspace, handle)
-        self._fast(plan)
-        return None
-
-    # ---- CUDA graphs (plans/cuda_graph.py) ---------------------------------------------------------------------
-    def populate_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
-        assert self.executor is not None
-        with cuda_context.bound(context_of(handle)):
-            vp = cuda_graph.populate(handle, self.plan(), self.executor, variant_pack, workspace, graph)
-        self.graph_packs[cuda_graph.graph_handle(graph)] = vp  # kept alive as long as the graph may run
-
-    def update_cuda_graph(self, handle: int, variant_pack: dict, workspace: Any, graph: Any) -> None:
-        assert self.executor is not None
-        with cuda_context.bound(context_of(handle)):
-            vp = cuda_graph.update(handle, self.plan(), self.executor, variant_pack, workspace, graph)
-        self.graph_packs[cuda_graph.graph_handle(graph)] = vp
-
-    # ---- serialization (plans/serialize.py) ---------------------------------------------------------------------
+    # ---- serialization (plans/serialize.py; execute and CUDA graphs: session_execute.py) -----------------------------
     def serialize(self, graph_doc: dict) -> bytes:
         """The default plan and its variant-pack slots as a blob that :meth:`deserialized` loads."""
         if self.program is not None and self.program.view_aliases():
@@ -586,15 +401,5 @@ class PlanningSession:
         s.configs, s.plans, s.candidate = [plan.config], {0: plan}, 0
         s.phase = Phase.EXECUTABLE
         return s
-
-
-def versions_available(feature: str, at_least: int = 0) -> bool:
-    """The passes' view of the running cuDNN: has it ``feature`` (and is it at least ``at_least``)?"""
-    return versions.available(feature) and versions.runtime_version() >= at_least
-
-
-def _without_unified_attention(feature: str, at_least: int = 0) -> bool:
-    """The running cuDNN, less the unified SDPA_FWD op (AUTO's fallback to the composite attention)."""
-    return feature != desc.OPERATION_SDPA_FWD_DESCRIPTOR and versions_available(feature, at_least)
 
 

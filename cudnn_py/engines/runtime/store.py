@@ -265,7 +265,7 @@ class KernelFiles:
         found = self._open()
         if found is None:
             return []
-        owned = _owned(self._scan(*found)[0])
+        owned = cache_trust.owned_oldest_first(self._scan(*found)[0])
         return [KernelFile(os.path.join(self.path, SUBDIR, n), st.st_size, st.st_mtime_ns / 1e9) for n, st in owned]
 
     def verify(self) -> list[tuple[str, str]]:
@@ -311,30 +311,11 @@ class KernelFiles:
                 return 0
             h, where = found
         files, temporaries = self._scan(h, where)
-        owned = _owned(files)
-        total, deleted = sum(st.st_size for _, st in owned), 0
-        for name, st in owned:
-            if total <= limit:
-                break
-            try:
-                deleted += h.remove(name, st, where)
-            except OSError:
-                continue
-            total -= st.st_size
-        now = time.time()
-        for name, st in temporaries:
-            if cache_trust.stale_temporary(name, st, now):
-                try:
-                    h.remove(name, st, where)
-                except OSError:
-                    pass
+        home, folder = h, where
+        deleted = cache_trust.evict(files, temporaries, limit, lambda name, st: home.remove(name, st, folder))
         if deleted:
             _log.info("kernel files: evicted %d least recently used (limit %d bytes)", deleted, limit)
         return deleted
-
-
-def _owned(scanned: list[tuple[str, os.stat_result]]) -> list[tuple[str, os.stat_result]]:
-    return sorted(((n, st) for n, st in scanned if cache_trust.is_ours(st)), key=lambda x: (x[1].st_mtime_ns, x[0]))
 
 
 STORE: CubinStore = TieredCubinStore()

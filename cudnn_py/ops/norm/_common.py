@@ -1,6 +1,7 @@
 """What the norm operators share: the ``torch.library`` namespace they are defined in, the operand checks (the
-official operators' checks, with their messages and exception classes), the bounded graph caches, and how a
-graph is built and planned.
+official operators' checks, with their messages and exception classes), the bounded graph caches, how a graph is
+built and planned, and the operators' common shape: a forward saving its statistics, its inference twin and the
+backward, each run from its cached graph, with their fake implementations and autograd.
 
 Importing this module imports torch (only :mod:`cudnn_py.ops.norm`'s lazy names import it).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -234,3 +235,86 @@ def execute(g: Any, feeds: dict) -> None:
     """Run ``g`` on torch's current stream of the operands' device, its workspace from torch's caching allocator
     (execute without a handle: docs/tour.md)."""
     g.execute(feeds, None)
+
+
+# ---- the norm operators' common shape -------------------------------------------------------------------------------
+# Each norm operator is three torch operators: a TRAINING forward -> (y, *statistics), the statistics FLOAT
+# (rows, 1, 1, 1) and saved for the backward; its INFERENCE twin -> y, used where autograd records nothing; and the
+# backward -> (dx, dscale, dbias). Their graphs differ (the modules' forward_graph / backward_graph); how a graph is
+# fetched, fed and run, the fake implementations and the autograd glue are these.
+def run_forward(op: str, key: Hashable, make: Callable[[bool], Any], training: bool, x: torch.Tensor,
+                operands: dict[str, torch.Tensor | None], stats: Sequence[str]) -> tuple[torch.Tensor | None, ...]:
+    """Operator ``op``'s forward on ``x``: its graph for ``key`` (``make(training)``, planned once and cached,
+    see :func:`planned_forward`) fed ``operands`` (graph field -> tensor; None: not in the graph) and run. Returns
+    y, then each statistic of ``stats`` (graph field names) the graph saves, else None (an INFERENCE graph; also
+    an inference call served by the TRAINING graph allocates them, and its caller drops them)."""
+    f = cache(op).get(key, lambda: planned_forward(make, training, x.device))
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    feeds = {getattr(f, name): aligned(t) for name, t in operands.items() if t is not None}
+    feeds[f.y] = y
+    saved: list[torch.Tensor | None] = []
+    for name in stats:
+        tensor, stat = getattr(f, name), None
+        if tensor is not None:
+            stat = feeds[tensor] = torch.empty((x.shape[0], 1, 1, 1), dtype=torch.float32, device=x.device)
+        saved.append(stat)
+    execute(f.graph, feeds)
+    return (y, *saved)
+
+
+def run_backward(op: str, key: Hashable, make: Callable[[], Any], device: torch.device,
+                 operands: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor]) -> None:
+    """Operator ``op``'s backward: its graph for ``key`` (``make()``, planned once and cached) fed ``operands`` and
+    the caller's ``outputs`` (graph field -> tensor) and run."""
+    b = cache(op).get(key, lambda: planned(make(), device))
+    feeds = {getattr(b, name): aligned(t) for name, t in operands.items()}
+    feeds.update({getattr(b, name): t for name, t in outputs.items()})
+    execute(b.graph, feeds)
+
+
+def fake_forward(x: torch.Tensor, statistics: int) -> tuple[torch.Tensor, ...]:
+    """A TRAINING forward's fake result: y like x, then ``statistics`` FLOAT (rows, 1, 1, 1)."""
+    return (torch.empty_like(x), *(x.new_empty((x.shape[0], 1, 1, 1), dtype=torch.float32)
+                                   for _ in range(statistics)))
+
+
+def fake_inference(x: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+    """An INFERENCE forward's fake result: y like x."""
+    return torch.empty_like(x)
+
+
+def register_autograd(forward: str, backward: Callable[..., tuple], bias_at: int, pass_has_bias: bool) -> None:
+    """The autograd of the TRAINING forward ``forward``, whose inputs are x, scale (at 0 and 1), a bias at
+    ``bias_at`` (None where absent) and arguments that take no gradient, and whose outputs are y and its
+    statistics: x, scale and the statistics are saved (the statistics marked non-differentiable), and y's gradient
+    runs ``backward(dy, x, scale, *statistics)`` (with ``has_bias`` last where ``pass_has_bias``) -> (dx, dscale,
+    dbias), the bias's gradient given only where a bias was."""
+
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        statistics = output[1:]
+        ctx.save_for_backward(inputs[0], inputs[1], *statistics)
+        ctx.input_count, ctx.has_bias = len(inputs), inputs[bias_at] is not None
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(*statistics)
+
+    def gradients(ctx: Any, dy: torch.Tensor | None, *_d_statistics: Any) -> tuple:
+        grads: list[Any] = [None] * ctx.input_count
+        if dy is None:  # y took no part in what is differentiated
+            return tuple(grads)
+        x, scale, *statistics = ctx.saved_tensors
+        dx, dscale, dbias = backward(dy.contiguous(), x, scale, *statistics,
+                                     *((ctx.has_bias,) if pass_has_bias else ()))
+        grads[0], grads[1] = dx, dscale
+        grads[bias_at] = dbias if ctx.has_bias else None
+        return tuple(grads)
+
+    torch.library.register_autograd(forward, gradients, setup_context=setup_context)
+
+
+def run_public(input: torch.Tensor, training: Callable[..., tuple], inference: Callable[..., torch.Tensor],
+               args: tuple, differentiable: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    """A public function's call: the TRAINING operator where autograd records the call on ``differentiable``
+    (its statistics saved for the backward), else the INFERENCE one, on the operators' 4-D ``args``; y in
+    ``input``'s shape."""
+    y = training(*args)[0] if needs_grad(*differentiable) else inference(*args)
+    return y.reshape(input.shape)

@@ -23,17 +23,14 @@ from ...enums import data_type, norm_forward_phase
 from ...errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from ._common import (
     NAMESPACE,
-    aligned,
-    cache,
     define,
     epsilon,
-    execute,
-    needs_grad,
+    fake_forward,
+    fake_inference,
     new_graph,
     operand,
     output,
-    planned,
-    planned_forward,
+    register_autograd,
     require_canonical_4d,
     require_cuda,
     require_dtype,
@@ -42,6 +39,9 @@ from ._common import (
     require_same_device,
     require_stats,
     rows_of,
+    run_backward,
+    run_forward,
+    run_public,
 )
 
 _FWD, _BWD = f"{NAMESPACE}::layernorm", f"{NAMESPACE}::layernorm_bwd"
@@ -130,54 +130,41 @@ def validate_backward(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, me
 
 # ---- the CUDA kernels ----------------------------------------------------------------------------------------------
 def _forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float, training: bool,
-             op: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+             op: str) -> tuple[torch.Tensor | None, ...]:
     rows, hidden = validate_forward(x, scale, bias, op)
-    key = (x.shape, x.dtype, x.device, float(eps))
-    f = cache(op).get(key, lambda: planned_forward(lambda t: forward_graph(rows, hidden, x.dtype, eps, t), training,
-                                                   x.device))
-    y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    feeds = {f.x: aligned(x), f.scale: aligned(scale), f.bias: aligned(bias), f.y: y}
-    mean = inv_var = None
-    if f.mean is not None:  # (also an inference call served by the training graph)
-        mean = feeds[f.mean] = torch.empty((rows, 1, 1, 1), dtype=torch.float32, device=x.device)
-        inv_var = feeds[f.inv_var] = torch.empty_like(mean)
-    execute(f.graph, feeds)
-    return y, mean, inv_var
+    return run_forward(op, (x.shape, x.dtype, x.device, float(eps)),
+                       lambda t: forward_graph(rows, hidden, x.dtype, eps, t), training, x,
+                       {"x": x, "scale": scale, "bias": bias}, ("mean", "inv_var"))
 
 
 def _layernorm_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
                     eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     y, mean, inv_var = _forward(x, scale, bias, eps, True, _FWD)
-    assert mean is not None and inv_var is not None
+    assert y is not None and mean is not None and inv_var is not None
     return y, mean, inv_var
 
 
 def _layernorm_inference_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    return _forward(x, scale, bias, eps, False, f"{NAMESPACE}::layernorm_inference")[0]
+    y = _forward(x, scale, bias, eps, False, f"{NAMESPACE}::layernorm_inference")[0]
+    assert y is not None
+    return y
 
 
 def _layernorm_bwd_cuda(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
                         inv_var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, hidden = validate_backward(dy, x, scale, mean, inv_var)
-    key = (x.shape, x.dtype, x.device)
-    b = cache(_BWD).get(key, lambda: planned(backward_graph(rows, hidden, x.dtype), x.device))
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
     dscale = torch.empty((1, hidden, 1, 1), dtype=torch.float32, device=x.device)
     dbias = torch.empty_like(dscale)
-    execute(b.graph, {b.dy: aligned(dy), b.x: aligned(x), b.scale: aligned(scale), b.mean: aligned(mean),
-                      b.inv_var: aligned(inv_var), b.dx: dx, b.dscale: dscale, b.dbias: dbias})
+    run_backward(_BWD, (x.shape, x.dtype, x.device), lambda: backward_graph(rows, hidden, x.dtype), x.device,
+                 {"dy": dy, "x": x, "scale": scale, "mean": mean, "inv_var": inv_var},
+                 {"dx": dx, "dscale": dscale, "dbias": dbias})
     return dx, dscale, dbias
 
 
 # ---- the fake implementations (torch.compile, FakeTensorMode, meta) ------------------------------------------------
-def _layernorm_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
-                    eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    stats = (x.shape[0], 1, 1, 1)
-    return torch.empty_like(x), x.new_empty(stats, dtype=torch.float32), x.new_empty(stats, dtype=torch.float32)
-
-
-def _layernorm_inference_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    return torch.empty_like(x)
+def _layernorm_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
+    return fake_forward(x, 2)
 
 
 def _layernorm_bwd_fake(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
@@ -191,27 +178,8 @@ define("layernorm(Tensor x, Tensor scale, Tensor bias, float eps) -> (Tensor, Te
 define("layernorm_bwd(Tensor dy, Tensor x, Tensor scale, Tensor mean, Tensor inv_var) -> (Tensor, Tensor, Tensor)",
        _layernorm_bwd_cuda, _layernorm_bwd_fake)
 define("layernorm_inference(Tensor x, Tensor scale, Tensor bias, float eps) -> Tensor",
-       _layernorm_inference_cuda, _layernorm_inference_fake)
-
-
-# ---- autograd -------------------------------------------------------------------------------------------------------
-def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, scale, _bias, _eps = inputs
-    _y, mean, inv_var = output
-    ctx.save_for_backward(x, scale, mean, inv_var)
-    ctx.set_materialize_grads(False)
-    ctx.mark_non_differentiable(mean, inv_var)
-
-
-def _backward(ctx: Any, dy: torch.Tensor | None, _d_mean: Any, _d_inv_var: Any) -> tuple:
-    if dy is None:  # y took no part in what is differentiated
-        return None, None, None, None
-    x, scale, mean, inv_var = ctx.saved_tensors
-    dx, dscale, dbias = torch.ops.cudnn_py.layernorm_bwd(dy.contiguous(), x, scale, mean, inv_var)
-    return dx, dscale, dbias, None
-
-
-torch.library.register_autograd(_FWD, _backward, setup_context=_setup_context)
+       _layernorm_inference_cuda, fake_inference)
+register_autograd(_FWD, torch.ops.cudnn_py.layernorm_bwd, bias_at=2, pass_has_bias=False)  # (x, scale, bias, eps)
 
 
 # ---- the public function --------------------------------------------------------------------------------------------
@@ -252,11 +220,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: t
     x = input.reshape(rows, hidden_size, 1, 1).contiguous()
     scale = _parameter(weight, hidden_size, input.device, 1.0)
     shift = _parameter(bias, hidden_size, input.device, 0.0)
-    if needs_grad(input, weight, bias):
-        y = torch.ops.cudnn_py.layernorm(x, scale, shift, eps)[0]
-    else:
-        y = torch.ops.cudnn_py.layernorm_inference(x, scale, shift, eps)
-    return y.reshape(input.shape)
+    return run_public(input, torch.ops.cudnn_py.layernorm, torch.ops.cudnn_py.layernorm_inference,
+                      (x, scale, shift, eps), (input, weight, bias))
 
 
 __all__ = ["layer_norm"]

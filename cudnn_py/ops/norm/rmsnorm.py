@@ -22,17 +22,14 @@ from ...enums import data_type, norm_forward_phase
 from ...errors import InvalidValueError
 from ._common import (
     NAMESPACE,
-    aligned,
-    cache,
     define,
     epsilon,
-    execute,
-    needs_grad,
+    fake_forward,
+    fake_inference,
     new_graph,
     operand,
     output,
-    planned,
-    planned_forward,
+    register_autograd,
     require_canonical_4d,
     require_cuda,
     require_dtype,
@@ -41,6 +38,9 @@ from ._common import (
     require_same_device,
     require_stats,
     rows_of,
+    run_backward,
+    run_forward,
+    run_public,
 )
 
 _FWD, _BWD = f"{NAMESPACE}::rmsnorm", f"{NAMESPACE}::rmsnorm_bwd"
@@ -127,60 +127,47 @@ def validate_backward(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
 
 # ---- the CUDA kernels ----------------------------------------------------------------------------------------------
 def _forward(x: torch.Tensor, scale: torch.Tensor, eps: float, bias: torch.Tensor | None, training: bool,
-             op: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+             op: str) -> tuple[torch.Tensor | None, ...]:
     rows, hidden = validate_forward(x, scale, bias, op)
-    key = (x.shape, x.dtype, x.device, float(eps), bias is not None)
-    f = cache(op).get(key, lambda: planned_forward(
-        lambda t: forward_graph(rows, hidden, x.dtype, eps, bias is not None, t), training, x.device))
-    y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    feeds = {f.x: aligned(x), f.scale: aligned(scale), f.y: y}
-    if bias is not None:
-        feeds[f.bias] = aligned(bias)
-    inv_var = None
-    if f.inv_var is not None:  # (also an inference call served by the training graph)
-        inv_var = feeds[f.inv_var] = torch.empty((rows, 1, 1, 1), dtype=torch.float32, device=x.device)
-    execute(f.graph, feeds)
-    return y, inv_var
+    return run_forward(op, (x.shape, x.dtype, x.device, float(eps), bias is not None),
+                       lambda t: forward_graph(rows, hidden, x.dtype, eps, bias is not None, t), training, x,
+                       {"x": x, "scale": scale, "bias": bias}, ("inv_var",))
 
 
 def _rmsnorm_cuda(x: torch.Tensor, scale: torch.Tensor, eps: float,
                   bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     y, inv_var = _forward(x, scale, eps, bias, True, _FWD)
-    assert inv_var is not None
+    assert y is not None and inv_var is not None
     return y, inv_var
 
 
 def _rmsnorm_inference_cuda(x: torch.Tensor, scale: torch.Tensor, eps: float,
                             bias: torch.Tensor | None = None) -> torch.Tensor:
-    return _forward(x, scale, eps, bias, False, f"{NAMESPACE}::rmsnorm_inference")[0]
+    y = _forward(x, scale, eps, bias, False, f"{NAMESPACE}::rmsnorm_inference")[0]
+    assert y is not None
+    return y
 
 
 def _rmsnorm_bwd_cuda(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, inv_var: torch.Tensor,
                       has_dbias: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, hidden = validate_backward(dy, x, scale, inv_var)
-    key = (x.shape, x.dtype, x.device, bool(has_dbias))
-    b = cache(_BWD).get(key, lambda: planned(backward_graph(rows, hidden, x.dtype, bool(has_dbias)), x.device))
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
     dscale = torch.empty_like(scale, memory_format=torch.contiguous_format)
-    feeds = {b.dy: aligned(dy), b.x: aligned(x), b.scale: aligned(scale), b.inv_var: aligned(inv_var), b.dx: dx,
-             b.dscale: dscale}
+    outputs = {"dx": dx, "dscale": dscale}
     if has_dbias:
-        dbias = feeds[b.dbias] = torch.empty_like(dscale)
+        dbias = outputs["dbias"] = torch.empty_like(dscale)
     else:
         dbias = torch.empty(0, dtype=scale.dtype, device=x.device)
-    execute(b.graph, feeds)
+    run_backward(_BWD, (x.shape, x.dtype, x.device, bool(has_dbias)),
+                 lambda: backward_graph(rows, hidden, x.dtype, bool(has_dbias)), x.device,
+                 {"dy": dy, "x": x, "scale": scale, "inv_var": inv_var}, outputs)
     return dx, dscale, dbias
 
 
 # ---- the fake implementations (torch.compile, FakeTensorMode, meta) ------------------------------------------------
 def _rmsnorm_fake(x: torch.Tensor, scale: torch.Tensor, eps: float,
-                  bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.empty_like(x), x.new_empty((x.shape[0], 1, 1, 1), dtype=torch.float32)
-
-
-def _rmsnorm_inference_fake(x: torch.Tensor, scale: torch.Tensor, eps: float,
-                            bias: torch.Tensor | None = None) -> torch.Tensor:
-    return torch.empty_like(x)
+                  bias: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    return fake_forward(x, 1)
 
 
 def _rmsnorm_bwd_fake(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, inv_var: torch.Tensor,
@@ -194,28 +181,9 @@ define("rmsnorm(Tensor x, Tensor scale, float eps, Tensor? bias=None) -> (Tensor
 define("rmsnorm_bwd(Tensor dy, Tensor x, Tensor scale, Tensor inv_var, bool has_dbias=False) "
        "-> (Tensor, Tensor, Tensor)", _rmsnorm_bwd_cuda, _rmsnorm_bwd_fake)
 define("rmsnorm_inference(Tensor x, Tensor scale, float eps, Tensor? bias=None) -> Tensor",
-       _rmsnorm_inference_cuda, _rmsnorm_inference_fake)
-
-
-# ---- autograd -------------------------------------------------------------------------------------------------------
-def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, scale, _eps, bias = inputs
-    _y, inv_var = output
-    ctx.save_for_backward(x, scale, inv_var)
-    ctx.has_bias = bias is not None
-    ctx.set_materialize_grads(False)
-    ctx.mark_non_differentiable(inv_var)
-
-
-def _backward(ctx: Any, dy: torch.Tensor | None, _d_inv_var: Any) -> tuple:
-    if dy is None:  # y took no part in what is differentiated
-        return None, None, None, None
-    x, scale, inv_var = ctx.saved_tensors
-    dx, dscale, dbias = torch.ops.cudnn_py.rmsnorm_bwd(dy.contiguous(), x, scale, inv_var, ctx.has_bias)
-    return dx, dscale, None, dbias if ctx.has_bias else None
-
-
-torch.library.register_autograd(_FWD, _backward, setup_context=_setup_context)
+       _rmsnorm_inference_cuda, fake_inference)
+# (x, scale, eps, bias): the bias's gradient where a bias was given, has_dbias telling the backward so
+register_autograd(_FWD, torch.ops.cudnn_py.rmsnorm_bwd, bias_at=3, pass_has_bias=True)
 
 
 # ---- the public function --------------------------------------------------------------------------------------------
@@ -238,11 +206,8 @@ def rms_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     x = input.reshape(rows, hidden_size, 1, 1).contiguous()
     scale = weight.reshape(1, hidden_size, 1, 1).contiguous()
     bias4 = None if bias is None else bias.reshape(1, hidden_size, 1, 1).contiguous()
-    if needs_grad(input, weight, bias):
-        y = torch.ops.cudnn_py.rmsnorm(x, scale, eps, bias4)[0]
-    else:
-        y = torch.ops.cudnn_py.rmsnorm_inference(x, scale, eps, bias4)
-    return y.reshape(input.shape)
+    return run_public(input, torch.ops.cudnn_py.rmsnorm, torch.ops.cudnn_py.rmsnorm_inference,
+                      (x, scale, eps, bias4), (input, weight, bias))
 
 
 __all__ = ["rms_norm"]

@@ -1,0 +1,181 @@
+"""``pygraph``'s execution: ``execute`` (the first call builds what is missing, then installs the bound execute),
+``execute_plan_at_index``, the variant pack of a python engine, and the session the CUDA-graph methods record.
+
+A mixin of :class:`~cudnn_py.facade.pygraph.pygraph` (a base class of it): the attributes and the steps it calls
+(``create_execution_plans``, ``build_plans``, ``_at``, ...) are ``pygraph``'s. The bound execute itself, which a
+built cuDNN plan installs as the graph's ``execute`` (one Python frame per call), is ``plans/execute_fast.py``'s.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..engines.base import BaseEngine, CompiledPlan, ExecutionContext
+from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
+from ..ir import Tensor
+from ..ir.tensor import declared_otherwise
+from ..plans.phase import Phase
+from . import autotune
+from .options import no_overrides
+from .serial import one_at_a_time
+
+if TYPE_CHECKING:
+    from ..plans.session import PlanningSession
+
+
+def _classic_execute(graph: Any) -> Callable[..., None]:
+    """``pygraph.execute`` of ``graph``, held weakly: what the bound execute a graph installs as its ``execute``
+    calls for the classic keywords it does not handle itself."""
+    ref = weakref.ref(graph)
+
+    def classic(*args: Any) -> None:
+        g = ref()
+        if g is None:
+            raise UsageError("execute(): the graph this execute belonged to was destroyed")
+        return type(g).execute(g, *args)  # the class's method, not the bound execute shadowing it on the instance
+
+    return classic
+
+
+class Executing:
+    """Execution of a ``pygraph`` (see the module's docstring)."""
+
+    _handle: Any
+    _session: PlanningSession | None
+    _data_bindings: dict[int, Any]
+    _by_uid: dict[int, Tensor]
+    create_execution_plans: Callable[..., None]
+    check_support: Callable[[], None]
+    build_plans: Callable[..., None]
+    find_tensor: Callable[[str], Tensor | None]
+    _at: Callable[[Phase], PlanningSession]
+    _compile: Callable[[ExecutionContext | None], CompiledPlan]
+    _require_planned: Callable[[str], None]
+    _use_fast_execute: Callable[[Any], None]
+
+    if TYPE_CHECKING:  # pygraph's properties
+        @property
+        def _planning_done(self) -> bool: ...
+
+        @property
+        def _is_built(self) -> bool: ...
+
+        @property
+        def _fast_execute(self) -> Any: ...
+
+        @property
+        def selected_engine(self) -> BaseEngine | None: ...
+
+    def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
+                override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
+        """Run the selected plan, building whatever is missing first. Keys: Tensor, uid or name (None keys are
+        skipped); or pass buffers as a list with `tensor_uids`. Outputs are written into the given buffers."""
+        fast = self._fast_execute
+        if fast is not None and tensor_uids is None and override_uids is None and override_shapes is None \
+                and override_strides is None:
+            return fast(tensor_dict, workspace, handle)  # built cuDNN plan: keys resolved and cached there
+        return self._execute_general(tensor_dict, workspace, handle, override_uids, override_shapes, override_strides,
+                                     tensor_uids)
+
+    @one_at_a_time
+    def _execute_general(self, tensor_dict: Any, workspace: Any, handle: Any, override_uids: Any,
+                         override_shapes: Any, override_strides: Any, tensor_uids: Any) -> None:
+        """execute() before the bound fast path is installed (the first call; with tensor_uids or overrides, every
+        call): builds what is missing, one thread at a time."""
+        no_overrides("execute", override_uids, override_shapes, override_strides)
+        if not self._planning_done:
+            self.create_execution_plans()
+        autotune.run_pending(self, tensor_dict, workspace, handle, tensor_uids)  # (after build_plans(ALL), once)
+        engine = self.selected_engine
+        if engine is not None:
+            buffers = self._variant_pack(tensor_dict, tensor_uids)
+            ctx = self._exec_context(handle, workspace)
+            plan = self._compile(ctx)
+            plan.execute(self, buffers, ctx)
+            return None
+        if not self._is_built:
+            self.check_support()
+            self.build_plans()
+        session = self._at(Phase.EXECUTABLE)
+        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict  # (keys: the executor's)
+        session.execute(pack, workspace, handle)
+        if self._fast_execute is None:  # (a call with tensor_uids comes here every time: bind once, keep its state)
+            self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
+        return None
+
+    @one_at_a_time
+    def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
+                              *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:
+        """Run cuDNN plan `index` (classic index space). Trailing positionals: override uids/shapes/strides."""
+        self._require_planned("execute_plan_at_index")
+        names = ("override_uids", "override_shapes", "override_strides")
+        given = dict(zip(names, args))
+        given.update({k: kwargs.pop(k) for k in names if k in kwargs})
+        if kwargs:
+            raise InvalidTypeError(f"execute_plan_at_index() got unexpected keyword arguments {sorted(kwargs)}")
+        no_overrides("execute_plan_at_index", *(given.get(n) for n in names))
+        pack = dict(zip(tensor_uids, tensor_dict)) if tensor_uids is not None else tensor_dict
+        self._at(Phase.ENGINE_CONFIGS).execute_plan_at_index(pack, workspace, index, handle)
+
+    @one_at_a_time
+    def _cuda_graph_session(self, what: str) -> PlanningSession:
+        self._require_planned(what)
+        if self.selected_engine is not None:
+            raise UsageError(f"{what}(): the selected plan runs on a python engine; only cuDNN plans record "
+                               "into CUDA graphs")
+        if not self._is_built:
+            raise PhaseError(f"call build_plans() before {what}()")
+        return self._at(Phase.EXECUTABLE)
+
+    def _graph_handle(self) -> int:
+        if self._handle is not None:
+            return int(self._handle)
+        from ..backend.handle import default_handle
+
+        # the default handle of the device the graph was planned for, not of whichever device is current now
+        return int(default_handle(self._session.device if self._session is not None else None))
+
+    def _variant_pack(self, tensor_dict: Any, tensor_uids: Any) -> dict[int, Any]:
+        """uid -> buffer for python engines: data bound at build time first, the caller's buffers over it."""
+        buffers = dict(self._data_bindings)
+        items: Iterable = zip(tensor_uids, tensor_dict) if tensor_uids is not None else dict(tensor_dict).items()
+        for key, data in items:
+            if key is not None:
+                buffers[self._uid_of(key)] = data
+        return buffers
+
+    def _uid_of(self, key: Any) -> int:
+        if isinstance(key, Tensor):
+            if key.owner is not self:  # another graph's: taken by its uid, as the executor takes it
+                mine = self._by_uid.get(key.uid)
+                conflict = None if mine is None else declared_otherwise(key, mine)
+                if mine is None or conflict is not None:
+                    why = "" if mine is None else (f": a tensor of another graph, taken by its uid for this graph's "
+                                                   f"tensor {mine.name!r}, which has {conflict}")
+                    raise InvalidValueError(f"variant pack key {key.name!r} (uid {key.uid}) is not a tensor of this "
+                                            f"graph{why}")
+            return key.uid
+        if isinstance(key, int) and not isinstance(key, bool):
+            if key not in self._by_uid:
+                raise InvalidValueError(f"variant pack key: no tensor with uid {key}")
+            return key
+        if isinstance(key, str):
+            t = self.find_tensor(key)
+            if t is None:
+                raise InvalidValueError(f"variant pack key: no tensor named {key!r}")
+            return t.uid
+        raise InvalidTypeError(f"variant pack keys must be tensors, uids or names, got {type(key).__name__}")
+
+    def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
+        h = handle if handle is not None else self._handle
+        return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
+
+
+def _stream_of(handle: Any) -> Any:
+    """The stream set on a supplied handle (classic set_stream semantics); None when there is no handle."""
+    if handle is None:
+        return None
+    from ..backend.handle import get_stream
+
+    return get_stream(handle)
