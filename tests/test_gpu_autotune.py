@@ -10,7 +10,6 @@ import cudnn_py as cudnn
 from cudnn_py.engines import PYTHON_ENGINE_ID_BASE, BaseEngine, CompiledPlan, PlanConfig, selection
 from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID
 from cudnn_py.engines.selection import CUDNN, OURS
-from cudnn_py.errors import UsageError
 from cudnn_py.facade import autotune
 from tests.test_gpu_norm_engines import EPS, TOL, buffer, build, reference, rel_err
 
@@ -138,9 +137,33 @@ def test_build_plans_all_measures_once_and_remembers(monkeypatch, tmp_path):
     check_output(g2, t2, pack2, xwb2)
 
 
-def test_serialize_still_refuses_our_engines_plans():
-    """Serialization of a plan on our engine is not done yet (issue #38): the refusal stays clear."""
+@pytest.mark.parametrize("knob", [0, 2])
+def test_serialize_round_trip_of_a_plan_on_our_engine(knob):
+    """A plan on our norm engine serializes; a fresh graph deserializes it (the graph rebuilt, matched again, the
+    same knobs) and computes the same, keyed by the first graph's tensors or by uids."""
+    g, t, pack, xwb = layernorm_case([cudnn.heur_mode.OPENSOURCE])
+    g.select_plan(knob)
+    g.build_plans()
+    blob = g.serialize()
+    g2 = cudnn.pygraph()
+    g2.deserialize(blob)
+    assert g2.selected_engine is not None and g2.selected_engine.engine_id == NORM_FORWARD_ENGINE_ID
+    assert g2.plans[g2._plan_index].knobs == g.plans[knob].knobs
+    check_output(g2, t, pack, xwb)  # keyed by g's tensors (uids match)
+    by_uid = {k.uid: v for k, v in pack.items()}
+    pack[t["Y"]].fill_(float("nan"))
+    g2.execute(by_uid, None)
+    torch.cuda.synchronize()
+    _, _, _, y, _ = reference(xwb[0], None, xwb[1], xwb[2], False, False)
+    assert rel_err(pack[t["Y"]], y) < TOL[DT.BFLOAT16]
+
+
+def test_a_serialized_engine_plan_of_another_kernel_version_is_refused():
+    import json
+
     g, t, pack, xwb = layernorm_case([cudnn.heur_mode.OPENSOURCE])
     g.build_plans()
-    with pytest.raises(UsageError, match="python engine"):
-        g.serialize()
+    doc = json.loads(bytes(g.serialize()))
+    doc["engine"]["version"] = "0" * 16
+    with pytest.raises(ValueError, match="kernel changed"):
+        cudnn.pygraph().deserialize(json.dumps(doc).encode())

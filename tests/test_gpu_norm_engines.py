@@ -222,3 +222,33 @@ def test_default_modes_follow_the_placement_table_and_offer_both():
     g2.create_execution_plans([cudnn.heur_mode.OPENSOURCE, cudnn.heur_mode.A])
     assert g2.plans[0].engine_id == NORM_FORWARD_ENGINE_ID and g2.plans[-1].is_backend
     assert "cudnn_py engines" in g2.explain()
+
+
+def test_a_bad_kernel_file_shows_in_explain(monkeypatch, tmp_path):
+    """A kept kernel file that fails its check is a miss: the plan compiles again, and explain() says why."""
+    from cudnn_py.engines.runtime.store import STORE
+
+    monkeypatch.setenv("CUDNN_PY_CACHE", "1")
+    monkeypatch.setenv("CUDNN_PY_CACHE_DIR", str(tmp_path / "cache"))
+
+    def planned():
+        g, _ = build(8, 2048 + 64, DT.BFLOAT16, True, P.INFERENCE, bias=False)  # a width no other test compiles
+        g.validate()
+        g.create_execution_plans([cudnn.heur_mode.OPENSOURCE])
+        g.build_plans()
+        return g
+
+    STORE.memory.clear()
+    g = planned()
+    assert g._compiled[0].kernel["compiled_now"] and not g._compiled[0].kernel["kernel_file_problems"]
+    files = list((tmp_path / "cache" / "kernels").glob("*.cubin"))
+    assert len(files) == 1
+    files[0].write_bytes(files[0].read_bytes()[:-16] + b"\0" * 16)
+    del g
+    gc.collect()
+    STORE.memory.clear()
+    with pytest.warns(Warning):
+        g = planned()
+    kernel = g._compiled[0].kernel
+    assert kernel["compiled_now"] and any("kernel file" in p for p in kernel["kernel_file_problems"])
+    assert "kernel_file_problems" in g.explain(format="json") and files[0].name[:16] in g.explain(format="json")

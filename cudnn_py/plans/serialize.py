@@ -98,15 +98,10 @@ def dump(plan: ExecutionPlan, tensors: list, graph_doc: dict, scratch: dict[int,
     return json.dumps(doc, sort_keys=True, default=str).encode()
 
 
-def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dict[int, int]]:
-    """Parse a blob (bytes, a list of byte values as ``serialize()`` returns, or str) and rebuild its plan.
-
-    Everything is checked before cuDNN reads the plan's JSON: the blob's size and nesting (``json_check``), every
-    field's type and range, the plan JSON against cuDNN's schema, and the records against the plan's own operation
-    graph (each record a non-virtual tensor of it, of the same element size and by-value flag, spanning no fewer
-    bytes; every
-    non-virtual tensor of it a record or scratch; scratch large enough), and the workspace size against the one
-    cuDNN reports for the rebuilt plan - so an edited blob cannot make execute accept undersized buffers."""
+def parse(blob: Any) -> dict:
+    """A serialized plan's document: bytes, a list of byte values as ``serialize()`` returns, or str, parsed within
+    the bounds of ``json_check`` and carrying this format's tag and version (its fields are checked by
+    :func:`load` or :func:`load_engine`)."""
     c = json_check.Checker("serialized plan")
     if isinstance(blob, str):
         blob = blob.encode("utf-8", "surrogatepass")
@@ -124,6 +119,22 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
         raise InvalidValueError("not a serialized cudnn_py plan (no 'cudnn_py.plan' format tag)")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         raise InvalidValueError(f"serialized plan format version {doc.get('version')!r}; this cudnn_py reads {VERSION}")
+    return doc
+
+
+def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dict[int, int]]:
+    """Parse a blob (bytes, a list of byte values as ``serialize()`` returns, or str) and rebuild its plan.
+
+    Everything is checked before cuDNN reads the plan's JSON: the blob's size and nesting (``json_check``), every
+    field's type and range, the plan JSON against cuDNN's schema, and the records against the plan's own operation
+    graph (each record a non-virtual tensor of it, of the same element size and by-value flag, spanning no fewer
+    bytes; every
+    non-virtual tensor of it a record or scratch; scratch large enough), and the workspace size against the one
+    cuDNN reports for the rebuilt plan - so an edited blob cannot make execute accept undersized buffers."""
+    c = json_check.Checker("serialized plan")
+    doc = blob if isinstance(blob, dict) else parse(blob)
+    if "engine" in doc:
+        raise InvalidValueError("this serialized plan runs on a cudnn_py engine, not on a cuDNN plan")
     c.obj(doc, "", ("cudnn_version",))
     built_with, running = c.int_(doc["cudnn_version"], "cudnn_version", 0, 10**7), versions.runtime_version()
     if built_with != running:
@@ -179,3 +190,50 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
     if workspace < plan.workspace:  # (the blob's includes the scratch; the session adds it to cuDNN's again)
         raise c.fail("plan.workspace", f"{workspace} bytes; cuDNN says the plan needs {plan.workspace}")
     return plan, records, scratch
+
+
+# ---- plans of cudnn_py's own engines ------------------------------------------------------------------------------
+@dataclass
+class EngineDoc:
+    """A serialized plan of one of cudnn_py's runtime-compiled engines: the engine's identity (id, name, the
+    version of its kernel source, the plan's knobs), its own record of the problem (checked by the engine's
+    ``rebuild``) and the tensor records it is rebuilt from."""
+
+    engine_id: int
+    name: str
+    version: str
+    knobs: dict[str, Any]
+    record: Any
+    tensors: dict[int, TensorRecord]
+
+
+def dump_engine(identity: dict[str, Any], record: dict[str, Any], tensors: list, graph_doc: dict) -> bytes:
+    doc = {"format": FORMAT, "version": VERSION, "engine": identity, "record": record,
+           "tensors": [TensorRecord.of(t).to_dict() for t in tensors], "graph": graph_doc}
+    return json.dumps(doc, sort_keys=True, default=str).encode()
+
+
+def load_engine(doc: dict) -> EngineDoc:
+    """The fields of an engine plan's document, each checked for type and range (the document may be hostile)."""
+    c = json_check.Checker("serialized plan")
+    c.obj(doc, "", ("engine", "record", "tensors"))
+    ident = c.obj(doc["engine"], "engine", ("engine_id", "name", "version", "knobs"))
+    knobs = c.obj(ident["knobs"], "engine.knobs")
+    if len(knobs) > 64:
+        raise c.fail("engine.knobs", f"{len(knobs)} knobs")
+    for k, v in knobs.items():
+        c.word(k, f"engine.knobs.{k}")
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise c.fail(f"engine.knobs.{k}", f"{json_check.fmt(v)} is not an int or a string")
+        if isinstance(v, int):
+            c.int_(v, f"engine.knobs.{k}")
+    records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
+               for i, d in enumerate(c.list_(doc["tensors"], "tensors", 1, MAX_RECORDS))]
+    by_uid: dict[int, TensorRecord] = {}
+    for i, r in enumerate(records):
+        if r.uid in by_uid:
+            raise c.fail(f"tensors[{i}].uid", f"uid {r.uid} appears twice")
+        by_uid[r.uid] = r
+    return EngineDoc(c.int_(ident["engine_id"], "engine.engine_id", 0, json_check.INT64_MAX),
+                     c.str_(ident["name"], "engine.name", 256), c.str_(ident["version"], "engine.version", 256),
+                     dict(knobs), doc["record"], by_uid)

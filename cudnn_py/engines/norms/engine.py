@@ -17,7 +17,7 @@ from ..base import CompiledPlan, ExecutionContext, PlanConfig
 from ..engine_ids import NORM_FORWARD_ENGINE_ID
 from ..runtime import modules
 from ..runtime.engine import RuntimeEngine, RuntimePlan
-from . import source, variants
+from . import serial, source, variants
 from .match import NormProblem, match
 
 _POINTERS = ("x", "r", "s", "w", "b", "y", "z", "mean", "rstd", "eps_ptr")
@@ -39,6 +39,12 @@ class NormForwardEngine(RuntimeEngine):
     def check_graph(self, graph: Any) -> NormProblem:
         return match(graph)
 
+    def plan_record(self, plan: Any) -> dict[str, Any] | None:
+        return serial.record(plan.problem)
+
+    def rebuild(self, graph: Any, record: Any, tensors: dict[int, Any]) -> None:
+        serial.rebuild(graph, record, tensors)
+
     def preferred(self, graph: Any) -> bool:
         target = self.target()
         return not isinstance(target, str) and placement.ours_first(match(graph), target.cc)
@@ -56,11 +62,15 @@ class NormForwardEngine(RuntimeEngine):
         problem = match(graph)
         target = self.check_target()
         v = self.variant(problem, config)
-        c = modules.compiled(source.SOURCE, "norm_fwd.cu", variants.options(problem, v), target.cc)
+        problems: list[str] = []  # why a kept kernel file was not used (explain() shows it)
+        c = modules.compiled(source.SOURCE, "norm_fwd.cu", variants.options(problem, v), target.cc,
+                             problems=problems)
         m = modules.module(c, source.KERNEL_NAME)
         groups = -(-problem.rows // v.rpc)
         grid = max(1, min(groups, target.sms * m.occupancy(v.threads)))
-        return NormPlan(self.identity(config), m, problem, v, grid)
+        plan = NormPlan(self.identity(config), m, problem, v, grid)
+        plan.kernel = {"cubin_key": c.key, "compiled_now": c.fresh, "kernel_file_problems": problems}
+        return plan
 
 
 class NormPlan(RuntimePlan):
@@ -77,11 +87,13 @@ class NormPlan(RuntimePlan):
         if problem.eps_value is not None:
             self._params.eps = problem.eps_value
         self._align = {o.uid: min(16, variant.vec * o.size) for o in problem.operands()}
+        self.kernel: dict[str, Any] = {}  # where the cubin came from (build_plan fills it)
 
     def describe(self) -> dict[str, Any]:
         p, v = self.problem, self.variant
         return {"identity": self.identity.as_dict() if self.identity else None, "variant": v.label(),
-                "rows": p.rows, "n": p.n, "fusions": p.fusions, "grid": self.grid, "threads": v.threads}
+                "rows": p.rows, "n": p.n, "fusions": p.fusions, "grid": self.grid, "threads": v.threads,
+                "kernel": dict(self.kernel)}
 
     def _ptr(self, buffers: dict[int, Any], uid: int) -> int:
         data = buffers.get(uid)

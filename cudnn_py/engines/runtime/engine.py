@@ -62,6 +62,16 @@ class RuntimeEngine(BaseEngine):
         self.check_graph(graph)
         self.check_target()
 
+    def plan_record(self, plan: Any) -> dict[str, Any] | None:
+        """What ``serialize()`` keeps of a built plan of this engine so that :meth:`rebuild` can make it again
+        (plain JSON values), or None where this engine's plans do not serialize."""
+        return None
+
+    def rebuild(self, graph: Any, record: Any, tensors: dict[int, Any]) -> None:
+        """Build the graph a :meth:`plan_record` describes into the empty ``graph`` from the serialized tensor
+        records (uid -> record) and validate it; ``record`` comes from a file: check everything."""
+        raise cudnnGraphNotSupportedError(f"{self.name}: its plans do not serialize")
+
     def preferred(self, graph: Any) -> bool:
         """Whether the placement table (``engines/placement.py``) expects this engine to beat cuDNN's plan on
         ``graph`` on the current device, so it comes first without ``heur_mode.OPENSOURCE``. Only asked after

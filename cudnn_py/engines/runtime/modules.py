@@ -90,6 +90,7 @@ class Compiled:
     key: str
     cubin: bytes
     log: str  # the compiler's log ("" when the cubin came from the store)
+    fresh: bool = False  # compiled now (not found in the store)
 
 
 def cubin_key(source: str, options: tuple[str, ...], cc: int, version: tuple[int, int]) -> str:
@@ -122,7 +123,7 @@ def compiled(source: str, name: str, options: tuple[str, ...], cc: int, store: C
         cubin, log = nvrtc.compile_cubin(source, name, options, cc)
         COMPILES["count"] += 1
         store.put(key, cubin)
-    return Compiled(key, cubin, log)
+    return Compiled(key, cubin, log, fresh=True)
 
 
 # ---- loaded modules -----------------------------------------------------------------------------------------------
