@@ -229,7 +229,7 @@ def test_b2b_causal_conv1d_against_float64(dtype, tol):
         _close(got, want, tol * 100)
 
 
-@pytest.mark.parametrize("seq_len,kernel", [(256, 128), (300, 100), (4096, 6000)])
+@pytest.mark.parametrize("seq_len,kernel", [(256, 128), (300, 100), (4096, 6000), (8192, 20000)])  # the last: long path
 def test_fft_causal_conv1d_against_float64(seq_len, kernel):
     _need("cudnnLongFFTCausalConv1dForward")
     import cudnn_py as cudnn
