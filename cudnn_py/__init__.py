@@ -28,8 +28,9 @@ _LAZY: dict[str, str] = {
                      "fft_causal_conv1d_forward", "fft_causal_conv1d_backward",
                      "long_fft_causal_conv1d_get_buffer_sizes", "long_fft_causal_conv1d_forward",
                      "long_fft_causal_conv1d_backward"], ".backend.ext_subquadratic"),
-    **dict.fromkeys(["gnn_agg_op", "gnn_activation_op", "gnn_agg_simple_forward", "gnn_agg_simple_backward"],
-                    ".backend.ext_gnn"),
+    **dict.fromkeys(["gnn_agg_op", "gnn_activation_op", "gnn_agg_simple_forward", "gnn_agg_simple_backward",
+                     "gnn_mha_gat_forward", "gnn_mha_gat_backward", "gnn_mha_gat_v2_forward",
+                     "gnn_mha_gat_v2_backward"], ".backend.ext_gnn"),
     # the classic enums: data_type, heur_mode, reduction_mode, ... (cudnn_py.enums.__all__)
     **dict.fromkeys(["data_type", "tensor_reordering", "scalar_type", "reshape_mode", "knob_type",
                      "norm_forward_phase", "heur_mode", "reduction_mode", "build_plan_policy", "numerical_note",
@@ -49,7 +50,7 @@ __all__ = sorted([*_LAZY, *_ALIASES])
 
 # the package's own modules and subpackages, importable by attribute (``cudnn_py.backend.default_handle()``)
 _SUBMODULES = frozenset({"backend", "collect_env", "dtypes", "engines", "enums", "errors", "experimental", "facade",
-                         "families", "gemm", "interop", "ir", "lowering", "ops", "plans", "torch", "yarn"})
+                         "families", "gemm", "gnn", "interop", "ir", "lowering", "ops", "plans", "torch", "yarn"})
 
 
 def __getattr__(name: str) -> Any:
@@ -58,7 +59,13 @@ def __getattr__(name: str) -> Any:
 
     if target not in _LAZY:
         if name in _SUBMODULES:  # cudnn_py.backend.X without importing cudnn_py.backend first, as before
-            module = importlib.import_module("." + name, __name__)
+            try:
+                module = importlib.import_module("." + name, __name__)
+            except ModuleNotFoundError as e:  # cudnn.gnn without torch: the official's lazy export's ImportError
+                if not e.name or e.name.split(".")[0] == __name__:
+                    raise
+                raise ImportError(f"{name} requires the {e.name!r} module, which is not installed. Install a "
+                                  f"CUDA-enabled torch build: {e}") from e
             globals()[name] = module
             return module
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

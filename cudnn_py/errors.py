@@ -68,6 +68,12 @@ class FeatureVersionError(cudnnGraphNotSupportedError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
+class CApiUnavailableError(FeatureVersionError, RuntimeError):
+    """A C-API function outside the graph API (libcudnn_ext: causal conv1d, the FFT convolutions, the GNN ops) that
+    the loaded cuDNN does not have: a :class:`FeatureVersionError`, and a RuntimeError as the official bindings'
+    refusal of a function missing from the loaded library is."""
+
+
 @cache
 def _status_names() -> dict[int, str]:
     names: dict[int, str] = {}

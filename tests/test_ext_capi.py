@@ -102,13 +102,13 @@ def test_backward_and_fft_refusals(no_call):
     _refuses(InvalidValueError, lambda: cudnn.b2b_causal_conv1d_forward(**b2b), match="y_gated")
 
 
-AGG = dict(stream=0, offsets=64, indices=64, map_csc_to_coo=0, num_src_nodes=4, num_dst_nodes=3, num_indices=5,
-           index_type=4, node_features=64, edge_features=0, concat_features=0, output=64, out_positions=0,
+AGG = dict(stream=0, csc_offsets=64, csc_indices=64, map_csc_to_coo=0, n_src_nodes=4, n_dst_nodes=3, n_indices=5,
+           idx_type=4, node_features=64, edge_features=0, concat_features=0, output=64, out_positions=0,
            node_feat_dim=8, edge_feat_dim=0, concat_feat_dim=0, data_type=0, agg_op=0)
 
 
 @pytest.mark.parametrize("change,match", [
-    ({"offsets": 0}, "offsets"), ({"index_type": 0}, "index_type"), ({"num_src_nodes": -1}, "num_src_nodes"),
+    ({"csc_offsets": 0}, "csc_offsets"), ({"idx_type": 0}, "idx_type"), ({"n_src_nodes": -1}, "n_src_nodes"),
     ({"node_features": 0}, "node_features"), ({"edge_features": 64}, "edge_features"),
     ({"concat_feat_dim": 2}, "concat_features"), ({"node_feat_dim": 0}, "at least one"),
     ({"agg_op": 2}, "out_positions"), ({"out_positions": 64}, "out_positions"), ({"agg_op": 7}, "agg_op"),

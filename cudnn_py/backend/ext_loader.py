@@ -27,7 +27,7 @@ from typing import Any
 
 from .._generated import HEADER_VERSION
 from .._generated.functions import FUNCTIONS, STRUCTS
-from ..errors import FeatureVersionError
+from ..errors import CApiUnavailableError, FeatureVersionError
 from . import vetting
 from .api import ctype
 from .loader import load_library
@@ -182,13 +182,13 @@ def function(name: str) -> Any:
                                          f"{header_version() // 10000}.{header_version() // 100 % 100} headers "
                                          "declare it")
     if since is not None and since > loaded:
-        raise FeatureVersionError(f"{name} ({FAMILIES[entry[2]]} C API)", since, loaded,
+        raise CApiUnavailableError(f"{name} ({FAMILIES[entry[2]]} C API)", since, loaded,
                                   f"not in the loaded {load_library().path}")
     lib = ext_library()
     if lib.cdll is None:
-        raise FeatureVersionError(f"{name} ({FAMILIES[entry[2]]} C API)", needed, loaded, f"{lib.why}{said}")
+        raise CApiUnavailableError(f"{name} ({FAMILIES[entry[2]]} C API)", needed, loaded, f"{lib.why}{said}")
     if name in lib.missing:
-        raise FeatureVersionError(f"{name} ({FAMILIES[entry[2]]} C API)", needed, loaded,
+        raise CApiUnavailableError(f"{name} ({FAMILIES[entry[2]]} C API)", needed, loaded,
                                   f"not exported by {lib.path}{said}")
     return getattr(lib.cdll, name)
 

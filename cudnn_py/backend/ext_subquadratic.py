@@ -17,6 +17,9 @@ from .ext_loader import function
 
 # the kernel widths cudnnCausalConv1dForward supports (its header)
 CAUSAL_KERNEL_SIZES = (2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256)
+# the widths the official bindings admit for the NWH form and the back-to-back form's two convolutions
+NWH_KERNEL_MAX = 128
+B2B_PROJ_KERNELS, B2B_MIXER_KERNELS = (2, 32), (2, 256)
 FFT_MEDIUM_KERNELS = (128, 16384)  # a power of two in this range
 FFT_LONG_KERNELS = (4096, 16777216)
 FFT_ALIGN = 16
@@ -38,10 +41,11 @@ def _shape(fn: str, batch: Any, dim: Any, seq_len: Any) -> tuple[int, int, int]:
     return b, d, t
 
 
-def _causal_kernel(fn: str, kernel_size: Any) -> int:
+def _causal_kernel(fn: str, kernel_size: Any, hi: int = CAUSAL_KERNEL_SIZES[-1]) -> int:
     k = ck.integer(fn, "kernel_size", kernel_size)
-    if k not in CAUSAL_KERNEL_SIZES:
-        raise ck.InvalidValueError(f"{fn}: kernel_size must be one of {CAUSAL_KERNEL_SIZES}, got {k}")
+    allowed = tuple(w for w in CAUSAL_KERNEL_SIZES if w <= hi)
+    if k not in allowed:
+        raise ck.InvalidValueError(f"{fn}: kernel_size must be one of {allowed}, got {k}")
     return k
 
 
@@ -49,11 +53,16 @@ def _activation(fn: str, activation: Any) -> int:
     return ck.enum_value(fn, "activation", activation, "cudnnCausalConv1dActivation_t")
 
 
+def _kernel_max(c_name: str) -> int:
+    return NWH_KERNEL_MAX if "Nwh" in c_name else CAUSAL_KERNEL_SIZES[-1]
+
+
 def _causal_fwd(c_name: str, fn: str, stream: Any, x: Any, weight: Any, bias: Any, y: Any, batch: Any, dim: Any,
                 seq_len: Any, kernel_size: Any, data_type: Any, activation: Any) -> None:
     args = (ck.stream(fn, stream), ck.pointer(fn, "x", x), ck.pointer(fn, "weight", weight),
             ck.pointer(fn, "bias", bias), ck.pointer(fn, "y", y), *_shape(fn, batch, dim, seq_len),
-            _causal_kernel(fn, kernel_size), ck.data_type(fn, "data_type", data_type), _activation(fn, activation))
+            _causal_kernel(fn, kernel_size, _kernel_max(c_name)), ck.data_type(fn, "data_type", data_type),
+            _activation(fn, activation))
     ck.call(c_name, *args)
 
 
@@ -64,7 +73,8 @@ def _causal_bwd(c_name: str, fn: str, stream: Any, x: Any, weight: Any, bias: An
     args = (ck.stream(fn, stream), ck.pointer(fn, "x", x), ck.pointer(fn, "weight", weight),
             ck.pointer(fn, "bias", bias), ck.pointer(fn, "dy", dy), ck.pointer(fn, "dx", dx),
             ck.pointer(fn, "dweight", dweight), ck.pointer(fn, "dbias", dbias), *_shape(fn, batch, dim, seq_len),
-            _causal_kernel(fn, kernel_size), dt, _dwtype(fn, dt, dw_data_type), _activation(fn, activation))
+            _causal_kernel(fn, kernel_size, _kernel_max(c_name)), dt, _dwtype(fn, dt, dw_data_type),
+            _activation(fn, activation))
     ck.call(c_name, *args)
 
 
@@ -111,7 +121,8 @@ def b2b_causal_conv1d_forward(stream: Any, x: Any, weights_proj: Any, weights_mi
     args = (ck.stream(fn, stream), ck.pointer(fn, "x", x), ck.pointer(fn, "weights_proj", weights_proj),
             ck.pointer(fn, "weights_mixer", weights_mixer), ck.pointer(fn, "skip_bias", skip_bias),
             ck.pointer(fn, "y", y), ck.pointer(fn, "y_gated", y_gated), b, d, t,
-            ck.size(fn, "kernel_size_proj", kernel_size_proj), ck.size(fn, "kernel_size_mixer", kernel_size_mixer),
+            ck.size(fn, "kernel_size_proj", kernel_size_proj, *B2B_PROJ_KERNELS),
+            ck.size(fn, "kernel_size_mixer", kernel_size_mixer, *B2B_MIXER_KERNELS),
             ck.data_type(fn, "data_type", data_type))
     ck.call("cudnnB2BCausalConv1dForward", *args)
 
@@ -129,8 +140,9 @@ def b2b_causal_conv1d_backward(stream: Any, x: Any, weights_proj: Any, weights_m
             ck.pointer(fn, "weights_mixer", weights_mixer), ck.pointer(fn, "skip_bias", skip_bias),
             ck.pointer(fn, "y", y), ck.pointer(fn, "dy", dy), ck.pointer(fn, "dx", dx),
             ck.pointer(fn, "dweights_proj", dweights_proj), ck.pointer(fn, "dweights_mixer", dweights_mixer),
-            ck.pointer(fn, "dskip_bias", dskip_bias), b, d, t, ck.size(fn, "kernel_size_proj", kernel_size_proj),
-            ck.size(fn, "kernel_size_mixer", kernel_size_mixer), dt, _dwtype(fn, dt, dw_data_type))
+            ck.pointer(fn, "dskip_bias", dskip_bias), b, d, t,
+            ck.size(fn, "kernel_size_proj", kernel_size_proj, *B2B_PROJ_KERNELS),
+            ck.size(fn, "kernel_size_mixer", kernel_size_mixer, *B2B_MIXER_KERNELS), dt, _dwtype(fn, dt, dw_data_type))
     ck.call("cudnnB2BCausalConv1dBackward", *args)
 
 

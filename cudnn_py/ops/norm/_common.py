@@ -18,29 +18,9 @@ import torch
 from ...enums import data_type, heur_mode
 from ...errors import CudnnPyError, InvalidTypeError, InvalidValueError
 from ...facade import pygraph
+from .._library import LIBRARY, NAMESPACE, define  # noqa: F401  (the namespace, shared with the other operators)
 
-# The operators' namespace: torch.ops.cudnn_py.<op>. Not the official module's "cudnn": it defines
-# cudnn::rmsnorm, cudnn::layernorm, ... itself, and torch refuses a second definition of an op name, so sharing its
-# namespace would make importing both packages in one process fail (or, FRAGMENT or not, shadow one package's
-# kernels with the other's). FRAGMENT: the norm modules (and later operators) each add their ops to it.
-NAMESPACE = "cudnn_py"
 logger = logging.getLogger("cudnn_py.ops")
-LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")
-
-_register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract  # torch < 2.4
-
-
-def define(schema: str, cuda: Callable, fake: Callable) -> str:
-    """Define ``schema`` in the namespace with its CUDA kernel and fake (meta) implementation; returns the op's
-    qualified name."""
-    name = schema.split("(", 1)[0]
-    # the kernels take the contiguous operands they are given (inductor must not pass other strides)
-    tag = getattr(torch.Tag, "needs_exact_strides", None) or getattr(torch.Tag, "needs_fixed_stride_order", None)
-    LIBRARY.define(schema, tags=(tag,) if tag is not None else ())
-    LIBRARY.impl(name, cuda, "CUDA")
-    qualified = f"{NAMESPACE}::{name}"
-    _register_fake(qualified, fake)
-    return qualified
 
 
 # the io data types the operators take: torch dtype -> cudnn data type
