@@ -36,7 +36,8 @@ class Config:
     right: int | None = None
     sinks: bool = False  # a (1, h_q, 1, 1) FLOAT sink-logit operand
     padded: bool = False  # seq_len_q / seq_len_kv operands (use_padding_mask)
-    ragged: tuple | None = None  # THD: (total_q, total_kv) the packed token counts bound the backward by, else None
+    ragged: tuple | None = None  # THD: (total_q, total_kv), the backward's bound on the packed tokens ((0, 0) in a
+    # forward's config: the forward reads none); None: dense
     o_strides: tuple | None = None  # O's (and dO's) strides; None: row-major
     grads: tuple | None = None  # (dQ, dK, dV) strides; None: grad_strides of each operand
 

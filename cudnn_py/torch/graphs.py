@@ -190,5 +190,8 @@ class LRU:
     def keys(self) -> list:
         return list(self._d)
 
+    def values(self) -> list:
+        return list(self._d.values())
+
     def clear(self) -> None:
         self._d.clear()
