@@ -43,6 +43,11 @@ _LAZY: dict[str, str] = {
     "create_kernel_cache": ".plans.kernel_cache",
     "knob": ".plans.session",
 }
+# 1.32's lazy exports of optional dependencies: public name -> (module, attribute). Not in __all__ (a star import
+# must not import torch); a missing dependency is an ImportError saying so.
+_OPTIONAL: dict[str, tuple[str, str]] = {
+    "sdpa_torch": ("cudnn_py.torch.sdpa_ops", "sdpa"),  # defines torch.ops.cudnn_py.sdpa_fwd / sdpa_bwd
+}
 _ALIASES = {"handle": "Handle"}  # 1.32's alias, for annotations naming `cudnn.handle`
 
 __all__ = sorted([*_LAZY, *_ALIASES])
@@ -57,6 +62,15 @@ def __getattr__(name: str) -> Any:
     target = _ALIASES.get(name, name)
     import importlib
 
+    if target in _OPTIONAL:
+        module_name, attr = _OPTIONAL[target]
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except ImportError as error:  # (what is missing is said; never an AttributeError)
+            raise ImportError(f"{name} requires the 'torch' module, which could not be imported. Install a "
+                              f"CUDA-enabled torch build: {error}") from error
+        globals()[name] = value
+        return value
     if target not in _LAZY:
         if name in _SUBMODULES:  # cudnn_py.backend.X without importing cudnn_py.backend first, as before
             try:

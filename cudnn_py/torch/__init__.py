@@ -31,6 +31,13 @@ directly. Either way what is replaced is the Python-level function (not aten ker
 torch versions and whose shadowed kernels are out of reach for a fallback), so code that bound the function by name
 before ``install()`` (``from torch.nn.functional import scaled_dot_product_attention``) keeps torch's.
 
+The official module's ``cudnn.torch`` names are here too: ``install_sdpa_overrides()`` (returning ``SdpaOverrides``,
+whose ``remove()`` undoes it), ``calls`` and ``served_plan_names()`` (:mod:`.overrides`: the aten kernels of torch's
+cuDNN attention ops replaced, the official module's way), and ``cudnn_py.sdpa_torch`` is :mod:`.sdpa_ops`' function
+(the ``torch.ops.cudnn_py.sdpa_fwd`` / ``sdpa_bwd`` operators). They import torch when first read. The official's
+``cudnn.torch.install()`` installs those aten overrides; here ``install()`` keeps its meaning (the provider above)
+and ``install(mechanism="aten")`` is the official's (docs/differences.md).
+
 The package by job: :mod:`.config` decides whether a call is served and makes its key (``Config``, ``decide``);
 :mod:`.graphs` builds a Config's forward and backward graphs (``Entry``) and holds the LRU; :mod:`.serving` is the
 per-call path (``Provider``: the steady state, the general path, the autograd Function); this module installs it.
@@ -53,7 +60,26 @@ from .serving import DEFAULT_CACHE_SIZE, Provider, logger
 
 __all__ = ["install", "uninstall", "installed", "provider", "paused", "detect_registry", "PROVIDER_NAME",
            "DEFAULT_CACHE_SIZE", "Provider", "Config", "Fallback", "decide", "Entry", "Unsupported", "LRU",
-           "forward_graph", "backward_graph", "row_major", "grad_strides", "mask_layout", "as_4d", "logger"]
+           "forward_graph", "backward_graph", "row_major", "grad_strides", "mask_layout", "as_4d", "logger",
+           "SdpaOverrides", "calls", "install_sdpa_overrides", "served_plan_names"]
+
+# the official module's cudnn.torch names, from modules that import torch: resolved on first read
+_TORCH_NAMES = {"SdpaOverrides": "overrides", "calls": "overrides", "install_sdpa_overrides": "overrides",
+                "served_plan_names": "overrides"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _TORCH_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    try:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    except ImportError as error:  # (torch missing, or failing to import)
+        raise ImportError(f"cudnn_py.torch.{name} requires torch, which could not be imported: {error}") from error
+    globals()[name] = value
+    return value
 
 PROVIDER_NAME = "CUDNN_PY"
 
@@ -123,16 +149,28 @@ def _register_trampoline(*_args: Any, **_kwargs: Any) -> Any:
 
 def install(*, mechanism: str = "auto", cache_size: int = DEFAULT_CACHE_SIZE) -> str:
     """Serve torch.nn.functional.scaled_dot_product_attention from cudnn_py. ``mechanism``: "auto" (torch's
-    attention registry where it exists, else the direct override), "registry" (refused without one) or
-    "override". Returns the mechanism used. Installing twice is a no-op (returns the mechanism in use)."""
-    if mechanism not in ("auto", "registry", "override"):
-        raise InvalidValueError(f"mechanism must be 'auto', 'registry' or 'override', got {mechanism!r}")
+    attention registry where it exists, else the direct override), "registry" (refused without one),
+    "override", or "aten": the official module's ``cudnn.torch.install()``, the aten kernels of torch's cuDNN
+    attention ops replaced (``install_sdpa_overrides()``: served only where torch picks its cuDNN backend;
+    ``cache_size`` does not apply, the operators' cache is shared). Returns the mechanism used. Installing twice is
+    a no-op (returns the mechanism in use)."""
+    if mechanism not in ("auto", "registry", "override", "aten"):
+        raise InvalidValueError(f"mechanism must be 'auto', 'registry', 'override' or 'aten', got {mechanism!r}")
+    if mechanism == "aten" and cache_size != DEFAULT_CACHE_SIZE:
+        raise InvalidValueError("cache_size applies to the provider, not to mechanism='aten' (whose graphs are "
+                                "cached with the sdpa_torch operators')")
     import torch
     import torch.nn.functional as functional
 
     with _install_lock:
-        if _state["provider"] is not None:
+        if _state["mechanism"] is not None:
             return str(_state["mechanism"])
+        if mechanism == "aten":
+            from .overrides import install_sdpa_overrides
+
+            _state.update(handle=install_sdpa_overrides(), mechanism="aten")
+            logger.info("cudnn_py.torch: torch's cuDNN attention kernels are served by cudnn_py (aten overrides)")
+            return "aten"
         original = functional.scaled_dot_product_attention
         provider = Provider(torch, original, cache_size)
         holder: dict[str, _Handle] = {}
@@ -190,6 +228,11 @@ def uninstall() -> None:
         handle, registry = _state["handle"], _state["registry"]
         if handle is None:
             return
+        if _state["mechanism"] == "aten":
+            handle.remove()
+            _state.update(handle=None, mechanism=None)
+            logger.info("cudnn_py.torch: uninstalled; torch's cuDNN attention kernels are torch's again")
+            return
         if registry is not None:
             current = registry.current() if registry.current is not None else PROVIDER_NAME
             if registry.restore is not None and current == PROVIDER_NAME:
@@ -207,7 +250,7 @@ def uninstall() -> None:
 
 
 def installed() -> str | None:
-    """The mechanism in use ("registry" / "override"), or None."""
+    """The mechanism in use ("registry" / "override" / "aten"), or None."""
     return _state["mechanism"]
 
 
@@ -223,6 +266,15 @@ def paused() -> Iterator[None]:
     handle = _state["handle"]
     if handle is None or not handle.active:
         yield
+        return
+    if _state["mechanism"] == "aten":  # torch's kernels for the block, then a fresh installation of the overrides
+        from .overrides import install_sdpa_overrides
+
+        handle.remove()
+        try:
+            yield
+        finally:
+            _state["handle"] = install_sdpa_overrides()
         return
     functional = handle._functional
     functional.scaled_dot_product_attention = handle._original

@@ -28,6 +28,18 @@ class Config:
     gqa: bool
     requires_grad: bool
     deterministic: bool = False
+    # The surface torch's function cannot express (the sdpa_torch operators, cudnn_py.torch.sdpa_ops; the provider
+    # leaves these at their defaults). Bounds are cuDNN's diagonal_band_left_bound / _right_bound.
+    lse: bool = False  # Stats made without gradients (return_lse): the forward graph outputs it
+    bottom_right: bool = False  # the diagonal band anchored bottom-right
+    left: int | None = None
+    right: int | None = None
+    sinks: bool = False  # a (1, h_q, 1, 1) FLOAT sink-logit operand
+    padded: bool = False  # seq_len_q / seq_len_kv operands (use_padding_mask)
+    ragged: tuple | None = None  # THD: (total_q, total_kv), the backward's bound on the packed tokens ((0, 0) in a
+    # forward's config: the forward reads none); None: dense
+    o_strides: tuple | None = None  # O's (and dO's) strides; None: row-major
+    grads: tuple | None = None  # (dQ, dK, dV) strides; None: grad_strides of each operand
 
     def __post_init__(self) -> None:
         # hashed once: the steady state refreshes the graph cache's order at every call (LRU.touch)
@@ -40,6 +52,16 @@ class Config:
     def o_dims(self) -> tuple:
         (b, h, s_q, _), (_, _, _, d_v) = self.q[0], self.v[0]
         return (b, h, s_q, d_v)
+
+    @property
+    def stats(self) -> bool:
+        """Whether the forward graph outputs Stats."""
+        return self.requires_grad or self.lse
+
+    @property
+    def masked(self) -> bool:
+        """Whether the scores have a band (causal included) besides torch's top-left causal flag."""
+        return self.left is not None or self.right is not None
 
 
 def row_major(dims) -> tuple:
@@ -66,6 +88,21 @@ def grad_strides(dims, strides) -> tuple:
             out[i] = acc
         else:
             acc = strides[i] * dims[i]
+    return tuple(out)
+
+
+def like_layout(dims, strides) -> tuple:
+    """Compact strides for ``dims`` in the dimension order of ``strides`` (innermost: smallest stride; ties keep
+    the lower dim inner): the layout a fresh output or gradient of an operand of ``strides`` takes, even where the
+    operand itself has gaps (a view of a packed buffer). Broadcast operands (a zero stride) have no order:
+    row-major."""
+    dims, strides = tuple(int(d) for d in dims), tuple(int(s) for s in strides)
+    if 0 in strides:
+        return row_major(dims)
+    out, acc = [0] * len(dims), 1
+    for i in sorted(range(len(dims)), key=lambda i: strides[i]):
+        out[i] = acc
+        acc *= dims[i]
     return tuple(out)
 
 

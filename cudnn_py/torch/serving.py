@@ -188,18 +188,7 @@ class Provider:
         return scaled_dot_product_attention
 
     def _build_entry(self, cfg: Config) -> Entry:
-        import cudnn_py as cudnn
-
-        with self.torch.cuda.device(cfg.device):
-            g, ts = forward_graph(cudnn, cfg)
-            _plan(cudnn, g)
-            entry = Entry(cfg, g, ts)
-            if cfg.requires_grad:  # built now: a refused backward sends the forward to torch too
-                gb, tb = backward_graph(cudnn, cfg)
-                _plan(cudnn, gb)
-                entry.bwd[None] = (gb, tb)
-        logger.info("cudnn_py.torch: built the attention graphs for %s", cfg)
-        return entry
+        return build_entry(self.torch, cfg)
 
     # -- execution (torch's current stream: no handle). Outputs are new tensors on every call (autograd saves
     # them); their pointers change, and the graphs' bound execute checks them (see plans/execute.py).
@@ -272,6 +261,53 @@ class Provider:
             raw: Any = getattr(base, "__dict__", {}).get("apply")
             self._apply = raw.__get__(None, cls) if hasattr(raw, "__get__") else cls.apply
         return self._apply
+
+
+def build_entry(torch, cfg: Config, forward: bool = True, backward: bool | None = None) -> Entry:
+    """The planned graphs of ``cfg`` on its device: the forward (unless not ``forward``) and, where ``backward``
+    (default: the config needs gradients), the backward for dO laid out as O. Raises what building raises (a
+    refusal: cudnnGraphNotSupportedError and its kin). One builder for the provider, the sdpa_torch operators and
+    the aten overrides."""
+    import cudnn_py as cudnn
+
+    with torch.cuda.device(cfg.device):
+        g, ts = forward_graph(cudnn, cfg) if forward else (None, {})
+        if g is not None:
+            _plan(cudnn, g)
+        entry = Entry(cfg, g, ts)
+        if cfg.requires_grad if backward is None else backward:  # built now: a refused backward is known first
+            gb, tb = backward_graph(cudnn, cfg)
+            _plan(cudnn, gb)
+            entry.bwd[None] = (gb, tb)
+    logger.info("cudnn_py.torch: built the attention graphs for %s", cfg)
+    return entry
+
+
+class SharedGraphs:
+    """The graph cache of the sdpa_torch operators and the aten overrides (one per process, shared by both): an
+    LRU of Entry per (Config, forward, backward), built under a lock (a thread asking for a key being built waits
+    for it). A refusal is not cached: it is raised to the caller, again at the next call."""
+
+    def __init__(self, torch, maxsize: int = 128):
+        self.torch = torch
+        self.cache = LRU(maxsize)
+        self._lock = threading.Lock()
+
+    def entry(self, cfg: Config, forward: bool, backward: bool) -> Entry:
+        key = (cfg, forward, backward)
+        with self._lock:
+            entry = self.cache.get(key)
+            if entry is None:
+                entry = build_entry(self.torch, cfg, forward, backward)
+                self.cache.put(key, entry)
+        return entry
+
+
+def run(built: tuple, operands: dict) -> None:
+    """Execute ``built`` ((graph, {name: graph tensor})) on torch's current stream with ``operands`` by name (its
+    workspace from torch's caching allocator: execute without a handle)."""
+    g, ts = built
+    g.execute({ts[n]: t for n, t in operands.items()}, None)
 
 
 def _autocast_probe(torch) -> Callable[[], bool]:
