@@ -11,12 +11,12 @@ from numbers import Real
 from typing import Any
 
 import torch
+from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
 
 from ..errors import InvalidTypeError, InvalidValueError
 from ._common import TORCH_DTYPE_TO_CUDNN, validate_csc_graph
 from .graph import CscGraph
 
-Tensor = torch.Tensor
 ACTIVATION_TO_INT = {"linear": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "elu": 4, "scalar": 5, "leaky_relu": 6}
 
 

@@ -18,7 +18,7 @@ from ._common import TORCH_DTYPE_TO_CUDNN, TORCH_INDEX_DTYPE_TO_CUDNN, contiguou
 from .graph import CscGraph
 
 _AGGREGATION_TO_INT = {"sum": 0, "mean": 1, "max": 2, "min": 3}
-Tensor = torch.Tensor
+from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
 
 
 def _validate_aggregation(aggr: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
 
 from ..backend import ext_gnn
 from ..errors import InvalidValueError
@@ -17,8 +18,6 @@ from ..ops._library import define
 from . import _mha as m
 from ._common import TORCH_DTYPE_TO_CUDNN, TORCH_INDEX_DTYPE_TO_CUDNN, contiguous, pointer, stream
 from .graph import CscGraph
-
-Tensor = torch.Tensor
 
 
 def _gradient_dtypes(input_dtype: torch.dtype, feature_grad_dtype: Any,
