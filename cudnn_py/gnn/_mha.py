@@ -11,7 +11,7 @@ from numbers import Real
 from typing import Any
 
 import torch
-from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
+from torch import Tensor  # (imported, not assigned: a type mypy reads where torch is not installed)
 
 from ..errors import InvalidTypeError, InvalidValueError
 from ._common import TORCH_DTYPE_TO_CUDNN, validate_csc_graph

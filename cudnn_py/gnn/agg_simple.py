@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor  # (imported, not assigned: a type mypy reads where torch is not installed)
 
 from ..backend import ext_gnn
 from ..errors import InvalidTypeError, InvalidValueError
@@ -18,7 +19,6 @@ from ._common import TORCH_DTYPE_TO_CUDNN, TORCH_INDEX_DTYPE_TO_CUDNN, contiguou
 from .graph import CscGraph
 
 _AGGREGATION_TO_INT = {"sum": 0, "mean": 1, "max": 2, "min": 3}
-from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
 
 
 def _validate_aggregation(aggr: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor  # (imported, not assigned: a type mypy reads without torch installed)
+from torch import Tensor  # (imported, not assigned: a type mypy reads where torch is not installed)
 
 from ..backend import ext_gnn
 from ..errors import InvalidValueError
