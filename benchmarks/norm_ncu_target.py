@@ -18,6 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, ".")
 import cudnn_py as cudnn
 from benchmarks.norm_sweep import EPS, graph
+from cudnn_py.engines.base import EngineIdentity
 from cudnn_py.engines.norms import engine as norm_engine
 from cudnn_py.engines.norms import source, variants
 from cudnn_py.engines.norms.match import match
@@ -58,7 +59,7 @@ def main():
         m = modules.module(c, source.KERNEL_NAME)
         groups = -(-rows // v.rpc)
         grid = groups if m_.group(7) == "full" else min(groups, target.sms * m.occupancy(v.threads))
-        plan = norm_engine.NormPlan(None, m, problem, v, grid)
+        plan = norm_engine.NormPlan(EngineIdentity(0, "sweep"), m, problem, v, grid)
         prm = plan._params
         prm.eps, prm.eps_ptr = EPS, None
         prm.x, prm.w, prm.y = x.data_ptr(), w.data_ptr(), y.data_ptr()

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, ".")
 import cudnn_py as cudnn
+from cudnn_py.engines.base import EngineIdentity
 from cudnn_py.engines.norms import engine as norm_engine
 from cudnn_py.engines.norms import source, variants
 from cudnn_py.engines.norms.match import match
@@ -145,7 +146,7 @@ def sweep(rows, cols, rms, n, target):
             groups = -(-rows // v.rpc)
             occ = m.occupancy(v.threads)
             grid = groups if gridmode == "full" else max(1, min(groups, target.sms * occ))
-            plan = norm_engine.NormPlan(None, m, problem, v, grid)
+            plan = norm_engine.NormPlan(EngineIdentity(0, "sweep"), m, problem, v, grid)
             prm = plan._params
             prm.eps = EPS
             for field, o in (("x", problem.x), ("w", problem.w), ("b", problem.b), ("y", problem.y)):

@@ -128,7 +128,8 @@ def test_build_plans_all_measures_once_and_remembers(monkeypatch, tmp_path):
     g2, t2, pack2, xwb2 = layernorm_case(MEASURED)
     monkeypatch.setattr(selection, "TIMER", lambda run, s: pytest.fail("measured although a winner is remembered"))
     g2.build_plans(cudnn.build_plan_policy.ALL)
-    assert not g2.__dict__.get(autotune._PENDING)
+    assert not g2.__dict__.get(autotune._PENDING), (autotune.recalled(g2), autotune._record_name(g2),
+                                                    autotune._record_name(g), r.winner.candidate.identity)
     w = r.winner.candidate
     if w.kind == OURS:
         assert g2._plan_index == w.index

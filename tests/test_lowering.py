@@ -277,6 +277,7 @@ def test_a_graph_deserialized_from_anothers_blob_takes_its_tensors_as_keys(monke
     g1, x1, w1, y1 = _add_graph()
     records = [serialize.TensorRecord.of(t) for t in g1.session.bound_tensors]
     plan = SimpleNamespace(id=1, ptr=0, name="stub", workspace=0, config=SimpleNamespace(name="stub"))
+    monkeypatch.setattr(serialize, "parse", lambda blob: {"format": serialize.FORMAT})
     monkeypatch.setattr(serialize, "load", lambda blob, handle: (plan, records, {}))
     monkeypatch.setattr(session_mod, "context_of", lambda handle: None)
     monkeypatch.setattr(session_mod.PlanningSession, "_bind_device", lambda s, handle: None)

@@ -76,7 +76,7 @@ class TensorRecord:
         alignment = c.int_(d["alignment"], f"{path}.alignment", 1, json_check.MAX_ALIGNMENT)
         by_value = c.bool_(d["is_pass_by_value"], f"{path}.is_pass_by_value")
         value = d["pass_by_value"]
-        if by_value:
+        if by_value and value is not None:  # (None: a runtime scalar, given at execute)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise c.fail(f"{path}.pass_by_value", f"{json_check.fmt(value)} is not a number")
             if isinstance(value, int):

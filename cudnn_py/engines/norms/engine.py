@@ -20,6 +20,7 @@ from ..runtime.engine import RuntimeEngine, RuntimePlan
 from . import serial, source, variants
 from .match import NormProblem, match
 
+_MAX_GRID_X = 2**31 - 1
 _POINTERS = ("x", "r", "s", "w", "b", "y", "z", "mean", "rstd", "eps_ptr")
 
 
@@ -66,8 +67,8 @@ class NormForwardEngine(RuntimeEngine):
         c = modules.compiled(source.SOURCE, "norm_fwd.cu", variants.options(problem, v), target.cc,
                              problems=problems)
         m = modules.module(c, source.KERNEL_NAME)
-        groups = -(-problem.rows // v.rpc)
-        grid = max(1, min(groups, target.sms * m.occupancy(v.threads)))
+        # one CTA per row group (the kernel's loop covers what a grid's x-extent cannot hold)
+        grid = max(1, min(-(-problem.rows // v.rpc), _MAX_GRID_X))
         plan = NormPlan(self.identity(config), m, problem, v, grid)
         plan.kernel = {"cubin_key": c.key, "compiled_now": c.fresh, "kernel_file_problems": problems}
         return plan
