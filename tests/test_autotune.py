@@ -55,17 +55,20 @@ def test_a_failing_candidate_is_left_out():
 
 # ---- the placement table --------------------------------------------------------------------------------------------
 def test_placement_table_follows_the_benchmark():
-    assert placement.lookup("layernorm", "bf16", 90) == placement.OURS
-    assert placement.lookup("rmsnorm", "bf16", 90) == placement.CUDNN
+    for op in ("layernorm", "rmsnorm"):
+        for dt in ("bf16", "fp16"):
+            assert placement.lookup(op, dt, 90) == placement.OURS
     assert placement.lookup("layernorm", "fp16", 100) == placement.CUDNN  # no row: cuDNN first
+    assert placement.lookup("layernorm", "fp32", 90) == placement.CUDNN
     from cudnn_py.engines.norms.match import match
 
-    assert placement.ours_first(match(norm_graph()), 90) and not placement.ours_first(match(norm_graph(rms=True)), 90)
+    assert placement.ours_first(match(norm_graph()), 90) and placement.ours_first(match(norm_graph(rms=True)), 90)
+    assert not placement.ours_first(match(norm_graph()), 80)
     assert placement.norm_key(match(norm_graph(io=cudnn.data_type.HALF, wdt=cudnn.data_type.HALF)), 90) == \
         ("layernorm", "fp16", 90)
     cited = open(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results",
-                              "norm-engines-2026-12-06-h100.md")).read()
-    assert "| layernorm | 8192x4096 | 2142 | 2264 | 2614 |" in cited
+                              "norm-sweep-2026-12-06-h100.txt")).read()  # the figures the table's docstring cites
+    assert "ln  8192x4096: copy 2853 torch 2140 cudnn 2628" in cited and "v8_t128_r2_i4_hints_full_occ3 2790" in cited
 
 
 # ---- autotune on a graph (python engines; cuDNN's plans need a GPU) -------------------------------------------------
