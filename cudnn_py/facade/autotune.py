@@ -36,6 +36,7 @@ from ..engines import selection
 from ..engines.base import ExecutionContext
 from ..engines.selection import CUDNN, OURS, Candidate, Measured
 from ..errors import CudnnPyError, PhaseError
+from ..plans import cached_planning
 from ..plans.phase import Phase
 
 _log = logging.getLogger(__name__)
@@ -218,6 +219,12 @@ def _record_name(graph: Any) -> str | None:
         return None
     session = graph._session
     key = getattr(getattr(session, "disk", None), "key", None)
+    if key is None and session is not None and session.query_modes and session.lowered is not None:
+        # the in-process caches answered this graph (no disk lookup made its key): the same key, made here
+        try:
+            key = cached_planning.disk_key(session, session.query_modes)
+        except (CudnnPyError, OSError, ValueError):  # (not portable; the device's facts)
+            return None
     if key is None:
         return None
     return hashlib.sha256(f"choice-{RECORD_FORMAT}\0{key.digest()}".encode()).hexdigest() + ".json"

@@ -36,6 +36,7 @@ class CachingSession(Protocol):
     executor: Any
     plan_list: PlanList
     cached_queries: list[tuple[Any, list[str]]]
+    query_modes: list[str]
     disk: disk_planning.DiskUse
     _fingerprint: tuple[Any, tuple | None] | None
 
@@ -70,6 +71,7 @@ def heuristics_key(s: CachingSession, modes: list[str]) -> tuple | None:
 
 def query(s: CachingSession, modes: list[str], defer: bool = False, disk: bool = True) -> heuristics.HeuristicsResult:
     key = heuristics_key(s, modes)
+    s.query_modes = list(modes)
     if disk and key is not None and not s.plan_list._configs and not heuristics.has(key):
         # a graph this process has not planned: an earlier process may have (the in-process caches answer
         # the graphs planned here before, so the steady state never reaches the disk)
@@ -90,6 +92,15 @@ def _plans_are_their_json(s: CachingSession) -> bool:
     return s.options.kernel_cache is None and not s.options.dynamic_shapes and not s.options.override_shapes
 
 
+def disk_key(s: CachingSession, modes: list[str]) -> disk_planning.Key:
+    """The graph's disk-cache key for ``modes`` (the operation graph's portable fingerprint, cuDNN version, device,
+    modes, SM count target); NotPortable, or the device's errors, where it has none."""
+    if s.device is None:
+        raise disk_planning.NotPortable("no device")
+    fingerprint = disk_planning.portable_fingerprint(operation_graph_fingerprint(s))
+    return disk_planning.make_key(fingerprint, versions.runtime_version(), s.device, modes, s.options.sm_count)
+
+
 def disk_lookup(s: CachingSession, heuristics_key: Any, modes: list[str]) -> None:
     """Look the graph up in the disk cache (``disk_planning.py``): a hit seeds the query cache under
     ``heuristics_key`` and keeps the entry's plan for the build; why it is not used goes to explain()."""
@@ -103,8 +114,7 @@ def disk_lookup(s: CachingSession, heuristics_key: Any, modes: list[str]) -> Non
     if lowered is None or lowered.handle is None or lowered.operation_graph is None or s.device is None:
         return disk_planning.not_used(use, "no device handle on the operation graph")
     try:
-        fingerprint = disk_planning.portable_fingerprint(operation_graph_fingerprint(s))
-        key = disk_planning.make_key(fingerprint, versions.runtime_version(), s.device, modes, s.options.sm_count)
+        key = disk_key(s, modes)
     except disk_planning.NotPortable as e:
         return disk_planning.not_used(use, str(e))
     except (CudnnPyError, OSError) as e:  # the device's facts

@@ -99,6 +99,7 @@ class PlanningSession(ProgramSteps, DeviceSteps, ExecuteSteps):
         # planning's caches (cached_planning.py): the queries the query cache answered, as (cache key, modes), and
         # the operation graph's fingerprint, computed once: (operation graph, its fingerprint)
         self.cached_queries: list[tuple[Any, list[str]]] = []
+        self.query_modes: list[str] = []  # the modes of the last heuristics query (autotune's records key on them)
         self._fingerprint: tuple[Descriptor, tuple | None] | None = None
         self.disk = disk_planning.DiskUse()  # what the disk cache gave this graph (disk_planning.py; explain)
         self._fast_by_plan: dict[int, Callable[..., None]] = {}  # plan id -> its bound execute (_fast)
