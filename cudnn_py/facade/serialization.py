@@ -59,8 +59,9 @@ class Serialization:
 
     @one_at_a_time
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
-        """The built default cuDNN plan with everything needed to execute it again (``plans/serialize.py``): a
-        list of byte values, as the classic API returns, or ``bytes`` with ``as_bytes=True``."""
+        """The built default plan with everything needed to execute it again (``plans/serialize.py``): cuDNN's, or
+        one of cudnn_py's runtime-compiled engines' (docs/engines.md); a list of byte values, as the classic API
+        returns, or ``bytes`` with ``as_bytes=True``."""
         if not include_kernels:
             raise NotImplementedOptionError("serialize(include_kernels=False) is not implemented yet in cudnn_py")
         self._require_planned("serialize")
