@@ -90,6 +90,18 @@ _RECORD_FIELDS = ("uid", "name", "dim", "stride", "data_type", "alignment", "is_
 MAX_RECORDS = 4096  # variant-pack slots of one plan
 
 
+def _records(c: json_check.Checker, raw: Any, at_least: int) -> list[TensorRecord]:
+    """A blob's tensor records, each checked, no uid twice."""
+    records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
+               for i, d in enumerate(c.list_(raw, "tensors", at_least, MAX_RECORDS))]
+    seen: set[int] = set()
+    for i, r in enumerate(records):
+        if r.uid in seen:
+            raise c.fail(f"tensors[{i}].uid", f"uid {r.uid} appears twice")
+        seen.add(r.uid)
+    return records
+
+
 def dump(plan: ExecutionPlan, tensors: list, graph_doc: dict, scratch: dict[int, int] | None = None) -> bytes:
     doc = {"format": FORMAT, "version": VERSION, "cudnn_version": versions.runtime_version(),
            "plan": {"name": plan.name, "json": plan.to_json(), "workspace": plan.workspace},
@@ -141,13 +153,8 @@ def load(blob: Any, handle: int) -> tuple[ExecutionPlan, list[TensorRecord], dic
         raise InvalidValueError(f"the plan was serialized with cuDNN {version_string(built_with)}; the loaded cuDNN is "
                          f"{version_string(running)} (a serialized plan loads only into the cuDNN that built it)")
     c.obj(doc, "", ("plan", "tensors"))
-    records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
-               for i, d in enumerate(c.list_(doc["tensors"], "tensors", 0, MAX_RECORDS))]
-    by_uid: dict[int, TensorRecord] = {}
-    for i, r in enumerate(records):
-        if r.uid in by_uid:
-            raise c.fail(f"tensors[{i}].uid", f"uid {r.uid} appears twice")
-        by_uid[r.uid] = r
+    records = _records(c, doc["tensors"], at_least=0)
+    by_uid = {r.uid: r for r in records}
     raw_scratch = c.obj(doc.get("scratch", {}), "scratch")
     if len(raw_scratch) > MAX_RECORDS:
         raise c.fail("scratch", f"{len(raw_scratch)} entries")
@@ -227,13 +234,7 @@ def load_engine(doc: dict) -> EngineDoc:
             raise c.fail(f"engine.knobs.{k}", f"{json_check.fmt(v)} is not an int or a string")
         if isinstance(v, int):
             c.int_(v, f"engine.knobs.{k}")
-    records = [TensorRecord.from_dict(d, c, f"tensors[{i}]")
-               for i, d in enumerate(c.list_(doc["tensors"], "tensors", 1, MAX_RECORDS))]
-    by_uid: dict[int, TensorRecord] = {}
-    for i, r in enumerate(records):
-        if r.uid in by_uid:
-            raise c.fail(f"tensors[{i}].uid", f"uid {r.uid} appears twice")
-        by_uid[r.uid] = r
+    by_uid = {r.uid: r for r in _records(c, doc["tensors"], at_least=1)}
     return EngineDoc(c.int_(ident["engine_id"], "engine.engine_id", 0, json_check.INT64_MAX),
                      c.str_(ident["name"], "engine.name", 256), c.str_(ident["version"], "engine.version", 256),
                      dict(knobs), doc["record"], by_uid)
