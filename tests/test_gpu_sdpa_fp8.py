@@ -112,9 +112,10 @@ FWD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "sc
 SPREAD = dict(q=4.0, k=2.0, v=2.0, o=1.0, dO=2.0)  # E4M3 holds spread · N(0, 1): descale = 1 / spread
 
 
-def run_forward(d, causal, h_k=H, block=None):
+def run_forward(d, causal, h_k=H, block=None, max_seq_len_only=False):
     """``block``: K and V read from shuffled page containers of that block size through page tables (every
-    sequence full length, so the dense reference applies)."""
+    sequence full length, so the dense reference applies). ``max_seq_len_only``: dense K / V given
+    ``paged_attention_max_seq_len_kv`` and no page tables (the official module accepts it; it changes nothing)."""
     q, k, v = quantized((B, H, S, d), SPREAD["q"]), quantized((B, h_k, S, d), SPREAD["k"]), \
         quantized((B, h_k, S, d), SPREAD["v"])
     sc = dict(descale_q=1 / SPREAD["q"], descale_k=1 / SPREAD["k"], descale_v=1 / SPREAD["v"],
@@ -126,6 +127,8 @@ def run_forward(d, causal, h_k=H, block=None):
     if block is None:
         K, V = g.tensor_like(k), g.tensor_like(v)
         feeds.update({K: k, V: v})
+        if max_seq_len_only:
+            kw = dict(paged_attention_max_seq_len_kv=S)
     else:
         pages = S // block
         order = torch.randperm(B * pages + 3, device="cuda")[: B * pages].view(B, 1, pages, 1).to(torch.int32)
@@ -170,6 +173,16 @@ def test_forward(d, causal):
 
 def test_forward_gqa_causal():
     (o, stats, _, amax_o), (q, k, v, sc, attn_scale) = run_forward(128, True, h_k=2)
+    o_ref, stats_ref, _, amax_o_ref = reference_forward(q, k, v, sc, attn_scale, True)
+    assert rel_err(o.float(), o_ref) < FP8_TOL
+    assert rel_err(stats, stats_ref) < STATS_TOL
+    assert rel_err(amax_o, amax_o_ref.reshape(1, 1, 1, 1)) < AMAX_MATMUL_TOL
+
+
+def test_max_seq_len_kv_without_page_tables_changes_nothing():
+    """#39 item 6: an fp8 forward given paged_attention_max_seq_len_kv and no page tables builds and computes the
+    dense attention, as the official module accepts it."""
+    (o, stats, _, amax_o), (q, k, v, sc, attn_scale) = run_forward(64, True, max_seq_len_only=True)
     o_ref, stats_ref, _, amax_o_ref = reference_forward(q, k, v, sc, attn_scale, True)
     assert rel_err(o.float(), o_ref) < FP8_TOL
     assert rel_err(stats, stats_ref) < STATS_TOL
