@@ -240,3 +240,29 @@ def test_side_stream_and_offset_views():
     xd = xt.detach().double().requires_grad_()
     F.rms_norm(xd.t(), (384,), w.double(), 1e-5).sum().backward()
     assert rel_err(xt.grad, xd.grad) < 2 * TOL["bfloat16"]
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_the_operators_run_the_engine_the_placement_table_puts_first(dt):
+    """#38: the torch norm operators plan with the default modes, so they run what the placement table puts first
+    on this GPU (cudnn_py's norm engine on sm_90 for bf16 / fp16), and still match float64."""
+    from cudnn_py.engines import placement
+    from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID
+    from cudnn_py.ops.norm._common import CACHES
+
+    dtype = DTYPES[dt]
+    major, minor = torch.cuda.get_device_capability()
+    x = randn(gen(3), (256, 1024), dtype)
+    w = randn(gen(4), (1024,), dtype)
+    for name, call, op in (("rmsnorm", lambda: ops.rms_norm(x, w), "cudnn_py::rmsnorm_inference"),
+                           ("layernorm", lambda: ops.layer_norm(x, (1024,), w, w), "cudnn_py::layernorm_inference")):
+        with torch.no_grad():
+            y = call()
+        graphs = [e.graph for e in CACHES[op]._entries.values()]
+        ours = [g.selected_engine is not None and g.selected_engine.engine_id == NORM_FORWARD_ENGINE_ID
+                for g in graphs]
+        want = placement.lookup(name, "bf16" if dt == "bfloat16" else "fp16", major * 10 + minor) == placement.OURS
+        assert ours and any(ours) == want, (name, [g.plans for g in graphs])
+        ref = rms_ref(x, w, None, 1e-5) if name == "rmsnorm" else F.layer_norm(
+            x.double(), (1024,), w.double(), w.double(), 1e-5)
+        assert rel_err(y, ref) < TOL[dt]
