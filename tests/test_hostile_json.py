@@ -22,9 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "serialized"
 
 
-def run_fuzz(seed: int, count: int, timeout: float = 60) -> dict[str, int]:
+def run_fuzz(seed: int, count: int, timeout: float = 60, module: str = "tests.support.json_fuzz") -> dict[str, int]:
+    """Run the fuzz child ``module`` (CASE / RESULT / END lines) and tally its results; a signal, a hang, an
+    unexpected exception class or a missing END fails the test."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.Popen([sys.executable, "-m", "tests.support.json_fuzz", str(seed), str(count)], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, "-m", module, str(seed), str(count)], cwd=ROOT,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=timeout)
