@@ -22,24 +22,16 @@ import statistics
 import sys
 from pathlib import Path
 
+from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+
 SHAPES = [(4, 1024, 2048, 4), (8, 2048, 4096, 4), (2, 4096, 8192, 16)]  # batch, dim, seq_len, width
 ITERS, ROUNDS, WARMUP = 20, 7, 3
 
 
 def _official():
-    """(the official module's causal_conv1d, None) or (None, why not). Imported before cudnn_py: cudnn_py then
-    uses the libcudnn the official module loaded."""
-    try:
-        import cudnn
-    except Exception as exc:
-        return None, f"the official module is not importable as `cudnn` ({type(exc).__name__}: {exc})"
-    if not hasattr(cudnn, "backend_version") or "cudnn_py" in repr(cudnn):
-        return None, f"`cudnn` is not the official module ({cudnn!r})"
-    try:
-        from cudnn.ops import causal_conv1d
-    except Exception as exc:
-        return None, f"cudnn.ops.causal_conv1d does not import here ({type(exc).__name__}: {str(exc)[:300]})"
-    return causal_conv1d, None
+    """(the official module's causal_conv1d, None) or (None, why not)."""
+    ops, why = official("ops", "causal_conv1d")
+    return (ops.causal_conv1d, None) if ops is not None else (None, why)
 
 
 def _ours():

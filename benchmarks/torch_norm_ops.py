@@ -23,23 +23,12 @@ import statistics
 import sys
 from pathlib import Path
 
+from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+
 
 def _official():
-    """(the official module's cudnn.ops.norm, None) or (None, why not). Imported before cudnn_py: cudnn_py then
-    uses the libcudnn the official module loaded (as benchmarks/run.py does)."""
-    try:
-        import cudnn
-    except Exception as exc:
-        return None, f"the official module is not importable as `cudnn` ({type(exc).__name__}: {exc})"
-    if not hasattr(cudnn, "backend_version") or "cudnn_py" in repr(cudnn):
-        return None, f"`cudnn` is not the official module ({cudnn!r})"
-    try:
-        import cudnn.ops.norm as norm
-
-        norm.rms_norm, norm.layer_norm  # noqa: B018  (the implementations import torch: fail here, not later)
-    except Exception as exc:
-        return None, f"cudnn.ops.norm does not import here ({type(exc).__name__}: {str(exc)[:300]})"
-    return norm, None
+    """(the official module's cudnn.ops.norm, None) or (None, why not)."""
+    return official("ops.norm", "rms_norm", "layer_norm")
 
 
 OFFICIAL, OFFICIAL_WHY = _official()

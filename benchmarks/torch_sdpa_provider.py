@@ -37,21 +37,12 @@ import time
 import warnings
 from pathlib import Path
 
+from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+
 
 def _official():
-    """(the official module's sdpa_provider module, None) or (None, why not). Imported before cudnn_py: like
-    benchmarks/run.py, cudnn_py then uses the libcudnn the official module loaded."""
-    try:
-        import cudnn
-    except Exception as exc:  # not installed, or its extension does not load here
-        return None, f"the official module is not importable as `cudnn` ({type(exc).__name__}: {exc})"
-    if not hasattr(cudnn, "backend_version") or cudnn.__name__ != "cudnn" or "cudnn_py" in repr(cudnn):
-        return None, f"`cudnn` is not the official module ({cudnn!r})"
-    try:
-        from cudnn.torch import sdpa_provider
-    except Exception as exc:
-        return None, f"cudnn.torch does not import on this torch ({type(exc).__name__}: {str(exc)[:300]})"
-    return sdpa_provider, None
+    """(the official module's sdpa_provider module, None) or (None, why not)."""
+    return official("torch.sdpa_provider")
 
 
 OFFICIAL, OFFICIAL_WHY = _official()

@@ -22,7 +22,7 @@ from cudnn_py.engines.norms import serial  # noqa: E402
 from cudnn_py.engines.norms.match import match  # noqa: E402
 from cudnn_py.errors import CudnnPyError  # noqa: E402
 from cudnn_py.plans import serialize  # noqa: E402
-from tests.support.json_fuzz import mutate  # noqa: E402
+from tests.support.json_fuzz import mutate, run_case  # noqa: E402
 
 DT, P = cudnn.data_type, cudnn.norm_forward_phase
 
@@ -57,19 +57,14 @@ def main(seed: int, count: int) -> int:
              norm_doc(False, P.INFERENCE, True, False, True, DT.BFLOAT16)]
     for n in range(count):
         text, what = mutate(rng, rng.choice(bases))
-        print("CASE", n, what, flush=True)
-        try:
+
+        def case(text=text) -> None:
             doc = serialize.load_engine(serialize.parse(text))
             g = cudnn.pygraph()
             serial.rebuild(g, doc.record, doc.tensors)
             assert serial.record(match(g)) == json.loads(json.dumps(doc.record)), "rebuilt another problem"
-        except (ValueError, TypeError, CudnnPyError) as e:
-            res = f"refused {type(e).__name__}"
-        except Exception as e:
-            res = f"error {type(e).__name__} {' '.join(str(e).split())[:200]}"
-        else:
-            res = "accepted"
-        print("RESULT", n, res, flush=True)
+
+        run_case(n, what, case, (ValueError, TypeError, CudnnPyError))
     print("END", flush=True)
     return 0
 

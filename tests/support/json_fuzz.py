@@ -90,6 +90,21 @@ def mutate(rng: random.Random, text: str) -> tuple[str, str]:
     return json.dumps(doc), f"{p} = {json.dumps(new)[:40]}"
 
 
+def run_case(n: int, what: str, call, refused: tuple[type[BaseException], ...]) -> None:
+    """One fuzz case: ``CASE`` before ``call()`` and ``RESULT`` after it (accepted, refused with one of ``refused``,
+    or error with the exception), so a child killed by a signal says which case killed it."""
+    print("CASE", n, what, flush=True)
+    try:
+        call()
+    except refused as e:
+        res = f"refused {type(e).__name__}"
+    except Exception as e:
+        res = f"error {type(e).__name__} {' '.join(str(e).split())[:200]}"
+    else:
+        res = "accepted"
+    print("RESULT", n, res, flush=True)
+
+
 def main(seed: int, count: int) -> int:
     rng = random.Random(seed)
     kcs = [live_kernel_cache()] + [p.read_text() for p in sorted(DATA.glob("kernel_cache_*.json"))]
@@ -113,8 +128,8 @@ def main(seed: int, count: int) -> int:
             doc["cudnn_version"] = running
             base = json.dumps(doc)
         text, what = mutate(rng, base)
-        print("CASE", n, target, what, flush=True)
-        try:
+
+        def case(target=target, text=text) -> None:
             if target == "kernel_cache":
                 kc = cudnn.create_kernel_cache()
                 kc.deserialize(text)
@@ -129,13 +144,8 @@ def main(seed: int, count: int) -> int:
             else:
                 plan, records, scratch = serialize.load(text, 0)
                 assert len(records) == len(json.loads(text)["tensors"])
-        except (ValueError, CudnnError) as e:
-            res = f"refused {type(e).__name__}"
-        except Exception as e:
-            res = f"error {type(e).__name__} {' '.join(str(e).split())[:200]}"
-        else:
-            res = "accepted"
-        print("RESULT", n, res, flush=True)
+
+        run_case(n, f"{target} {what}", case, (ValueError, CudnnError))
     print("END", flush=True)
     return 0
 
