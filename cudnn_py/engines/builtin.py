@@ -71,13 +71,13 @@ def place(graph: Any, modes: list[Any], engines: list[RuntimeEngine] | None = No
             continue
         entry: dict[str, Any] = {"engine": engine.name, "engine_id": engine.engine_id, "version": engine.version}
         try:
-            engine.check_support(graph)
+            checked = engine.check_support(graph)
         except cudnnGraphNotSupportedError as why:
             entry["declined"] = str(why)
         else:
             configs = engine.plan_configs(graph)
             entry["plans"] = [c.name for c in configs]
-            if not opensource and engine.preferred(graph):
+            if not opensource and engine.preferred(graph, checked):
                 p.first = True
                 entry["first"] = "the placement table: faster than cuDNN's plan where measured"
 

@@ -46,9 +46,9 @@ class NormForwardEngine(RuntimeEngine):
     def rebuild(self, graph: Any, record: Any, tensors: dict[int, Any]) -> None:
         serial.rebuild(graph, record, tensors)
 
-    def preferred(self, graph: Any) -> bool:
+    def preferred(self, graph: Any, checked: Any = None) -> bool:
         target = self.target()
-        return not isinstance(target, str) and placement.ours_first(match(graph), target.cc)
+        return not isinstance(target, str) and placement.ours_first(checked or match(graph), target.cc)
 
     def plan_configs(self, graph: Any) -> list[PlanConfig]:
         return [PlanConfig(self.engine_id, f"{self.name}[elems={e}]", {"elems": e}) for e in variants.ELEMS_CHOICES]
@@ -69,14 +69,13 @@ class NormForwardEngine(RuntimeEngine):
         m = modules.module(c, source.KERNEL_NAME)
         # one CTA per row group (the kernel's loop covers what a grid's x-extent cannot hold)
         grid = max(1, min(-(-problem.rows // v.rpc), _MAX_GRID_X))
-        plan = NormPlan(self.identity(config), m, problem, v, grid)
-        plan.kernel = {"cubin_key": c.key, "compiled_now": c.fresh, "kernel_file_problems": problems}
-        return plan
+        kernel = {"cubin_key": c.key, "compiled_now": c.fresh, "kernel_file_problems": problems}
+        return NormPlan(self.identity(config), m, problem, v, grid, kernel)
 
 
 class NormPlan(RuntimePlan):
     def __init__(self, identity: Any, module: Any, problem: NormProblem, variant: variants.Variant,
-                 grid: int) -> None:
+                 grid: int, kernel: dict[str, Any] | None = None) -> None:
         super().__init__(identity, module)
         self.problem, self.variant, self.grid = problem, variant, grid
         self.name = f"{identity.name}[{variant.label()}]"
@@ -88,7 +87,7 @@ class NormPlan(RuntimePlan):
         if problem.eps_value is not None:
             self._params.eps = problem.eps_value
         self._align = {o.uid: min(16, variant.vec * o.size) for o in problem.operands()}
-        self.kernel: dict[str, Any] = {}  # where the cubin came from (build_plan fills it)
+        self.kernel = dict(kernel or {})  # where the cubin came from: its key, compiled now, kernel-file problems
 
     def describe(self) -> dict[str, Any]:
         p, v = self.problem, self.variant

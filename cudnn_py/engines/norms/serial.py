@@ -27,13 +27,9 @@ _STATS = ("mean", "rstd")
 _FIELDS = ("rms", "train", "n", "rows", *ROLES, *_STATS, "eps_uid", "eps_value", "eps_on_device", "beta")
 
 
-def _plain(problem: NormProblem) -> dict[str, Any]:
+def record(problem: NormProblem) -> dict[str, Any]:
     """The problem as JSON values (what the record holds and what a rebuilt graph must match)."""
     return json.loads(json.dumps(dataclasses.asdict(problem)))
-
-
-def record(problem: NormProblem) -> dict[str, Any]:
-    return _plain(problem)
 
 
 def _checked(doc: Any, tensors: dict[int, Any]) -> dict[str, Any]:
@@ -120,7 +116,7 @@ def rebuild(graph: Any, doc: Any, tensors: dict[int, Any]) -> None:
     if r["z"] is not None:
         declared(r["z"], output=graph.swish(y, swish_beta=r["beta"], compute_data_type=fp32))
     graph.validate_ir()  # (not cuDNN's validation: the graph runs on this engine, which matches it next)
-    rebuilt = _plain(match(graph))
+    rebuilt = record(match(graph))
     if rebuilt != json.loads(json.dumps(doc)):
         diff = sorted(k for k in _FIELDS if rebuilt.get(k) != doc.get(k))
         raise InvalidValueError(f"serialized plan: the engine record does not describe the graph its tensors make "

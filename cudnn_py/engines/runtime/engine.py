@@ -58,9 +58,11 @@ class RuntimeEngine(BaseEngine):
             raise cudnnGraphNotSupportedError(f"{self.name}: {why}")
         return target
 
-    def check_support(self, graph: Any) -> None:
-        self.check_graph(graph)
+    def check_support(self, graph: Any) -> Any:
+        """What :meth:`check_graph` answered (the target checked too)."""
+        checked = self.check_graph(graph)
         self.check_target()
+        return checked
 
     def plan_record(self, plan: Any) -> dict[str, Any] | None:
         """What ``serialize()`` keeps of a built plan of this engine so that :meth:`rebuild` can make it again
@@ -72,10 +74,11 @@ class RuntimeEngine(BaseEngine):
         records (uid -> record) and validate it; ``record`` comes from a file: check everything."""
         raise cudnnGraphNotSupportedError(f"{self.name}: its plans do not serialize")
 
-    def preferred(self, graph: Any) -> bool:
+    def preferred(self, graph: Any, checked: Any = None) -> bool:
         """Whether the placement table (``engines/placement.py``) expects this engine to beat cuDNN's plan on
         ``graph`` on the current device, so it comes first without ``heur_mode.OPENSOURCE``. Only asked after
-        :meth:`check_support` accepted the graph; False where the engine has no measured row."""
+        :meth:`check_support` accepted the graph (``checked``: what it answered, when the caller has it); False
+        where the engine has no measured row."""
         return False
 
 
