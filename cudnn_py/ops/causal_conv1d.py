@@ -15,8 +15,9 @@ import torch
 
 from ..backend import ext_subquadratic as sq
 from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
+from ._conv1d_common import TORCH_DTYPE_TO_CUDNN
 
-_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 9}
+_DTYPES = TORCH_DTYPE_TO_CUDNN  # cudnnDataType_t of each torch dtype the C API takes (_conv1d_common.py)
 _ACTIVATIONS = {None: 0, "identity": 0, "silu": 1, "swish": 1}
 
 
