@@ -303,8 +303,10 @@ class Executor(OperandSlots):
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         extras = bool(self._bound_items or self._aliases)
         # the function itself is generated (execute_fast.py: one template, the operand re-check inlined)
-        # (while the frontend log is on, read once per process, every call takes execute, which logs it)
-        make = bound_execute(extras, globals(), logged=_fe.ENABLED)
+        if _fe.ENABLED:  # the frontend log is on (read once per process): every call takes execute, which logs it
+            make = bound_execute(extras, globals(), logged=True)
+        else:
+            make = bound_execute(extras, globals())
         return make(
             plan=plan, classic=classic, executor=self, slots=self._fast_slots, checked=self._checked,
             template=self._template, bound_items=self._bound_items, aliases=self._aliases, extras=extras,
