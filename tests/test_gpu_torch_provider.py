@@ -94,7 +94,9 @@ def run_case(dtype_name, provider, b=2, h_q=4, h_kv=4, s_q=192, s_kv=None, d=64,
         kw["scale"] = scale
     o = F.scaled_dot_product_attention(*leaves, attn_mask=attn_mask, **kw)
     assert provider.served == served + 1, "not served by cudnn_py (see the cudnn_py.torch log)"
-    assert o.dtype == dtype and o.shape == (b, h_q, s_q, d) and o.is_contiguous()
+    assert o.dtype == dtype and o.shape == (b, h_q, s_q, d)
+    # O in q's dimension order, as torch's own attention lays it out (a BSHD q: a BSHD O)
+    assert o.transpose(1, 2).is_contiguous() if bshd else o.is_contiguous()
     d_o = torch.randn_like(o)
     grads = torch.autograd.grad(o, leaves, d_o)
     ref_leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]

@@ -188,9 +188,13 @@ def decide(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
         scale = 1.0 / math.sqrt(d)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     deterministic = bool(needs_grad and torch.are_deterministic_algorithms_enabled())
+    # O in q's dimension order, as torch's own attention lays it out: a BSHD q (a view of a fused QKV projection)
+    # gets a BSHD O, whose transpose(1, 2).reshape(b, s, h * d) is then a view, not a copy
+    o_strides = like_layout((b, h_q, s_q, _d_v), q.stride())
     return Config(q=_layout(q), k=_layout(k), v=_layout(v), bias=bias, dtype=dtype, device=int(q.device.index or 0),
                   causal=bool(is_causal), scale=float(scale), gqa=h_q != h_k, requires_grad=needs_grad,
-                  deterministic=deterministic)
+                  deterministic=deterministic,
+                  o_strides=None if o_strides == row_major((b, h_q, s_q, _d_v)) else o_strides)
 
 
 def _functorch_flag(torch) -> Callable[[], bool] | None:

@@ -194,7 +194,7 @@ class Provider:
     # them); their pointers change, and the graphs' bound execute checks them (see plans/execute.py).
     def forward(self, entry: Entry, q, k, v, bias) -> tuple:
         t_q, t_k, t_v, t_o, t_stats, t_bias = entry.fwd_keys
-        o = q.new_empty(entry.o_dims)  # q's dtype and device
+        o = q.new_empty_strided(entry.o_dims, entry.o_strides)  # q's dtype and device, the graph's O layout
         if entry.stats_dims is None:
             stats = None
             feeds = {t_q: q, t_k: k, t_v: v, t_o: o}
