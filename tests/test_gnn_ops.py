@@ -61,6 +61,7 @@ def test_csc_graph_fields_and_package_names():
 
 
 def test_torch_schemas_are_the_officials_in_our_namespace():
+    assert cudnn.gnn.__name__ == "cudnn_py.gnn"  # (a lazy attribute: its first read defines the torch ops)
     for schema in SURFACE["gnn_schemas"]:
         name = schema.split("(", 1)[0]
         ours = str(getattr(torch.ops.cudnn_py, name).default._schema)

@@ -128,6 +128,23 @@ def test_inference_without_grad_and_the_cache(installed):
     assert not cfg.requires_grad and cfg.causal
 
 
+def test_create_graph_returns_the_gradients_and_refuses_to_differentiate_them(installed):
+    """cuDNN's backward is not differentiable: under create_graph=True the gradients come back (correct), and
+    differentiating them (here through dO, which requires grad) raises torch's once_differentiable error; without
+    create_graph the same gradients."""
+    q, k, v = (t.requires_grad_() for t in inputs(torch.bfloat16, 2, 4, 4, 96, 96, 64))
+    d_o = torch.randn(2, 4, 96, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    grads = torch.autograd.grad(o, (q, k, v), d_o, create_graph=True)
+    plain = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), d_o.detach())
+    ref_leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    grads_ref = torch.autograd.grad(reference(*ref_leaves, 1 / 8, causal=True), ref_leaves, d_o.detach().double())
+    for g, p, g_ref in zip(grads, plain, grads_ref):
+        assert rel_err(g, g_ref) < 3e-2 and rel_err(p, g_ref) < 3e-2
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grads[0].float().sum().backward()
+
+
 def test_a_non_contiguous_output_gradient(installed):
     """dO as a transposed view (the gradient of o.transpose(1, 2) in a block): its own backward graph."""
     q, k, v = (t.requires_grad_() for t in inputs(torch.bfloat16, 2, 4, 4, 96, 96, 64))

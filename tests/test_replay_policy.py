@@ -156,13 +156,45 @@ def test_bindings_taking_turns_launch_their_own_recordings(driver):
     ex, fast, pack = setup()
     other = dict(pack)
     other[next(iter(pack))] = operands()[0]  # another buffer for the first operand: another binding
-    for _ in range(3):  # the first call of each run takes the checked path (the last binding was the other one)
+    for _ in range(3):  # the first call of each later run finds its binding in the pack cache (the last was the other)
         for p in (pack, other):
             for _ in range(3):
                 fast(p, None, HANDLE)
     first, second = driver.captures  # each recorded on its 3rd call (the 2nd on the fast path)
-    # each launch is the recording of its own pointers, also when the one launched last is the other's
-    assert [e for e, _ in driver.launches] == [first, second] + [first, first, second, second] * 2
+    # each launch is the recording of its own pointers, also when the one launched last is the other's: from the
+    # second run on, every call launches one
+    assert [e for e, _ in driver.launches] == [first, second] + [first, first, first, second, second, second] * 2
+    # the two checked first calls, the two second calls and the two captures (the fake capture executes): no more
+    assert len(ex._backend_execute.calls) == 6
+
+
+def test_bindings_that_come_back_every_other_call_are_recorded(driver):
+    """A training step's fresh outputs at the same addresses every other step: two bindings alternating call by
+    call (never twice in a row) are recorded on their second call each and launched from then on; a binding that
+    comes back only after more than RECENT others is not recorded (executed each time)."""
+    from cudnn_py.plans.execute_replay import RECENT
+
+    ex, fast, pack = setup()
+    other = dict(pack)
+    other[next(iter(pack))] = operands()[0]
+    fast(pack, None, HANDLE)  # checked (first call of the executor)
+    fast(other, None, HANDLE)  # checked (pointers never seen)
+    for _ in range(3):
+        fast(pack, None, HANDLE)
+        fast(other, None, HANDLE)
+    first, second = driver.captures  # each recorded on its 2nd fast call (the 1st is remembered, and executes)
+    assert [e for e, _ in driver.launches] == [first, second, first, second]
+    assert len(ex._backend_execute.calls) == 2 + 2 + 2  # the checked calls, the first fast calls, the captures
+    many = [dict(pack) for _ in range(RECENT + 1)]
+    key = next(iter(pack))
+    for m in many:
+        m[key] = operands()[0]
+    for m in many:
+        fast(m, None, HANDLE)
+    calls = len(ex._backend_execute.calls)
+    for m in many:  # each back after RECENT others: outside the window, executed again, not recorded
+        fast(m, None, HANDLE)
+    assert len(driver.captures) == 2 and len(ex._backend_execute.calls) == calls + RECENT + 1
 
 def test_a_failed_launch_executes_and_the_plan_is_not_recorded_again(driver):
     ex, fast, pack = setup()
@@ -213,7 +245,8 @@ def test_other_pointers_are_other_bindings(driver):
         fast(p, None, HANDLE)
     st = ex.replays.stats()
     assert (st["captures"], st["recorded"]) == (2, 2)
-    assert driver.launches[-1][0] == driver.captures[1]  # the 6th call: the second recording
+    # the 6th call launches the second recording; the 7th (the first pointers again) the first one
+    assert [e for e, _ in driver.launches[-2:]] == [driver.captures[1], driver.captures[0]]
 
 
 def test_recordings_rewrite_their_memsets_unless_switched_off(driver, monkeypatch):

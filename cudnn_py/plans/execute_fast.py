@@ -153,19 +153,16 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
             # Other pointers than the last call's (a framework's fresh output tensors at every call): where a
             # variant pack was built for these before, execute does no more than this path has done (every
             # operand re-checked against its slot's signature, the handle, stream, context and workspace as
-            # above) before it takes that pack from its cache (_binding_for: no check on a hit) and executes.
-            # So does this, with neither replay nor recording (as execute). Pointers never seen go to execute,
-            # which checks them in full, and so does a caller's workspace object (execute checks its device).
+            # above) before it takes that pack from its cache (_binding_for: no check on a hit). So does this,
+            # and goes on as for the last call's binding: its recording launched, or recorded when it comes back
+            # within its owner's last few calls (a training step's outputs, at the same addresses every other
+            # step). Pointers never seen go to execute, which checks them in full, and so does a caller's
+            # workspace object (execute checks its device).
             if workspace is not None and workspace.__class__ is not int:
                 return slow(variant_pack, workspace, handle)
-            cached = executor._cached_binding((plan_id, ws, *ptrs))
-            if cached is None:
+            binding = executor._cached_binding((plan_id, ws, *ptrs))
+            if binding is None:
                 return slow(variant_pack, workspace, handle)
-            status = backend_execute(h, plan_ptr, cached[3])
-            if status != 0:
-                raise error_for(status, "cudnnBackendExecute", kind=_PLAN_KIND,
-                                detail=f"plan {plan.name}")
-            return None
         if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
             if stream is None:
                 if cudnn_get_stream(h, out.stream) != 0:

@@ -45,7 +45,9 @@ from .switches import switched_off
 REPLAY_ENV = "CUDNN_PY_REPLAY"
 MEMSET_KERNELS_ENV = "CUDNN_PY_REPLAY_MEMSET_KERNELS"
 CACHE_SIZE = 8  # recorded bindings kept per executor (least recently recorded dropped first)
-PENDING_OWNERS = 64  # handles whose last binding is remembered (to record a binding on its second call in a row)
+PENDING_OWNERS = 64  # handles whose last bindings are remembered (to record a binding that comes back)
+RECENT = 4  # a binding executed again within this many calls of its owner is recorded (at most RECENT recordings
+# per owner's cycle: within CACHE_SIZE, so a cycle never evicts its own recordings)
 _log = logging.getLogger(__name__)
 
 
@@ -81,7 +83,9 @@ class Replays:
         # the replay launched last (one of `recorded`, or None): the fast path compares it with its binding and
         # handle before it looks the pair up (see find)
         self.last: Replay | None = None
-        self._pending: dict[int, tuple] = {}  # id(owner) -> (the binding its last call executed, owner)
+        # id(owner) -> (owner, the bindings its last RECENT calls executed, newest last): a binding found there again
+        # is recorded (a training step's fresh outputs come back at the same addresses every step or every few)
+        self._pending: dict[int, tuple] = {}
         self._refused_plans: dict[int, str] = {}  # plan id -> why its execute cannot be captured
         self.captures = 0
         # small memset nodes of a recording instantiated as kernel nodes (cuda/graph_memsets.py) unless
@@ -106,13 +110,20 @@ class Replays:
 
     def consider(self, binding: tuple, owner: Any, handle: int, stream: int,
                  backend_execute: Callable[..., int]) -> bool:
-        """A fast-path call about to execute ``binding`` normally: on its second call in a row with ``owner`` (the
-        handle's registry record), record it and launch the recording. True: the call's work is enqueued."""
-        last = self._pending.get(id(owner))
-        if last is None or last[0] is not binding or last[1] is not owner:
-            if len(self._pending) >= PENDING_OWNERS and id(owner) not in self._pending:
-                self._pending.clear()  # handles come and go: forget the old ones' last calls
-            self._pending[id(owner)] = (binding, owner)
+        """A fast-path call about to execute ``binding`` normally: when ``owner`` (the handle's registry record)
+        executed it within its last RECENT calls (the second call in a row; or a binding that comes back every few
+        calls, as the fresh outputs of a training step do when the caching allocator hands out the same blocks
+        every other step), record it and launch the recording. True: the call's work is enqueued."""
+        pending = self._pending.get(id(owner))
+        if pending is None or pending[0] is not owner or not any(b is binding for b in pending[1]):
+            if pending is None or pending[0] is not owner:
+                if len(self._pending) >= PENDING_OWNERS:
+                    self._pending.clear()  # handles come and go: forget the old ones' last calls
+                pending = self._pending[id(owner)] = (owner, [])
+            recent = pending[1]
+            recent.append(binding)
+            if len(recent) > RECENT:
+                del recent[0]
             return False
         plan = binding[0]
         if plan.id in self._refused_plans:

@@ -322,6 +322,19 @@ def _autocast_probe(torch) -> Callable[[], bool]:
 
 
 def _make_function(torch) -> Any:
+    grad_enabled = torch.is_grad_enabled
+
+    def gradients(ctx, d_o):
+        q, k, v, o, stats, bias = ctx.saved_tensors
+        dq, dk, dv = ctx.provider.backward(ctx.entry, q, k, v, o, stats, bias, d_o)
+        return dq, dk, dv, None, None, None
+
+    # The gradients are not differentiable (cuDNN's backward): under create_graph=True they are returned as
+    # once_differentiable returns them (differentiating them raises then). Without it, grad mode is already off
+    # in a backward, which is all once_differentiable's wrapper would establish: the call skips it (its no_grad
+    # context and its checks are a few microseconds of every training step's host time).
+    once = torch.autograd.function.once_differentiable(gradients)
+
     class CudnnPyAttention(torch.autograd.Function):
         """O = softmax(q kᵀ · scale + mask) v on cudnn_py's forward graph; its backward on cudnn_py's sdpa_backward
         graph from the forward's O and Stats."""
@@ -334,11 +347,8 @@ def _make_function(torch) -> Any:
             return o
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
         def backward(ctx, d_o):
-            q, k, v, o, stats, bias = ctx.saved_tensors
-            dq, dk, dv = ctx.provider.backward(ctx.entry, q, k, v, o, stats, bias, d_o)
-            return dq, dk, dv, None, None, None
+            return once(ctx, d_o) if grad_enabled() else gradients(ctx, d_o)
 
     return CudnnPyAttention
 
