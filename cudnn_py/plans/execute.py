@@ -243,17 +243,6 @@ class Executor(OperandSlots):
         if _fe.ENABLED:
             _fe.write(f"INFO: Executed {plan.name}")
 
-    def _cached_binding(self, key: tuple) -> tuple | None:
-        """The binding cached for ``key`` ((plan id, workspace, *pointers), as _binding_for keys it), published as
-        the last binding; None when there is none (the fast path then takes execute, which builds it)."""
-        with self._vp_lock:
-            binding = self._vp_cache.get(key)
-            if binding is None:
-                return None
-            self._vp_cache.move_to_end(key)
-        self._last = binding
-        return binding
-
     def _binding_for(self, plan: Any, variant_pack: dict, ws: int, ptrs: list[int], checked: bool) -> tuple:
         """The binding for these pointers: cached, or (pointers never seen with this plan) checked and built now.
         Publishes it as the last binding."""

@@ -36,6 +36,7 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
          plan_ptr, plan_ws, plan_id, default_handles, ws_buffers, getters, graph_handle, live_handles, buffer_ptr,
          ctx_get, executed, replays, find_replay, is_capturing, graph_launch, cudnn_get_stream, slow):
     slots_get = slots.get
+    vp_get, vp_move = executor._vp_cache.get, executor._vp_cache.move_to_end
     # The steady state of a replayed call, made when the general path launches the recording the executor
     # launched last (two launches of it in a row: bindings, handles or plans taking turns never pay for making
     # it; see _hot_state): one tuple, replaced whole, None when there is none; it holds its recording weakly.
@@ -160,9 +161,18 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
             # workspace object (execute checks its device).
             if workspace is not None and workspace.__class__ is not int:
                 return slow(variant_pack, workspace, handle)
-            binding = executor._cached_binding((plan_id, ws, *ptrs))
+            # (the pack cache read without a frame or a lock: a get and a move_to_end are each one C call
+            # of the OrderedDict, atomic under the interpreter; a binding evicted between them is still whole, and
+            # held here: it executes, and is published as the last binding as the cache's own lookup would.)
+            key = (plan_id, ws, *ptrs)
+            binding = vp_get(key)
             if binding is None:
                 return slow(variant_pack, workspace, handle)
+            try:
+                vp_move(key)
+            except KeyError:
+                pass
+            executor._last = binding
         if replays.on:  # replay.py: a recorded binding is launched as a CUDA graph
             if stream is None:
                 if cudnn_get_stream(h, out.stream) != 0:

@@ -2,7 +2,8 @@
 (about 3 us on an H200) instead of a ``cudnnBackendExecute`` (8-32 us for attention on cuDNN 9.19).
 
 **What is replayed.** A *binding* (plan, workspace pointer, every operand pointer; ``execute.py``) executed by the
-fast path twice in a row with the same handle is recorded once: its handle is pointed at this thread's private
+fast path again with the same handle within that handle's last ``RECENT`` calls (twice in a row; or every other
+call, as a training step's fresh outputs come back from torch's caching allocator) is recorded once: its handle is pointed at this thread's private
 capture stream (``cuda/capture.py``), ``cudnnBackendExecute`` runs under a thread-local stream capture (which
 enqueues nothing), the handle gets its stream back, and the instantiated graph is launched on that stream, now
 and on every later call with the same binding and handle. A replayed graph runs the very kernels, with the very
