@@ -252,3 +252,30 @@ def test_a_bad_kernel_file_shows_in_explain(monkeypatch, tmp_path):
     kernel = g._compiled[0].kernel
     assert kernel["compiled_now"] and any("kernel file" in p for p in kernel["kernel_file_problems"])
     assert "kernel_file_problems" in g.explain(format="json") and files[0].name[:16] in g.explain(format="json")
+
+
+def test_a_norm_kernel_loads_after_a_replay_rewrote_its_memsets():
+    """The memset rewrite of a replay and the norm engine both load modules through libcuda's raw entry points,
+    whose ctypes types are shared process-wide: after a recorded SDPA execute (memsets rewritten as kernels: that
+    driver typed), a norm kernel never loaded before still loads and runs (it was refused once: the two had typed
+    cuModuleLoadData's image differently)."""
+    import math
+
+    from cudnn_py.cuda import graph_memsets
+
+    b, h, s, d = 1, 2, 128, 64
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.empty_like(q)
+    g = cudnn.pygraph(io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    tq, tk, tv = (g.tensor_like(t) for t in (q, k, v))
+    to, _ = g.sdpa(q=tq, k=tk, v=tv, generate_stats=False, attn_scale=1 / math.sqrt(d), use_causal_mask=True)
+    to.set_output(True).set_dim([b, h, s, d]).set_stride(list(o.stride()))
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    for _ in range(3):  # recorded on the second fast call
+        g.execute({tq: q, tk: k, tv: v, to: o}, None)
+    torch.cuda.synchronize()
+    st = g.session.executor.replays.stats()
+    if not st["memsets_as_kernels"]:
+        pytest.skip(f"no memset was rewritten here ({st}): nothing typed the rewrite's entry points")
+    assert graph_memsets._driver  # the rewrite's driver entry points are typed
+    run_case(8, 733, DT.BFLOAT16, True, P.INFERENCE, bias=False, plan=0)  # a width no test loaded before

@@ -16,7 +16,6 @@ make an unsafe call unnoticed (cuDNN gets an error instead, and the capture is t
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 import types
 from collections.abc import Callable
@@ -41,7 +40,7 @@ def driver() -> Any:
     global _entry_points
     if _entry_points is None:
         cuda, lib = _driver_mod.bindings(), _driver_mod.raw()
-        if cuda is None or lib is None or not _driver_mod.typed(lib, {"cuGraphLaunch": [ctypes.c_void_p] * 2}):
+        if cuda is None or lib is None or not _driver_mod.typed(lib, ("cuGraphLaunch",)):
             _entry_points = False
         else:
             _entry_points = types.SimpleNamespace(

@@ -26,6 +26,7 @@ callers then treat every fact as unknown and switch nothing, as they do without 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable
 from typing import Any
 
 _bindings: Any = None  # cuda.bindings.driver once probed; False: not usable here
@@ -61,12 +62,45 @@ def raw() -> Any:
     return _raw or None
 
 
-def typed(lib: Any, prototypes: dict[str, list]) -> bool:
-    """Give each named entry point of ``lib`` its argument types and a CUresult (int) result; False, typing none,
-    where one of them is missing (an older driver, the CPU stub). The one place libcuda's raw entry points get
-    types (``capture.py``'s and ``graph_memsets.py``'s): ctypes shares one function object per name."""
+_vp, _u, _i, _size = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+# The argument types of every raw entry point cudnn_py calls, one catalog: ctypes shares one function object per
+# name in a process, so two users typing one name differently would break each other (the memset rewrite of a
+# replay once typed cuModuleLoadData's image as char* and the norm engine's cubin, passed as void*, was refused).
+PROTOTYPES: dict[str, list] = {
+    # capture.py: the execute hot path's launch of a recording
+    "cuGraphLaunch": [_vp, _vp],
+    # engines/runtime/modules.py: cubins of our engines, their kernels, launches and occupancy
+    "cuModuleLoadData": [_vp, _vp],
+    "cuModuleGetFunction": [_vp, _vp, ctypes.c_char_p],
+    "cuModuleUnload": [_vp],
+    "cuLaunchKernel": [_vp, _u, _u, _u, _u, _u, _u, _u, _vp, _vp, _vp],
+    "cuCtxGetDevice": [_vp],
+    "cuDeviceGetAttribute": [_vp, _i, _i],
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": [_vp, _vp, _i, _size],
+    # graph_memsets.py: a recording's memset nodes rewritten as kernel nodes (the _v2 edge-data forms where the
+    # driver has them, >= 12.3)
+    "cuGraphGetNodes": [_vp, _vp, _vp],
+    "cuGraphNodeGetType": [_vp, _vp],
+    "cuGraphMemsetNodeGetParams": [_vp, _vp],
+    "cuGraphNodeGetDependencies": [_vp, _vp, _vp],
+    "cuGraphNodeGetDependencies_v2": [_vp, _vp, _vp, _vp],
+    "cuGraphNodeGetDependentNodes": [_vp, _vp, _vp],
+    "cuGraphNodeGetDependentNodes_v2": [_vp, _vp, _vp, _vp],
+    "cuGraphAddDependencies": [_vp, _vp, _vp, _size],
+    "cuGraphAddDependencies_v2": [_vp, _vp, _vp, _vp, _size],
+    "cuGraphAddKernelNode": [_vp, _vp, _vp, _size, _vp],
+    "cuGraphAddKernelNode_v2": [_vp, _vp, _vp, _size, _vp],
+    "cuGraphDestroyNode": [_vp],
+    "cuGraphClone": [_vp, _vp],
+}
+
+
+def typed(lib: Any, names: Iterable[str]) -> bool:
+    """Give each named entry point of ``lib`` its argument types from :data:`PROTOTYPES` and a CUresult (int)
+    result; False, typing none, where one of them is missing (an older driver, the CPU stub). The one place libcuda's
+    raw entry points get types, all from the one catalog."""
     try:
-        functions = [(getattr(lib, name), argtypes) for name, argtypes in prototypes.items()]
+        functions = [(getattr(lib, name), PROTOTYPES[name]) for name in names]
     except AttributeError:
         return False
     for fn, argtypes in functions:

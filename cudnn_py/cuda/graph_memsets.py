@@ -105,20 +105,15 @@ class _Driver:
     >= 12.3)."""
 
     def __init__(self, lib: Any, cuda: Any):
-        vp = ctypes.c_void_p
         self.v2 = all(hasattr(lib, name + "_v2") for name in (
             "cuGraphNodeGetDependencies", "cuGraphNodeGetDependentNodes", "cuGraphAddDependencies"))
-        v2, edge = ("_v2", [vp]) if self.v2 else ("", [])
+        v2 = "_v2" if self.v2 else ""
         add_kernel = "cuGraphAddKernelNode_v2" if hasattr(lib, "cuGraphAddKernelNode_v2") else "cuGraphAddKernelNode"
-        prototypes: dict[str, list] = {
-            "cuGraphGetNodes": [vp, vp, vp], "cuGraphNodeGetType": [vp, vp], "cuGraphMemsetNodeGetParams": [vp, vp],
-            "cuGraphNodeGetDependencies" + v2: [vp, vp, *edge, vp],
-            "cuGraphNodeGetDependentNodes" + v2: [vp, vp, *edge, vp],
-            "cuGraphAddDependencies" + v2: [vp, vp, vp, *edge, ctypes.c_size_t],
-            add_kernel: [vp, vp, vp, ctypes.c_size_t, vp], "cuGraphDestroyNode": [vp], "cuGraphClone": [vp, vp],
-            "cuModuleLoadData": [vp, ctypes.c_char_p],
-            "cuModuleGetFunction": [vp, vp, ctypes.c_char_p]}
-        if not driver.typed(lib, prototypes):
+        names = ["cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphMemsetNodeGetParams",
+                 "cuGraphNodeGetDependencies" + v2, "cuGraphNodeGetDependentNodes" + v2,
+                 "cuGraphAddDependencies" + v2, add_kernel, "cuGraphDestroyNode", "cuGraphClone",
+                 "cuModuleLoadData", "cuModuleGetFunction"]  # (cuda/driver.py's catalog types them)
+        if not driver.typed(lib, names):
             raise AttributeError("the driver lacks a graph-editing entry point")
         self.get_nodes, self.node_type, self.memset_params = (
             lib.cuGraphGetNodes, lib.cuGraphNodeGetType, lib.cuGraphMemsetNodeGetParams)

@@ -3,12 +3,13 @@
 
 **What is replayed.** A *binding* (plan, workspace pointer, every operand pointer; ``execute.py``) executed by the
 fast path again with the same handle within that handle's last ``RECENT`` calls (twice in a row; or every other
-call, as a training step's fresh outputs come back from torch's caching allocator) is recorded once: its handle is pointed at this thread's private
-capture stream (``cuda/capture.py``), ``cudnnBackendExecute`` runs under a thread-local stream capture (which
-enqueues nothing), the handle gets its stream back, and the instantiated graph is launched on that stream, now
-and on every later call with the same binding and handle. A replayed graph runs the very kernels, with the very
-arguments, that the execute it recorded enqueued; the operands' *contents* are read when it runs, as they are by
-an execute. What an execute re-reads on the host at every call a replay would not, so it is excluded:
+call, as a training step's fresh outputs come back from torch's caching allocator) is recorded once: its handle
+is pointed at this thread's private capture stream (``cuda/capture.py``), ``cudnnBackendExecute`` runs under a
+thread-local stream capture (which enqueues nothing), the handle gets its stream back, and the instantiated graph
+is launched on that stream, now and on every later call with the same binding and handle. A replayed graph runs
+the very kernels, with the very arguments, that the execute it recorded enqueued; the operands' *contents* are
+read when it runs, as they are by an execute. What an execute re-reads on the host at every call a replay would
+not, so it is excluded:
 
 * a graph with a pass-by-value scalar the caller provides (a host value read at each call): never replayed;
 * a stream being captured by the caller (``torch.cuda.graph``, ...): the call executes normally, so the caller's

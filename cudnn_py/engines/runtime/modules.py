@@ -29,15 +29,8 @@ from . import nvrtc
 from .store import STORE, CubinStore, check_cubin
 
 _P, _U, _I = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
-_PROTOTYPES: dict[str, list[Any]] = {
-    "cuModuleLoadData": [ctypes.POINTER(_P), _P],
-    "cuModuleGetFunction": [ctypes.POINTER(_P), _P, ctypes.c_char_p],
-    "cuModuleUnload": [_P],
-    "cuLaunchKernel": [_P, _U, _U, _U, _U, _U, _U, _U, _P, ctypes.POINTER(_P), ctypes.POINTER(_P)],
-    "cuCtxGetDevice": [ctypes.POINTER(_I)],
-    "cuDeviceGetAttribute": [ctypes.POINTER(_I), _I, _I],
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor": [ctypes.POINTER(_I), _P, _I, ctypes.c_size_t],
-}
+_ENTRY_POINTS = ("cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel", "cuCtxGetDevice",
+                 "cuDeviceGetAttribute", "cuOccupancyMaxActiveBlocksPerMultiprocessor")  # (cuda/driver.py types them)
 _ATTR_SMS, _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 16, 75, 76
 _lib: Any = None
 
@@ -46,7 +39,7 @@ def _driver() -> Any:
     global _lib
     if _lib is None:
         lib = driver.raw()
-        _lib = lib if lib is not None and driver.typed(lib, _PROTOTYPES) else False
+        _lib = lib if lib is not None and driver.typed(lib, _ENTRY_POINTS) else False
     if not _lib:
         raise CudaDriverError("runtime-compiled engines need the CUDA driver (libcuda.so.1 with the module and "
                               "launch entry points)")
