@@ -13,7 +13,7 @@ import cudnn_py as cudnn
 from cudnn_py.engines import placement
 from cudnn_py.engines.engine_ids import NORM_FORWARD_ENGINE_ID
 from cudnn_py.engines.runtime import modules
-from cudnn_py.errors import NotSupportedError
+from cudnn_py.errors import InvalidValueError, NotSupportedError
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -279,3 +279,41 @@ def test_a_norm_kernel_loads_after_a_replay_rewrote_its_memsets():
         pytest.skip(f"no memset was rewritten here ({st}): nothing typed the rewrite's entry points")
     assert graph_memsets._driver  # the rewrite's driver entry points are typed
     run_case(8, 733, DT.BFLOAT16, True, P.INFERENCE, bias=False, plan=0)  # a width no test loaded before
+
+
+def test_operands_are_checked_as_a_cudnn_plans_are():
+    """The kernel dereferences every pointer it is given: a buffer too small for its tensor, of another element
+    size, in host memory, or missing, is refused before the launch (InvalidValueError naming the tensor), at the
+    first call and at a later one alike; the right buffers then run."""
+    rows, n = 64, 512
+    g, t = build(rows, n, DT.BFLOAT16, True, P.INFERENCE, bias=False)
+    g.validate()
+    g.create_execution_plans([cudnn.heur_mode.OPENSOURCE])
+    g.build_plans()
+    x = buffer((rows, n), torch.bfloat16, torch.Generator(device="cuda").manual_seed(3))
+    w = buffer((n,), torch.float32, fill=1.0)
+    eps = torch.full((1, 1, 1, 1), EPS)
+
+    def pack(**over):
+        p = {t["X"]: x, t["W"]: w, t["E"]: eps, t["Y"]: buffer((rows, n), torch.bfloat16, fill=float("nan"))}
+        for name, value in over.items():
+            if value is None:
+                del p[t[name]]
+            else:
+                p[t[name]] = value
+        return p
+
+    bad = {"too small": dict(Y=buffer((rows - 1, n), torch.bfloat16)),
+           "element size": dict(X=buffer((rows, n), torch.float32)),
+           "host memory": dict(X=x.cpu()),
+           "missing": dict(Y=None)}
+    for round_ in ("first", "after a good call"):
+        for why, over in bad.items():
+            with pytest.raises(InvalidValueError, match="'(X|Y)'|uid"):
+                g.execute(pack(**over), None)
+                pytest.fail(f"{why}: not refused ({round_} call)")
+        good = pack()
+        g.execute(good, None)
+        torch.cuda.synchronize()
+        _, _, inv, y, _ = reference(x, None, w, None, True, False)
+        assert rel_err(good[t["Y"]], y) < TOL[DT.BFLOAT16], round_

@@ -266,3 +266,64 @@ def test_the_operators_run_the_engine_the_placement_table_puts_first(dt):
         ref = rms_ref(x, w, None, 1e-5) if name == "rmsnorm" else F.layer_norm(
             x.double(), (1024,), w.double(), w.double(), 1e-5)
         assert rel_err(y, ref) < TOL[dt]
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_eager_calls_skip_the_dispatcher_and_match_the_operators(op, monkeypatch):
+    """In eager mode the public functions run the operators' kernels through their autograd Function (no
+    torch.library dispatch); under a dispatch mode they go through the registered operators. Both give the same
+    output and gradients (the same graphs), bit for bit; under create_graph both refuse a second derivative alike."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from cudnn_py.ops.norm import _common
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    g = gen(99)
+    x = randn(g, (256, 768), torch.bfloat16, True)
+    w = (torch.rand(768, generator=g, device="cuda") + 0.5).to(torch.bfloat16).requires_grad_()
+    b = randn(g, 768, torch.bfloat16, True)
+    dy = randn(g, (256, 768), torch.bfloat16)
+    fn = (lambda: ops.rms_norm(x, w, b)) if op == "rms_norm" else (lambda: ops.layer_norm(x, (768,), w, b))
+    applied = []
+    real = _common.eager_call
+    monkeypatch.setattr(_common, "eager_call", lambda tensors: applied.append(real(tensors)) or applied[-1])
+
+    def run(mode):
+        for t in (x, w, b):
+            t.grad = None
+        with mode:
+            y = fn()
+            y.backward(dy)
+        return y.detach(), [t.grad.clone() for t in (x, w, b)]
+
+    import contextlib
+    import warnings
+
+    eager_y, eager_grads = run(contextlib.nullcontext())
+    assert applied == [True]
+    seen = Seen()
+    op_y, op_grads = run(seen)
+    assert applied[-1] is False and any(name.startswith("cudnn_py.") for name in seen.ops), seen.ops
+    assert torch.equal(eager_y, op_y)
+    for got, want in zip(eager_grads, op_grads):
+        assert torch.equal(got, want)
+    outcomes = []
+    for mode in (contextlib.nullcontext(), Seen()):  # a second derivative: whatever the operator does, both alike
+        with mode, warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            y = fn()
+            (gx,) = torch.autograd.grad(y, (x,), dy.clone().requires_grad_(), create_graph=True)
+            try:
+                gx.float().sum().backward()
+                outcomes.append(("no error", gx.requires_grad, len(said) > 0))
+            except RuntimeError as exc:
+                outcomes.append((type(exc).__name__, gx.requires_grad, len(said) > 0))
+    assert outcomes[0] == outcomes[1], outcomes

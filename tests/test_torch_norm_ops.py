@@ -391,3 +391,86 @@ def test_a_refused_inference_graph_gives_way_to_the_training_graph(torch, monkey
     assert f.inv_var is not None  # the training graph: the caller allocates its statistics and drops them
     assert "the inference graph was refused (cudnnGraphNotSupportedError: no engine" in caplog.text
     assert _common.planned_forward(make, True, "cuda").inv_var is not None
+
+
+def test_the_eager_route_is_taken_only_for_plain_eager_calls():
+    """The public functions skip torch.library's dispatch (their operators' autograd Function over the kernels)
+    only where nothing would see the operators: plain tensors, no dispatch or __torch_function__ mode, no functorch
+    transform, not compiling; anything else goes through the registered operators."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from cudnn_py.ops.norm._common import eager_call
+
+    x, w = torch.ones(2, 3), torch.ones(3)
+    assert eager_call((x, w, None))
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        assert not eager_call((x, w, None))
+
+    class FunctionMode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with FunctionMode():
+        assert not eager_call((x, w, None))
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert not eager_call((x.as_subclass(Sub), w, None))
+    seen = []
+    torch.func.vmap(lambda row: seen.append(eager_call((row, w))) or row)(x)
+    assert seen == [False]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+        assert not eager_call((fake, w, None))
+
+
+def test_the_eager_function_is_the_registered_autograd_over_the_kernels():
+    """register_autograd's Function (what eager calls run) saves, marks and differentiates as the registered
+    operator's autograd does: CPU stand-in kernels y = x * scale + bias, statistic mean(x); the gradients of both
+    routes agree, the statistic gets none, and an absent bias gets none."""
+    torch = pytest.importorskip("torch")
+    from cudnn_py.ops.norm._common import register_autograd
+
+    lib = torch.library.Library("cudnn_py_eager_test", "DEF")  # (destroyed at the end: the test leaves nothing)
+    try:
+        lib.define("fwd(Tensor x, Tensor scale, Tensor? bias, float eps) -> (Tensor, Tensor)")
+        lib.define("bwd(Tensor dy, Tensor x, Tensor scale, Tensor mean, bool has_bias) -> (Tensor, Tensor, Tensor)")
+
+        def fwd(x, scale, bias, eps):
+            y = x * scale + (bias if bias is not None else 0) + eps
+            return y, x.mean(-1, keepdim=True)
+
+        def bwd(dy, x, scale, mean, has_bias):
+            return dy * scale, (dy * x).sum(0, keepdim=True), dy.sum(0, keepdim=True)
+
+        lib.impl("fwd", fwd, "CPU")
+        lib.impl("bwd", bwd, "CPU")
+        calls = []
+        eager = register_autograd("cudnn_py_eager_test::fwd", torch.ops.cudnn_py_eager_test.bwd, bias_at=2,
+                                  pass_has_bias=True, eager_forward=lambda *a: calls.append("f") or fwd(*a),
+                                  eager_backward=lambda *a: calls.append("b") or bwd(*a))
+        for with_bias in (True, False):
+            x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+            s = torch.randn(1, 3, dtype=torch.float64, requires_grad=True)
+            b = torch.randn(1, 3, dtype=torch.float64, requires_grad=True) if with_bias else None
+            dy = torch.randn(4, 3, dtype=torch.float64)
+            grads = []
+            for route in (eager.apply, torch.ops.cudnn_py_eager_test.fwd):
+                y, mean = route(x, s, b, 0.5)
+                assert not mean.requires_grad  # the statistic is not differentiable
+                leaves = (x, s) + ((b,) if with_bias else ())
+                grads.append(torch.autograd.grad(y, leaves, dy))
+            for got, want in zip(*grads):
+                assert torch.equal(got, want)
+        assert calls == ["f", "b", "f", "b"]  # the eager route ran the kernels themselves, the op route did not
+    finally:
+        lib._destroy()

@@ -92,6 +92,11 @@ class CompiledPlan(abc.ABC):
     workspace_size: int = 0
     behavior_notes: Sequence[Any] = ()
     identity: EngineIdentity | None = None  # set by engines with a stable identity (runtime-compiled ones)
+    # The uids of the buffers a device kernel of the plan dereferences: the facade checks each of them at every
+    # execute as it checks a cuDNN plan's operands (shape, strides, dtype, size, alignment, device memory, the
+    # device), before execute() sees them. Empty: the plan checks what it reads itself (the reference engine).
+    device_operands: tuple[int, ...] = ()
+    operand_checks: Any = None  # the facade's OperandSlots of device_operands, made at the first execute
 
     @abc.abstractmethod
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:

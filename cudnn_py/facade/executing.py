@@ -11,10 +11,12 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..cuda import context as cuda_context
 from ..engines.base import BaseEngine, CompiledPlan, ExecutionContext
 from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from ..ir import Tensor
 from ..ir.tensor import declared_otherwise
+from ..plans.execute_operands import OperandSlots
 from ..plans.phase import Phase
 from . import autotune
 from .options import no_overrides
@@ -92,6 +94,8 @@ class Executing:
             buffers = self._variant_pack(tensor_dict, tensor_uids)
             ctx = self._exec_context(handle, workspace)
             plan = self._compile(ctx)
+            if plan.device_operands:
+                _check_device_operands(plan, buffers, self._by_uid)
             plan.execute(self, buffers, ctx)
             return None
         if not self._is_built:
@@ -170,6 +174,22 @@ class Executing:
     def _exec_context(self, handle: Any, workspace: Any = None) -> ExecutionContext:
         h = handle if handle is not None else self._handle
         return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
+
+
+def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int, Any]) -> None:
+    """Check the buffers a python plan's device kernel dereferences (``plan.device_operands``) as a cuDNN plan's
+    operands are checked (plans/execute_operands.py): in full at the first execute and whenever one differs from
+    the last one checked for its tensor, else against that check. The device is the one current at the first
+    execute (where the plan's module was loaded)."""
+    slots = plan.operand_checks
+    if slots is None:
+        slots = OperandSlots([u for u in plan.device_operands if u in by_uid], by_uid)
+        slots.device = cuda_context.device_of_current()
+        plan.operand_checks = slots
+    pack = {uid: buffers[uid] for uid in slots._uids if uid in buffers}
+    ptrs, same, _ = slots._resolve(pack)  # (a missing one: an error naming it)
+    if not same:
+        slots._check_operands(pack, ptrs)
 
 
 def _stream_of(handle: Any) -> Any:

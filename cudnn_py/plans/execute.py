@@ -69,7 +69,7 @@ from ..interop import NO_FRAMEWORK, POINTER_GETTERS, _buffer_ptr, _torch_signatu
 from .execute_checks import call_check, hot_fields, hot_matcher
 from .execute_defaults import _DEFAULT_HANDLES, _default_handle_on, _executed, _first_context
 from .execute_fast import bound_execute
-from .execute_operands import OperandSlots, _alias_depth, _check_workspace, _where
+from .execute_operands import _UNCHECKED, OperandSlots, _check_workspace, _where
 from .execute_operands import _check_operand as _check_operand  # (re-exported: tests import it from here)
 from .execute_replay import Replays, environment_refusal
 from .workspace import WorkspaceCache
@@ -85,9 +85,6 @@ def _get_stream(handle: int) -> int:
     return _handle_mod.get_stream(handle)
 
 
-# a slot's checked entry before any full check: see Executor._checked
-_UNCHECKED = (None, None, None, None, None, 0, None, None, None, None)
-
 # A binding: what one (plan, workspace, pointers) executes with — (plan, workspace pointer, pointer list, the
 # VARIANT_PACK's pointer as a ctypes value, the VARIANT_PACK descriptor). Immutable once published; the list is
 # never mutated after. Holding the tuple keeps the descriptor alive.
@@ -101,57 +98,9 @@ class Executor(OperandSlots):
 
     def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None,
                  unread: Any = ()):
-        """``aliases``: view uid -> (source uid, byte offset). A view's pointer is its source's plus the offset (a
-        slice's output: the frontend's variant-pack replacement); the caller binds the source, never the view.
-        ``unread``: input tensors of the user's graph that no operation reads (a dropout of probability 0 reads
-        no seed): accepted in a variant pack and skipped."""
-        from ..lowering.tensors import host_scalar
-
-        self._uids = sorted(uids)
-        self._fixed_slot_by_id: dict[int, int] = {}
-        self._fast_slots: dict[Any, int] = {}  # Tensor / uid / name -> slot, for the slots the caller binds
-        self._slot_by_key: dict[Any, int] = {}
-        self._tensors: list[Any] = []
-        self._fixed: dict[int, Any] = {}  # slot -> ctypes scalar (pass-by-value with a value)
-        names: dict[str, int] = {}
-        for slot, uid in enumerate(self._uids):
-            t = ir_by_uid[uid]
-            self._tensors.append(t)
-            self._slot_by_key[uid] = slot
-            if t.is_pass_by_value and t.pass_by_value is not None:  # the graph carries those values
-                self._fixed_slot_by_id[id(t)] = slot
-                self._fixed[slot] = host_scalar(t)
-            else:
-                self._fast_slots[t] = slot  # Tensors hash by identity: one lookup on the hot path
-            names[t.name] = -1 if t.name in names else slot
-        for name, slot in names.items():
-            if slot >= 0 and name:
-                self._slot_by_key[name] = slot
-        self._fast_slots.update({k: v for k, v in self._slot_by_key.items() if v not in self._fixed})
-        self._ambiguous = {n for n, s in names.items() if s < 0}
-        self._foreign_keys = 0  # tensors of other graphs kept in _fast_slots (OperandSlots._foreign_slot)
-        self._unread: set[Any] = set()
-        for t in unread:
-            self._unread.update((t, t.uid) if not t.name or t.name in names else (t, t.uid, t.name))
-        slot_of = {uid: slot for slot, uid in enumerate(self._uids)}
-        # (view slot, source slot, byte offset), sources before the views made from them
-        self._aliases = tuple((slot_of[v], slot_of[src], off) for v, (src, off) in sorted(
-            (aliases or {}).items(), key=lambda item: _alias_depth(item[0], aliases or {})))
-        self._views = {v: src for v, src, _ in self._aliases}
-        # keys naming a view go to _slot, which explains what to bind instead
-        self._view_keys = {k: v for k, v in self._fast_slots.items() if v in self._views}
-        for key in self._view_keys:
-            del self._fast_slots[key]
-        self._bound: dict[int, Any] = {}
-        self._bound_items: tuple = ()  # (slot, value) of data bound at build time
-        self._template = [0] * len(self._uids)
-        for slot, value in self._fixed.items():
-            self._template[slot] = ctypes.addressof(value)
-        # slot -> (class, pointer getter, signature getter, signature, placement, torch kind, and for torch the
-        # signature's shape, strides, dtype and device, else None each) of the operand last fully checked there:
-        # one flat tuple (the fast path unpacks it in one step), replaced whole (_UNCHECKED: nothing checked yet,
-        # or a bare pointer).
-        self._checked: list[tuple] = [_UNCHECKED] * len(self._uids)
+        """The operand slots (``OperandSlots``: ``aliases``, ``unread``), then what executing adds: the variant
+        packs, the workspaces, the replays, the graph's handle."""
+        super().__init__(uids, ir_by_uid, aliases, unread)
         self._vp_cache: OrderedDict[tuple, tuple] = OrderedDict()
         self._vp_lock = threading.Lock()
         self._workspaces = WorkspaceCache()
@@ -165,8 +114,6 @@ class Executor(OperandSlots):
                                if host_scalars else environment_refusal())
         # the handle the graph was created with (pygraph(handle=...)): used when execute gets none, as classic does
         self.graph_handle: Any = None
-        # the device the graph was built for (its planning handle's); None until known (deviceless validation)
-        self.device: int | None = None
 
     def set_device(self, device: int | None) -> None:
         """Record the device the graph's plans are built for. Operands checked before are checked again."""

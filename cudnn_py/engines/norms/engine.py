@@ -87,6 +87,10 @@ class NormPlan(RuntimePlan):
         if problem.eps_value is not None:
             self._params.eps = problem.eps_value
         self._align = {o.uid: min(16, variant.vec * o.size) for o in problem.operands()}
+        p = problem
+        # what the kernel dereferences: its operands, statistics and epsilon (see CompiledPlan.device_operands)
+        self.device_operands = tuple(o.uid for o in p.operands()) + tuple(
+            u for u in (p.mean, p.rstd) if u is not None) + (p.eps_uid,)
         self.kernel = dict(kernel or {})  # where the cubin came from: its key, compiled now, kernel-file problems
 
     def describe(self) -> dict[str, Any]:

@@ -263,12 +263,18 @@ def fake_inference(x: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor
     return torch.empty_like(x)
 
 
-def register_autograd(forward: str, backward: Callable[..., tuple], bias_at: int, pass_has_bias: bool) -> None:
+def register_autograd(forward: str, backward: Callable[..., tuple], bias_at: int, pass_has_bias: bool,
+                      eager_forward: Callable[..., tuple], eager_backward: Callable[..., tuple]) -> Any:
     """The autograd of the TRAINING forward ``forward``, whose inputs are x, scale (at 0 and 1), a bias at
     ``bias_at`` (None where absent) and arguments that take no gradient, and whose outputs are y and its
     statistics: x, scale and the statistics are saved (the statistics marked non-differentiable), and y's gradient
     runs ``backward(dy, x, scale, *statistics)`` (with ``has_bias`` last where ``pass_has_bias``) -> (dx, dscale,
-    dbias), the bias's gradient given only where a bias was."""
+    dbias), the bias's gradient given only where a bias was.
+
+    Returns the same autograd as a ``torch.autograd.Function`` over the operators' CUDA kernels themselves
+    (``eager_forward``, ``eager_backward``): what the public functions run in eager mode (:func:`run_public`), without
+    torch.library's dispatch and autograd wrapper, which cost more host time per call than the kernels take on the
+    GPU at common sizes. Under ``create_graph`` its backward is the operator's, as the registered autograd's is."""
 
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
         statistics = output[1:]
@@ -277,24 +283,77 @@ def register_autograd(forward: str, backward: Callable[..., tuple], bias_at: int
         ctx.set_materialize_grads(False)
         ctx.mark_non_differentiable(*statistics)
 
-    def gradients(ctx: Any, dy: torch.Tensor | None, *_d_statistics: Any) -> tuple:
-        grads: list[Any] = [None] * ctx.input_count
-        if dy is None:  # y took no part in what is differentiated
+    def gradients_by(run: Callable[..., tuple]) -> Callable[..., tuple]:
+        def gradients(ctx: Any, dy: torch.Tensor | None, *_d_statistics: Any) -> tuple:
+            grads: list[Any] = [None] * ctx.input_count
+            if dy is None:  # y took no part in what is differentiated
+                return tuple(grads)
+            x, scale, *statistics = ctx.saved_tensors
+            dx, dscale, dbias = run(dy.contiguous(), x, scale, *statistics,
+                                    *((ctx.has_bias,) if pass_has_bias else ()))
+            grads[0], grads[1] = dx, dscale
+            grads[bias_at] = dbias if ctx.has_bias else None
             return tuple(grads)
-        x, scale, *statistics = ctx.saved_tensors
-        dx, dscale, dbias = backward(dy.contiguous(), x, scale, *statistics,
-                                     *((ctx.has_bias,) if pass_has_bias else ()))
-        grads[0], grads[1] = dx, dscale
-        grads[bias_at] = dbias if ctx.has_bias else None
-        return tuple(grads)
 
-    torch.library.register_autograd(forward, gradients, setup_context=setup_context)
+        return gradients
+
+    torch.library.register_autograd(forward, gradients_by(backward), setup_context=setup_context)
+    grad_enabled = torch.is_grad_enabled
+
+    def eager_gradients(*args: Any) -> tuple:
+        # (create_graph: the operator, so that differentiating the gradients fails as it does through the op)
+        return (backward if grad_enabled() else eager_backward)(*args)
+
+    saving, eager_backward_fn = setup_context, gradients_by(eager_gradients)  # (a class body reads them by these names)
+
+    class EagerNorm(torch.autograd.Function):
+        """The operator's autograd over its CUDA kernels (see register_autograd)."""
+
+        forward = staticmethod(eager_forward)
+        setup_context = staticmethod(saving)
+        backward = staticmethod(eager_backward_fn)
+
+    return EagerNorm
+
+
+def _eager_probe() -> Callable[[tuple], bool]:
+    """``plain(tensors)``: whether a public function's call may run its operators' kernels directly (eager mode:
+    not traced by torch.compile; plain tensors, no __torch_function__ or dispatch mode, no functorch transform);
+    anything else goes through the registered operators, which those mechanisms see."""
+    compiler = getattr(torch, "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    has_tf = torch.overrides.has_torch_function
+    c = torch._C
+    modes = getattr(c, "_len_torch_dispatch_stack", None)
+    tf_mode = getattr(c, "_is_torch_function_mode_enabled", None)
+    functorch = getattr(c, "_are_functorch_transforms_active", None)
+    if modes is None or tf_mode is None or functorch is None:  # (a torch without these probes: never eager)
+        return lambda _tensors: False
+    T = torch.Tensor
+
+    def plain(tensors: tuple) -> bool:
+        return (not is_compiling() and all(t is None or t.__class__ is T for t in tensors) and not modes()
+                and not tf_mode() and not functorch() and not has_tf(tuple(t for t in tensors if t is not None)))
+
+    return plain
+
+
+eager_call = _eager_probe()
 
 
 def run_public(input: torch.Tensor, training: Callable[..., tuple], inference: Callable[..., torch.Tensor],
-               args: tuple, differentiable: Sequence[torch.Tensor | None]) -> torch.Tensor:
+               args: tuple, differentiable: Sequence[torch.Tensor | None],
+               eager: tuple[Any, Callable[..., torch.Tensor]]) -> torch.Tensor:
     """A public function's call: the TRAINING operator where autograd records the call on ``differentiable``
-    (its statistics saved for the backward), else the INFERENCE one, on the operators' 4-D ``args``; y in
-    ``input``'s shape."""
-    y = training(*args)[0] if needs_grad(*differentiable) else inference(*args)
+    (its statistics saved for the backward), else the INFERENCE one, on the operators' 4-D ``args`` (their last one
+    eps); y in ``input``'s shape. In eager mode (:data:`eager_call`, eps a float or int as the schema takes it)
+    ``eager`` (the operator's autograd Function, the inference kernel) runs instead of the registered operators: the
+    same kernels and autograd, without torch.library's dispatch."""
+    grad = needs_grad(*differentiable)
+    tensors = tuple(a for a in args if a.__class__ not in (float, int))  # (eps aside: a float or an int)
+    if len(tensors) == len(args) - 1 and eager_call((*tensors, *differentiable)):
+        function, kernel = eager
+        y = function.apply(*args)[0] if grad else kernel(*args)
+    else:
+        y = training(*args)[0] if grad else inference(*args)
     return y.reshape(input.shape)

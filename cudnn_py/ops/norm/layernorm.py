@@ -179,7 +179,8 @@ define("layernorm_bwd(Tensor dy, Tensor x, Tensor scale, Tensor mean, Tensor inv
        _layernorm_bwd_cuda, _layernorm_bwd_fake)
 define("layernorm_inference(Tensor x, Tensor scale, Tensor bias, float eps) -> Tensor",
        _layernorm_inference_cuda, fake_inference)
-register_autograd(_FWD, torch.ops.cudnn_py.layernorm_bwd, bias_at=2, pass_has_bias=False)  # (x, scale, bias, eps)
+_EAGER = register_autograd(_FWD, torch.ops.cudnn_py.layernorm_bwd, bias_at=2, pass_has_bias=False,
+                           eager_forward=_layernorm_cuda, eager_backward=_layernorm_bwd_cuda)  # (x, scale, bias, eps)
 
 
 # ---- the public function --------------------------------------------------------------------------------------------
@@ -221,7 +222,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: t
     scale = _parameter(weight, hidden_size, input.device, 1.0)
     shift = _parameter(bias, hidden_size, input.device, 0.0)
     return run_public(input, torch.ops.cudnn_py.layernorm, torch.ops.cudnn_py.layernorm_inference,
-                      (x, scale, shift, eps), (input, weight, bias))
+                      (x, scale, shift, eps), (input, weight, bias),
+                      (_EAGER, _layernorm_inference_cuda))
 
 
 __all__ = ["layer_norm"]

@@ -183,7 +183,8 @@ define("rmsnorm_bwd(Tensor dy, Tensor x, Tensor scale, Tensor inv_var, bool has_
 define("rmsnorm_inference(Tensor x, Tensor scale, float eps, Tensor? bias=None) -> Tensor",
        _rmsnorm_inference_cuda, fake_inference)
 # (x, scale, eps, bias): the bias's gradient where a bias was given, has_dbias telling the backward so
-register_autograd(_FWD, torch.ops.cudnn_py.rmsnorm_bwd, bias_at=3, pass_has_bias=True)
+_EAGER = register_autograd(_FWD, torch.ops.cudnn_py.rmsnorm_bwd, bias_at=3, pass_has_bias=True,
+                           eager_forward=_rmsnorm_cuda, eager_backward=_rmsnorm_bwd_cuda)
 
 
 # ---- the public function --------------------------------------------------------------------------------------------
@@ -207,7 +208,8 @@ def rms_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     scale = weight.reshape(1, hidden_size, 1, 1).contiguous()
     bias4 = None if bias is None else bias.reshape(1, hidden_size, 1, 1).contiguous()
     return run_public(input, torch.ops.cudnn_py.rmsnorm, torch.ops.cudnn_py.rmsnorm_inference,
-                      (x, scale, eps, bias4), (input, weight, bias))
+                      (x, scale, eps, bias4), (input, weight, bias),
+                      (_EAGER, _rmsnorm_inference_cuda))
 
 
 __all__ = ["rms_norm"]
