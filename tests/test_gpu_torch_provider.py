@@ -235,3 +235,16 @@ def test_the_example_trains_an_unmodified_block():
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"exit {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
     assert "step 4: loss" in p.stdout and "served by cudnn_py: 10, fallen back: 0" in p.stdout, p.stdout
+
+
+def test_repeated_calls_take_the_split_execute_and_stay_right(installed):
+    """After a graph's first call (every operand checked in full) the provider executes through the split form
+    (q, k, v and dO re-checked, its own allocations not): forward and backward are still right at every call, with
+    fresh inputs each time, and a call whose q has other strides than the entry's still gets its own graph."""
+    for _ in range(4):
+        run_case("bf16", installed, causal=True)
+    entries = list(installed.cache.values())
+    assert entries and all(e.fwd_trusted is not None and e.bwd_trusted.get(None) is not None for e in entries)
+    run_case("bf16", installed, causal=True, bshd=True)  # another layout: its own entry, checked in full first
+    run_case("bf16", installed, causal=True, bshd=True)
+    assert len(installed.cache) == len(entries) + 1

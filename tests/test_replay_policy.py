@@ -919,3 +919,55 @@ def _template_args(name: str) -> list[tuple[str, ...]]:
 
     return [tuple(a.strip() for a in m[2].split(","))
             for m in re.finditer(execute_fast._CHECK, execute_fast._RUN_TEMPLATE) if m[1] == name]
+
+
+# ------------------------------------------------------------------------------------------------- the split form
+def test_the_split_form_is_offered_only_for_checked_slots_and_exact_keys(driver):
+    ex, fast, pack = setup()
+    plan = FakePlan()
+    A, B, C = pack
+    assert ex.fast_trusted(plan, (A, B), (C,)) is None  # nothing checked yet: the first call checks in full
+    fast(pack, None, HANDLE)
+    assert ex.fast_trusted(plan, (A,), (B,)) is None  # a slot the caller binds left out
+    assert ex.fast_trusted(plan, (A, B), (B,)) is None  # one twice
+    assert ex.fast_trusted(plan, (A, B), (C, "nope")) is None  # a key of no slot
+    assert ex.fast_trusted(plan, (A, B, C), ()) is None  # nothing trusted: that is fast()
+    assert ex.fast_trusted(plan, (C, A), (B,)) is not None  # any order, each slot once
+    assert ex.fast_trusted(plan, (), (A, B, C)) is not None
+
+
+def test_the_split_form_executes_and_replays_what_the_checked_one_would(driver):
+    ex, _, pack = setup()
+    A, B, C = pack
+    plan = FakePlan()
+    ex.fast(plan)(pack, None, HANDLE)  # the full check of every slot
+    run = ex.fast_trusted(plan, (A, B), (C,))
+    a, b, c = pack[A], pack[B], pack[C]
+    for _ in range(4):
+        run((a, b, c), None, HANDLE)
+    # the same pointers as the checked call (in slot order: A, B, C): noted, recorded and launched (as by fast)
+    ptrs = [t.data_ptr() for t in (a, b, c)]
+    assert all(call[1] == ptrs for call in ex._backend_execute.calls)
+    assert len(driver.captures) == 1 and len(driver.launches) == 3
+    # new pointers: the checked execute, which checks them in full (a wrong shape is refused there)
+    c2 = operands()[0]
+    run((a, b, c2), None, HANDLE)
+    assert ex._backend_execute.calls[-1][1] == [a.data_ptr(), b.data_ptr(), c2.data_ptr()]
+    wrong = type(c2)((2, 16, 8))
+    with pytest.raises(execute_mod.InvalidValueError):
+        run((a, b, wrong), None, HANDLE)
+    # a re-checked operand unlike its slot's last full check (same pointer, other strides): the checked execute
+    calls = len(ex._backend_execute.calls)
+    with pytest.raises(execute_mod.InvalidValueError, match="strides"):
+        run((a.permute(0, 2, 1), b, c), None, HANDLE)
+    assert len(ex._backend_execute.calls) == calls
+
+
+def test_the_split_form_checks_again_after_the_slots_are_reset(driver):
+    ex, fast, pack = setup()
+    A, B, C = pack
+    fast(pack, None, HANDLE)
+    run = ex.fast_trusted(FakePlan(), (), (A, B, C))
+    ex.set_device(5)  # the slots' checks dropped: the next call is checked in full, and fails on device 0's tensors
+    with pytest.raises(execute_mod.InvalidValueError, match="device"):
+        run(tuple(pack.values()), None, HANDLE)

@@ -108,6 +108,19 @@ class Executing:
             self._use_fast_execute(session.fast_path(_classic_execute(self)))  # from now on skip this dispatch
         return None
 
+    def _trusted_execute(self, checked_keys: Any, trusted_keys: Any) -> Any:
+        """For cudnn_py's own callers that guarantee some of their operands (the torch provider, for the outputs it
+        allocates from the graph's layouts): the default cuDNN plan's bound execute taking the operands of
+        ``checked_keys`` (re-checked as every call's are) then of ``trusted_keys`` (not re-checked) as one sequence
+        (``Executor.fast_trusted``). None until execute has bound the plan (its first call checks every operand in
+        full), on a python engine's plan, or where the executor cannot offer it. Dropped with the bound execute
+        when the plan changes: a caller keeps using it only while ``execute`` is the bound execute it had then."""
+        session = self._session
+        if self._fast_execute is None or self.selected_engine is not None or session is None or \
+                session.phase < Phase.EXECUTABLE or session.executor is None:
+            return None  # (asks nothing of planning: what is not executable yet gets no split form)
+        return session.executor.fast_trusted(session.plan(), tuple(checked_keys), tuple(trusted_keys))
+
     @one_at_a_time
     def execute_plan_at_index(self, tensor_dict: Any, workspace: Any = None, index: int = 0, handle: Any = None,
                               *args: Any, tensor_uids: Any = None, **kwargs: Any) -> None:

@@ -232,17 +232,47 @@ class Executor(OperandSlots):
         It also takes the classic ``execute``'s other keywords (``override_*``, ``tensor_uids``), so that
         ``pygraph`` can install it as the graph's ``execute`` itself (one Python frame per call): a call that
         gives any of them goes to ``classic`` with every argument (a TypeError without one)."""
+        extras = bool(self._bound_items or self._aliases)
+        # the function itself is generated (execute_fast.py: one template, the operand re-check inlined); while
+        # the frontend log is on (read once per process) every call takes execute, which logs it
+        make = bound_execute(extras, globals(), logged=True) if _fe.ENABLED else bound_execute(extras, globals())
+        return self._made(make, plan, classic, functools.partial(self.execute, plan))
+
+    def fast_trusted(self, plan: Any, checked_keys: tuple, trusted_keys: tuple) -> Callable[..., None] | None:
+        """``plan``'s bound execute in a split form, for a caller that guarantees some of its operands:
+        ``run(operands)`` takes the operands of ``checked_keys`` then those of ``trusted_keys`` (together every key a
+        caller binds, once each) as one sequence in that order. The first are re-checked as :meth:`fast` re-checks
+        every operand; the others are read for their pointers alone: the caller guarantees each has the class,
+        shape, strides, dtype and device fully checked last for its slot (the outputs it allocates itself from the
+        graph's layouts, say). Then as :meth:`fast` (workspace, handle, stream, context, bindings, replay; a miss,
+        or new pointers, to :meth:`execute`, which checks them in full). None where this cannot be offered: a slot
+        not yet checked (the first call goes through the checked execute), keys that are not exactly the bound
+        slots, data bound at build time or views, the frontend log on (every call logged)."""
+        if _fe.ENABLED or self._bound_items or self._aliases or not trusted_keys:
+            return None
+        keys = tuple(checked_keys) + tuple(trusted_keys)
+        found = [self._fast_slots.get(k) for k in keys]
+        slots = tuple(s for s in found if s is not None)
+        bound = {s for s in range(len(self._uids)) if s not in self._fixed}
+        if len(slots) != len(found) or len(set(slots)) != len(slots) or set(slots) != bound or \
+                any(self._checked[s][5] not in (1, 2) for s in slots):  # (each a torch tensor, checked)
+            return None
+
+        def slow(operands: Any, workspace: Any = None, handle: Any = None) -> None:
+            return self.execute(plan, dict(zip(keys, operands)), workspace, handle)
+
+        n = len(checked_keys)
+        return self._made(bound_execute(False, globals(), trusted=True), plan, None, slow, slots[:n], slots[n:])
+
+    def _made(self, make: Callable[..., Any], plan: Any, classic: Callable[..., None] | None,
+              slow: Callable[..., None], checked_slots: tuple = (), trusted_slots: tuple = ()) -> Callable[..., None]:
+        """``make`` (execute_fast.py's template, compiled) called with this executor's tables and ``plan``."""
         ctx_get = _context.reader()  # None without a driver: no context to check
         if ctx_get is not None and not _context.several_devices():
             ctx_get = None  # one device, one primary context: nothing to check per call (see several_devices)
         replays = self.replays
         driver: Any = capture.driver() if replays.on else None  # replays.on implies a driver
         extras = bool(self._bound_items or self._aliases)
-        # the function itself is generated (execute_fast.py: one template, the operand re-check inlined)
-        if _fe.ENABLED:  # the frontend log is on (read once per process): every call takes execute, which logs it
-            make = bound_execute(extras, globals(), logged=True)
-        else:
-            make = bound_execute(extras, globals())
         return make(
             plan=plan, classic=classic, executor=self, slots=self._fast_slots, checked=self._checked,
             template=self._template, bound_items=self._bound_items, aliases=self._aliases, extras=extras,
@@ -253,7 +283,8 @@ class Executor(OperandSlots):
             replays=replays, find_replay=replays.find,
             is_capturing=driver.cuStreamIsCapturing if driver else None,  # cuda.bindings': (CUresult, status)
             graph_launch=driver.cuGraphLaunch if driver else None,  # ctypes (capture.py): CUresult
-            cudnn_get_stream=lib().cudnnGetStream, slow=functools.partial(self.execute, plan))
+            cudnn_get_stream=lib().cudnnGetStream, slow=slow, checked_slots=checked_slots,
+            trusted_slots=trusted_slots)
 
     def set_scratch(self, sizes: dict[int, int]) -> None:
         """Intermediates the program keeps in memory no caller provides (uid -> bytes): they take the start of

@@ -189,6 +189,25 @@ def fast_operand_lines(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS) -> l
             *_loop_lines(terms, slow, True, extras, "slots_get", slow, "bound_items", "aliases")]
 
 
+def split_operand_lines(terms: tuple[Term, ...] = TORCH_TERMS) -> list[str]:
+    """The operands of the split form (``Executor.fast_trusted``): ``variant_pack`` is a sequence, its first
+    ``len(checked_slots)`` operands re-checked as the bound execute re-checks each (into ``ptrs``, the placement
+    from the first), the rest read for their pointers alone at ``trusted_slots`` (their signatures the caller's
+    guarantee); any miss: ``slow``, the checked execute. The placement, where no operand was re-checked, is the one
+    the first trusted slot's last full check recorded (none: the slots were reset, the checked execute)."""
+    slow = ["return slow(variant_pack, workspace, handle)"]
+    lines = ["ptrs = template.copy()", "placement = None",
+             "for slot, value in zip(checked_slots, variant_pack):",
+             *(f"    {line}" for line in _operand_block(terms, "value", slow, True, ints=False)),
+             "for slot, value in zip(trusted_slots, variant_pack[len(checked_slots):]):",
+             f"    ptrs[slot] = {TORCH_POINTER.format(v='value')}",
+             "if placement is None:",
+             "    placement = checked[trusted_slots[0]][4]",
+             "    if placement is None:",
+             f"        {slow[0]}"]
+    return lines
+
+
 def _hot_source(terms: tuple[Term, ...], n: int) -> str:
     """The source of the steady state's check of ``n`` row-major torch operands: the pack's keys are the state's,
     in order, and each operand matches its row (class, the terms' fields, pointer)."""

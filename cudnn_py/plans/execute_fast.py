@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .execute_checks import TORCH_TERMS, Term, call_check_expr, fast_operand_lines
+from .execute_checks import TORCH_TERMS, Term, call_check_expr, fast_operand_lines, split_operand_lines
 
 # The bound execute. `make`'s parameters are what `Executor.fast` reads once (the executor's tables, the plan's
 # fields, the driver's and cuDNN's functions). A line `<<operands>>` is replaced by the operand re-check's lines
@@ -34,7 +34,8 @@ from .execute_checks import TORCH_TERMS, Term, call_check_expr, fast_operand_lin
 _RUN_TEMPLATE = r'''
 def make(*, plan, classic, executor, slots, checked, template, bound_items, aliases, extras, backend_execute,
          plan_ptr, plan_ws, plan_id, default_handles, ws_buffers, getters, graph_handle, live_handles, buffer_ptr,
-         ctx_get, executed, replays, find_replay, is_capturing, graph_launch, cudnn_get_stream, slow):
+         ctx_get, executed, replays, find_replay, is_capturing, graph_launch, cudnn_get_stream, slow,
+         checked_slots=(), trusted_slots=()):
     slots_get = slots.get
     vp_get, vp_move = executor._vp_cache.get, executor._vp_cache.move_to_end
     # The steady state of a replayed call, made when the general path launches the recording the executor
@@ -191,7 +192,7 @@ def make(*, plan, classic, executor, slots, checked, template, bound_items, alia
                         replay.launches += 1
                         if again and tried != id(replay):  # the second launch in a row: a steady state?
                             tried = id(replay)
-                            if state is None and not extras:
+                            if state is None and not extras and not trusted_slots:
                                 hot = _hot_state(variant_pack, workspace, ptrs, checked, slots, rec, replay)
                         return None
                     replays.drop(replay, f"plan {plan.name}: cuGraphLaunch failed with CUresult {status}")
@@ -209,25 +210,28 @@ _PLACEHOLDER = re.compile(r"^( *)<<(\w+)>>$", re.MULTILINE)
 _CHECK = re.compile(r"<<(\w+)\(([\w, ]*)\)>>")
 
 
-def bound_execute_source(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS, logged: bool = False) -> str:
+def bound_execute_source(extras: bool, terms: tuple[Term, ...] = TORCH_TERMS, logged: bool = False,
+                         trusted: bool = False) -> str:
     """The source of ``make`` for an executor with (``extras``) or without data bound at build time or views;
-    ``logged``: every call through the checked execute (while the frontend log is on)."""
-    blocks = {"operands": fast_operand_lines(extras, terms),
+    ``logged``: every call through the checked execute (while the frontend log is on); ``trusted``: the split
+    form, a sequence of operands partly re-checked, partly guaranteed by the caller (``Executor.fast_trusted``)."""
+    blocks = {"operands": split_operand_lines(terms) if trusted else fast_operand_lines(extras, terms),
               "logged": ["return slow(variant_pack, workspace, handle)"] if logged else []}
     source = _PLACEHOLDER.sub(lambda m: "\n".join(m[1] + line for line in blocks[m[2]]), _RUN_TEMPLATE)
     return _CHECK.sub(lambda m: call_check_expr(m[1], [a.strip() for a in m[2].split(",")]), source)
 
 
-_made: dict[tuple[tuple[Term, ...], bool, int, bool], Callable[..., Any]] = {}
+_made: dict[tuple[tuple[Term, ...], bool, int, bool, bool], Callable[..., Any]] = {}
 
 
 def bound_execute(extras: bool, namespace: dict[str, Any], terms: tuple[Term, ...] = TORCH_TERMS,
-                  logged: bool = False) -> Callable[..., Any]:
+                  logged: bool = False, trusted: bool = False) -> Callable[..., Any]:
     """``make`` (see the template) compiled in ``namespace`` (plans/execute.py's globals), once per shape."""
-    key = (terms, extras, id(namespace), logged)
+    key = (terms, extras, id(namespace), logged, trusted)
     made = _made.get(key)
     if made is None:
-        code = compile(bound_execute_source(extras, terms, logged), "<cudnn_py.plans.execute_fast: run>", "exec")
+        code = compile(bound_execute_source(extras, terms, logged, trusted), "<cudnn_py.plans.execute_fast: run>",
+                       "exec")
         names: dict[str, Any] = {}
         exec(code, namespace, names)  # (the functions' globals are `namespace`; `make` lands in `names`)
         made = _made[key] = names["make"]
