@@ -71,7 +71,18 @@ class FeatureVersionError(cudnnGraphNotSupportedError):
 class CApiUnavailableError(FeatureVersionError, RuntimeError):
     """A C-API function outside the graph API (libcudnn_ext: causal conv1d, the FFT convolutions, the GNN ops) that
     the loaded cuDNN does not have: a :class:`FeatureVersionError`, and a RuntimeError as the official bindings'
-    refusal of a function missing from the loaded library is."""
+    refusal of a function missing from the loaded library is. Where the loaded version is new enough and the
+    function is missing all the same (no libcudnn_ext beside it, a symbol it does not export), the message says
+    that, not a version to upgrade to."""
+
+    def __init__(self, feature: str, needed: int, loaded: int, detail: str = ""):
+        if loaded < needed:
+            super().__init__(feature, needed, loaded, detail)
+            return
+        self.feature, self.needed, self.loaded = feature, needed, loaded
+        said = f"{feature} is not available in the loaded cuDNN {version_string(loaded)}"
+        # (FeatureVersionError's own message skipped, its bases' init run)
+        super(FeatureVersionError, self).__init__(said + (f": {detail}" if detail else ""))
 
 
 @cache

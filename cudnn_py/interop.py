@@ -156,7 +156,7 @@ def operand_info(obj: Any) -> OperandInfo:
         dev = obj.device
         return OperandInfo(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dlpack_of_dtype(obj.dtype),
                            KDL_CUDA if dev.type == "cuda" else KDL_CPU, dev.index if dev.index is not None else 0)
-    if mod.startswith("numpy"):
+    if mod.startswith("numpy") and hasattr(obj, "ctypes"):  # (an array; a numpy scalar has no memory to point at)
         item = obj.dtype.itemsize
         code = dlpack_of_dtype(obj.dtype) or (_NUMPY_KIND.get(obj.dtype.kind, -1), item * 8)
         return OperandInfo(obj.ctypes.data, tuple(obj.shape), tuple(s // item for s in obj.strides), code, KDL_CPU, 0)

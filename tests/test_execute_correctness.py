@@ -461,6 +461,22 @@ def test_cached_path_rejects_transposed_strides_on_the_same_pointer(path, torch)
 
 
 @pytest.mark.parametrize("path", ["fast", "execute"])
+def test_a_tensor_given_twice_is_refused(path, torch):
+    """Two keys for one tensor (the Tensor and its name or uid) with new pointers: refused before cuDNN sees
+    either, naming the tensor; the pack without the second key then runs."""
+    ex, A, B, C = square_matmul()
+    run = dict(both_paths(ex, FakePlan()))[path]
+    a, b, c = operands()
+    a2 = operands()[0]
+    for second in ("A", A.uid):
+        with pytest.raises(ValueError, match=r"tensor 'A' \(uid \d+\) twice"):
+            run({A: a, B: b, C: c, second: a2})
+    assert not ex._backend_execute.calls
+    run({A: a, B: b, C: c})
+    assert len(ex._backend_execute.calls) == 1
+
+
+@pytest.mark.parametrize("path", ["fast", "execute"])
 def test_cached_path_checks_a_dtype_view_of_the_output(path, torch):
     """Elements of another size are refused; a dtype of the same size (bfloat16 memory for a HALF tensor) is read as
     the tensor's type, as the official module reads it, with a warning that names the tensor."""

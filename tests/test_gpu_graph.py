@@ -277,7 +277,11 @@ def test_bad_variant_packs_raise_value_error():
     g.execute({X: x, Y: y.reshape(1, 16), Z: out})  # same pointer, other shape, dense: read as a buffer (official)
     torch.cuda.synchronize()
     assert rel_err(out, x.double() + y.double()) < 1e-6
+    # another graph's tensor is taken by its uid, as the official module takes it: one that declares otherwise
+    # than this graph's tensor of that uid is refused; one that names a tensor the pack gives already, too
     with pytest.raises(ValueError, match="not a non-virtual tensor"):
+        g.execute({X: x, Y: y, Z: out, cudnn.pygraph().tensor(dim=[3, 8], stride=[8, 1]): y})
+    with pytest.raises(ValueError, match="twice"):
         g.execute({X: x, Y: y, Z: out, cudnn.pygraph().tensor(dim=[2, 8], stride=[8, 1]): y})
     x2, y2 = rnd(2, 8), rnd(2, 8)
     out2 = poisoned((2, 8), torch.float32)

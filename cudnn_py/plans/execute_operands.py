@@ -213,6 +213,9 @@ class OperandSlots:
             slot = self._slot(key)
             if slot < 0 or slot in self._fixed:
                 continue
+            if slot in given:  # two keys for one tensor (its name and its uid; another graph's tensor of its uid)
+                raise InvalidValueError(f"variant pack gives {_where(self._tensors[slot])} twice (key {key!r} names "
+                                        "it again): one buffer per tensor")
             given.add(slot)
             p = self._check_one(slot, value, ptrs)
             if placement is None:

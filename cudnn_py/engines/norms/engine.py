@@ -88,9 +88,10 @@ class NormPlan(RuntimePlan):
             self._params.eps = problem.eps_value
         self._align = {o.uid: min(16, variant.vec * o.size) for o in problem.operands()}
         p = problem
-        # what the kernel dereferences: its operands, statistics and epsilon (see CompiledPlan.device_operands)
+        # what the kernel dereferences: its operands, statistics and an epsilon in device memory (see
+        # CompiledPlan.device_operands; a pass-by-value epsilon is read on the host, by _host_scalar)
         self.device_operands = tuple(o.uid for o in p.operands()) + tuple(
-            u for u in (p.mean, p.rstd) if u is not None) + (p.eps_uid,)
+            u for u in (p.mean, p.rstd) if u is not None) + ((p.eps_uid,) if p.eps_on_device else ())
         self.kernel = dict(kernel or {})  # where the cubin came from: its key, compiled now, kernel-file problems
 
     def describe(self) -> dict[str, Any]:
