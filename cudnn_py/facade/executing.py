@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..cuda import context as cuda_context
-from ..engines.base import BaseEngine, CompiledPlan, ExecutionContext
+from ..engines.base import ExecutionContext
 from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
 from ..ir import Tensor
 from ..ir.tensor import declared_otherwise
 from ..plans.execute_operands import OperandSlots
 from ..plans.phase import Phase
 from . import autotune
+from .graph_state import GraphState
 from .options import no_overrides
 from .serial import one_at_a_time
 
@@ -40,34 +41,8 @@ def _classic_execute(graph: Any) -> Callable[..., None]:
     return classic
 
 
-class Executing:
+class Executing(GraphState):
     """Execution of a ``pygraph`` (see the module's docstring)."""
-
-    _handle: Any
-    _session: PlanningSession | None
-    _data_bindings: dict[int, Any]
-    _by_uid: dict[int, Tensor]
-    create_execution_plans: Callable[..., None]
-    check_support: Callable[[], None]
-    build_plans: Callable[..., None]
-    find_tensor: Callable[[str], Tensor | None]
-    _at: Callable[[Phase], PlanningSession]
-    _compile: Callable[[ExecutionContext | None], CompiledPlan]
-    _require_planned: Callable[[str], None]
-    _use_fast_execute: Callable[[Any], None]
-
-    if TYPE_CHECKING:  # pygraph's properties
-        @property
-        def _planning_done(self) -> bool: ...
-
-        @property
-        def _is_built(self) -> bool: ...
-
-        @property
-        def _fast_execute(self) -> Any: ...
-
-        @property
-        def selected_engine(self) -> BaseEngine | None: ...
 
     def execute(self, tensor_dict: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
                 override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:

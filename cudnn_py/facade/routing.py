@@ -9,12 +9,12 @@ move the graph between phases. Two plan index spaces are kept apart on purpose: 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..engines.base import BaseEngine, PlanConfig
 from ..engines.engine_ids import is_backend_sentinel, is_python_engine
 from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError, cudnnGraphNotSupportedError
+from .graph_state import GraphState
 from .serial import one_at_a_time
 
 if TYPE_CHECKING:
@@ -23,19 +23,8 @@ if TYPE_CHECKING:
     pygraph = Any
 
 
-class Routing:
+class Routing(GraphState):
     """The engines and the routed plans of a ``pygraph`` (see the module's docstring)."""
-
-    _engines: list[BaseEngine]
-    _router: Any
-    _plans: list[PlanConfig]
-    _plan_index: int
-    _drop_session: Callable[[], None]
-    drop_fast_path: Callable[[], None]
-
-    if TYPE_CHECKING:  # pygraph's properties
-        @property
-        def _planning_done(self) -> bool: ...
 
     @one_at_a_time
     def register_backend(self, engine: BaseEngine) -> pygraph:

@@ -12,50 +12,22 @@ A mixin of :class:`~cudnn_py.facade.pygraph.pygraph` (a base class of it): the a
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engines.base import BACKEND_PLAN, BaseEngine, CompiledPlan, PlanConfig
+from ..engines.base import BACKEND_PLAN, BaseEngine
 from ..enums import heur_mode
 from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError, PhaseError, UsageError
 from ..plans import serialize as plan_serial
-from ..plans.phase import Phase, SessionOptions
+from ..plans.phase import Phase
+from .graph_state import GraphState
 from .serial import one_at_a_time
 
 if TYPE_CHECKING:
-    from ..plans.session import PlanningSession
+    pass
 
 
-class Serialization:
+class Serialization(GraphState):
     """``serialize`` and ``deserialize`` of a ``pygraph`` (see the module's docstring)."""
-
-    _handle: Any
-    _nodes: list
-    _session: PlanningSession | None
-    _is_validated: bool
-    _plans: list[PlanConfig]
-    _plan_index: int
-    _compiled: dict[int, CompiledPlan]
-    _by_uid: dict[int, Any]
-    create_execution_plans: Callable[..., Any]
-    select_plan: Callable[[int], Any]
-    build_plans: Callable[..., Any]
-    drop_fast_path: Callable[[], None]
-    inspect: Callable[[], dict[str, Any]]
-    _freeze: Callable[[], None]
-    _at: Callable[[Phase], PlanningSession]
-    _require_planned: Callable[[str], None]
-    _session_options: Callable[[Any], SessionOptions]
-
-    if TYPE_CHECKING:  # pygraph's properties
-        @property
-        def _planning_done(self) -> bool: ...
-
-        @property
-        def _is_built(self) -> bool: ...
-
-        @property
-        def selected_engine(self) -> BaseEngine | None: ...
 
     @one_at_a_time
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> Any:
