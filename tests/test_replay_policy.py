@@ -971,3 +971,64 @@ def test_the_split_form_checks_again_after_the_slots_are_reset(driver):
     ex.set_device(5)  # the slots' checks dropped: the next call is checked in full, and fails on device 0's tensors
     with pytest.raises(execute_mod.InvalidValueError, match="device"):
         run(tuple(pack.values()), None, HANDLE)
+
+
+def test_the_split_form_refuses_or_runs_every_mutated_operand_seeded():
+    """Seeded mutations of the re-checked operands of the split form (another shape, strides, element type,
+    device, class; a transposed view of the same memory; a larger dense buffer, a bare pointer, a fresh buffer and
+    the same one, which are accepted), 400 cases, replay off so that every call executes: each call either raises
+    (ValueError / TypeError, before cuDNN) or executes exactly the given pointers, and only for operands the graph's
+    tensors accept."""
+    import random
+    import warnings
+
+    from tests.test_execute_correctness import FakeDevice, Tensor, bfloat16, float32
+
+    rng = random.Random(1207)
+    ex, A, B, C = square_matmul()
+    ex.set_device(0)  # built for device 0, as a planned graph is (the harness validates deviceless)
+    pack = dict(zip((A, B, C), operands()))
+    plan = FakePlan()
+    ex.fast(plan)(pack, None, HANDLE)
+    run = ex.fast_trusted(plan, (A, B), (C,))
+
+    def mutated(t):  # (operand, whether the graph's tensor accepts it)
+        kind = rng.choice(["same", "fresh", "bigger", "smaller", "strides", "dtype", "dtype16", "device",
+                           "transposed", "int", "class"])
+        kinds.append(kind)
+        return {
+            "same": lambda: (t, True),
+            "fresh": lambda: (Tensor((2, 16, 16)), True),
+            "bigger": lambda: (Tensor(rng.choice([(4, 16, 16), (2, 16, 32), (600,)])), True),  # dense: a buffer
+            "smaller": lambda: (Tensor(rng.choice([(2, 16, 8), (1, 16, 16), (511,)])), False),
+            "strides": lambda: (Tensor((2, 16, 16), rng.choice([(256, 1, 16), (512, 32, 1), (0, 16, 1)])), False),
+            "dtype": lambda: (Tensor((2, 16, 16), dtype=float32), False),
+            "dtype16": lambda: (Tensor((2, 16, 16), dtype=bfloat16), True),  # same size: read as HALF, warned
+            "device": lambda: (Tensor((2, 16, 16), device=FakeDevice("cuda", 1)), False),
+            "transposed": lambda: (t.transpose(1, 2), False),
+            "int": lambda: (0x7000_0000 + 256 * rng.randrange(1, 1 << 16), True),  # the caller's responsibility
+            "class": lambda: (object(), False),
+        }[kind]()
+
+    def ptr(v):
+        return v if isinstance(v, int) else v.data_ptr()
+
+    ran = refused = 0
+    for _ in range(400):
+        kinds = []
+        (a, a_ok), (b, b_ok) = mutated(pack[A]), mutated(pack[B])
+        calls = len(ex._backend_execute.calls)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run((a, b, pack[C]), None, HANDLE)
+        except (ValueError, TypeError):
+            refused += 1
+            assert not (a_ok and b_ok), "good operands were refused"
+            assert len(ex._backend_execute.calls) == calls, "cuDNN ran before the refusal"
+            continue
+        ran += 1
+        assert a_ok and b_ok, f"an operand the graph's tensor refuses reached cuDNN: {kinds}, {b!r}"
+        assert len(ex._backend_execute.calls) == calls + 1
+        assert ex._backend_execute.calls[-1][1] == [ptr(a), ptr(b), pack[C].data_ptr()]
+    assert ran > 40 and refused > 40, (ran, refused)
