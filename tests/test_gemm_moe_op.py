@@ -5,29 +5,22 @@ order (they run before any GPU work), the fake implementation, and the graph eac
 on cuDNN. GPU runs: tests/test_gpu_gemm_moe_op.py."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import cudnn_py as cudnn
 from cudnn_py.errors import CudnnPyError
+from tests.support.child import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_MOE = cudnn.backend_version() >= 91800
 
 
-def _run(code: str) -> object:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.splitlines()[-1])
 
 
 def test_importing_the_gemm_namespaces_imports_no_torch():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "import cudnn_py as c\n"
                "import cudnn_py.gemm, cudnn_py.gemm.ops\n"
                "print(json.dumps([c.gemm is sys.modules['cudnn_py.gemm'], c.gemm.ops is "
@@ -37,7 +30,7 @@ def test_importing_the_gemm_namespaces_imports_no_torch():
 
 
 def test_without_torch_it_is_an_import_error_naming_torch():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "sys.modules['torch'] = None\n"
                "import cudnn_py as c\n"
                "msgs = []\n"
@@ -80,7 +73,7 @@ def mod(torch):
 @pytest.mark.parametrize("order", ["experimental first", "gemm first"])
 def test_the_experimental_alias_is_the_function(torch, order):
     first, second = ("experimental", "gemm") if order == "experimental first" else ("gemm", "experimental")
-    out = _run("import json, cudnn_py as c, cudnn_py.experimental.ops, cudnn_py.gemm.ops\n"
+    out = run_json("import json, cudnn_py as c, cudnn_py.experimental.ops, cudnn_py.gemm.ops\n"
                f"a = c.{first}.ops.moe_grouped_matmul\n"
                f"b = c.{second}.ops.moe_grouped_matmul\n"
                "import sys\n"

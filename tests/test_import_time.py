@@ -2,10 +2,9 @@
 ``__getattr__``), so a bare import costs about what `import logging` costs. Each check runs in a fresh interpreter."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.child import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,10 +16,7 @@ HEAVY = ["ctypes", "numpy", "torch", "cupy", "cuda", "dataclasses", "inspect", "
 
 
 def _run(code: str) -> dict:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.splitlines()[-1])
+    return run_json(code, timeout=120)
 
 
 def test_bare_import_loads_no_submodule_and_nothing_heavy():

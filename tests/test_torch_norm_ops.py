@@ -8,8 +8,6 @@ graphs each operator builds validated deviceless on cuDNN, and the bounded graph
 tests/test_gpu_torch_norm_ops.py."""
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,20 +15,16 @@ from pathlib import Path
 import pytest
 
 from cudnn_py.errors import CudnnPyError
+from tests.support.child import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(code: str) -> object:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.splitlines()[-1])
 
 
 # ---- the lazy namespaces (no torch needed) -------------------------------------------------------------------------
 def test_importing_the_namespaces_imports_no_torch():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "import cudnn_py as c\n"
                "import cudnn_py.ops, cudnn_py.ops.norm, cudnn_py.experimental, cudnn_py.experimental.ops\n"
                "print(json.dumps([c.experimental.ops is sys.modules['cudnn_py.experimental.ops'], c.ops.norm is "
@@ -58,7 +52,7 @@ def test_operators_not_built_yet_are_import_errors_saying_so():
 
 
 def test_without_torch_the_operators_are_import_errors_naming_torch():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "sys.modules['torch'] = None  # as if not installed: `import torch` raises ModuleNotFoundError\n"
                "import cudnn_py as c\n"
                "msgs = []\n"

@@ -9,28 +9,21 @@ routing, and ``install(mechanism="aten")``. GPU runs: tests/test_gpu_torch_sdpa_
 from __future__ import annotations
 
 import inspect
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cudnn_py.errors import CudnnPyError
+from tests.support.child import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(code: str) -> object:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.splitlines()[-1])
 
 
 # ---- no torch needed -----------------------------------------------------------------------------------------------
 def test_importing_imports_no_torch_and_the_names_are_not_starred():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "import cudnn_py as c, cudnn_py.torch as ct\n"
                "print(json.dumps(['sdpa_torch' in c.__all__, 'install_sdpa_overrides' in ct.__all__,"
                " sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))]))")
@@ -38,7 +31,7 @@ def test_importing_imports_no_torch_and_the_names_are_not_starred():
 
 
 def test_without_torch_the_names_are_import_errors_naming_torch():
-    out = _run("import sys, json\n"
+    out = run_json("import sys, json\n"
                "sys.modules['torch'] = None  # as if not installed\n"
                "import cudnn_py as c, cudnn_py.torch as ct\n"
                "msgs = []\n"

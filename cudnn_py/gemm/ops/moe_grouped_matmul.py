@@ -32,16 +32,13 @@ from ...enums import data_type, moe_grouped_matmul_mode
 from ...errors import InvalidTypeError, InvalidValueError, cudnnGraphNotSupportedError
 from ...facade import pygraph
 from ...ops.norm._common import NAMESPACE, cache, define, execute, planned, require_cuda, require_same_device
+from ...ops.norm._common import TORCH_DTYPE_TO_CUDNN as FLOAT_DTYPES
 
 _OP = f"{NAMESPACE}::moe_grouped_matmul"
 
-# the official operator's dtype map: the io dtype of token (weight and output share it)
-TORCH_DTYPE_TO_CUDNN = {
-    torch.float16: data_type.HALF,
-    torch.bfloat16: data_type.BFLOAT16,
-    torch.float32: data_type.FLOAT,
-    torch.int32: data_type.INT32,
-}
+# the official operator's dtype map: the io dtype of token (weight and output share it): the norm operators'
+# floating types, and int32
+TORCH_DTYPE_TO_CUDNN = {**FLOAT_DTYPES, torch.int32: data_type.INT32}
 
 MODES = {"none": moe_grouped_matmul_mode.NONE, "gather": moe_grouped_matmul_mode.GATHER,
          "scatter": moe_grouped_matmul_mode.SCATTER}
