@@ -708,3 +708,57 @@ def test_an_inference_configuration_has_no_stats():
     g, ts = ct.forward_graph(cudnn, config(requires_grad=False))
     g.validate()
     assert "stats" not in ts
+
+
+@pytest.mark.usefixtures("registered_fake_handles")
+def test_after_the_first_call_the_split_execute_serves_and_still_rechecks_q(torch, monkeypatch):
+    """End to end with the execute harness, as above, with the graphs' split execute offered (on a GPU pygraph
+    offers it once the plan is bound): the first call of an entry goes through the checked execute, the later ones
+    through the split form with exactly their own pointers (O fresh each time, not re-checked); q, k and v are still
+    re-checked, so an entry of another layout served under a call's key is refused and nothing executes."""
+    from cudnn_py import interop
+
+    harness.fake_default_handles(monkeypatch)
+    monkeypatch.setattr(interop, "_placements", {})
+    ct.install()
+    prov = ct.provider()
+    graphs, offered = [], []
+
+    def build(cfg):
+        g, ts = ct.forward_graph(cudnn, cfg)
+        g.validate()
+        ex = g.session.executor
+        ex._backend_execute = harness.Recorder()
+        plan = harness.FakePlan()
+        g.execute = ex.fast(plan)
+
+        def split(checked, allocated):
+            run = ex.fast_trusted(plan, checked, allocated)
+            offered.append(run is not None)
+            return run
+
+        g._trusted_execute = split
+        graphs.append(ex)
+        return ct.Entry(cfg, g, ts)
+
+    prov._build = build
+    torch.grad_enabled = False
+    F = torch.nn.functional
+    q, k, v = qkv(torch, ptr=None)
+    outs = [F.scaled_dot_product_attention(q, k, v, is_causal=True) for _ in range(4)]
+    (ex,) = graphs
+    assert offered == [True]  # made once, after the first (checked) call
+    (entry,) = prov.cache.values()
+    assert entry.fwd_trusted is not None and entry.fwd_trusted[0] is entry.fwd.__dict__["execute"]
+    assert len(ex._backend_execute.calls) == 4
+    for o, (_handle, ptrs, _ws) in zip(outs, ex._backend_execute.calls):
+        assert {t.data_ptr() for t in (q, k, v, o)} <= set(ptrs)
+    bshd = [Tensor((2, 4, 100, 64), torch.float16, stride=(100 * 4 * 64, 64, 4 * 64, 1), ptr=None) for _ in range(3)]
+    for _ in range(2):  # its own entry; its split form made after its first call
+        F.scaled_dot_product_attention(*bshd, is_causal=True)
+    (key, _), (other_key, other) = prov.by_key.items()
+    prov.by_key[key] = other  # a key map gone wrong: the BSHD entry under the BHSD call's key
+    assert other.fwd_trusted is not None
+    with pytest.raises(ValueError, match=r"tensor 'q' \(uid \d+\).*strides"):
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert len(graphs[1]._backend_execute.calls) == 2
