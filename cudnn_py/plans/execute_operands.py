@@ -206,18 +206,22 @@ class OperandSlots:
 
     def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> Any:
         """The full check of every operand; records their signatures. Returns the placement (see _resolve)."""
-        placement, given = None, set()
+        placement, given = None, {}
         for key, value in variant_pack.items():
             if key is None:
                 continue
             slot = self._slot(key)
             if slot < 0 or slot in self._fixed:
                 continue
-            if slot in given:  # two keys for one tensor (its name and its uid; another graph's tensor of its uid)
-                raise InvalidValueError(f"variant pack gives {_where(self._tensors[slot])} twice (key {key!r} names "
-                                        "it again): one buffer per tensor")
-            given.add(slot)
+            first = given.get(slot)
             p = self._check_one(slot, value, ptrs)
+            # Two keys for one tensor (its name and its uid; another graph's tensor of its uid): the same buffer
+            # twice is what the official module computes with; two different ones would silently be the last
+            # (the official module keys the pack by uid), so they are refused.
+            if first is not None and ptrs[slot] != first:
+                raise InvalidValueError(f"variant pack gives {_where(self._tensors[slot])} two different buffers "
+                                        f"(key {key!r} names it again, at 0x{ptrs[slot]:x} against 0x{first:x})")
+            given[slot] = ptrs[slot]
             if placement is None:
                 placement = p
         for slot, value in self._bound.items():
