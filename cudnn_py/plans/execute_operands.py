@@ -206,7 +206,8 @@ class OperandSlots:
 
     def _check_operands(self, variant_pack: dict, ptrs: list[int]) -> Any:
         """The full check of every operand; records their signatures. Returns the placement (see _resolve)."""
-        placement, given = None, {}
+        placement = None
+        given: dict[int, int] = {}  # slot -> the pointer the first key gave it
         for key, value in variant_pack.items():
             if key is None:
                 continue
