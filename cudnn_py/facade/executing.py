@@ -171,13 +171,10 @@ def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int,
     execute (where the plan's module was loaded)."""
     slots = plan.operand_checks
     if slots is None:
-        slots = OperandSlots([u for u in plan.device_operands if u in by_uid], by_uid)
+        slots = OperandSlots(list(plan.device_operands), by_uid)
         slots.device = cuda_context.device_of_current()
         plan.operand_checks = slots
-    pack = {uid: buffers[uid] for uid in slots._uids if uid in buffers}
-    ptrs, same, _ = slots._resolve(pack)  # (a missing one: an error naming it)
-    if not same:
-        slots._check_operands(pack, ptrs)
+    slots.checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})
 
 
 def _stream_of(handle: Any) -> Any:

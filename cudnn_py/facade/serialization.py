@@ -12,7 +12,7 @@ A mixin of :class:`~cudnn_py.facade.pygraph.pygraph` (a base class of it): the a
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..engines.base import BACKEND_PLAN, BaseEngine
 from ..enums import heur_mode
@@ -21,9 +21,6 @@ from ..plans import serialize as plan_serial
 from ..plans.phase import Phase
 from .graph_state import GraphState
 from .serial import one_at_a_time
-
-if TYPE_CHECKING:
-    pass
 
 
 class Serialization(GraphState):

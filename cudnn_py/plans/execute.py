@@ -125,9 +125,7 @@ class Executor(OperandSlots):
 
     # --------------------------------------------------------------------------------------------- execute
     def execute(self, plan: Any, variant_pack: dict, workspace: Any = None, handle: Any = None) -> None:
-        ptrs, same, placement = self._resolve(variant_pack)
-        if not same:  # an operand unlike the one last checked for its slot: check them all now
-            placement = self._check_operands(variant_pack, ptrs)
+        ptrs, same, placement = self.checked(variant_pack)
         if placement is None:
             placement = NO_FRAMEWORK
         stream = None

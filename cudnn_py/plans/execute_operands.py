@@ -54,24 +54,6 @@ class OperandSlots:
     """Keys to slots, pointers, and the full operand checks of a graph's operands: the base of an Executor (cuDNN
     plans), and what a python engine's plans are fed through (facade/executing.py), so that both check alike."""
 
-    _uids: list[int]
-    _fixed_slot_by_id: dict[int, int]
-    _fast_slots: dict[Any, int]
-    _slot_by_key: dict[Any, int]
-    _tensors: list[Any]
-    _fixed: dict[int, Any]
-    _ambiguous: set[str]
-    _unread: set[Any]
-    _aliases: tuple
-    _views: dict[int, int]
-    _view_keys: dict[Any, int]
-    _bound: dict[int, Any]
-    _bound_items: tuple
-    _template: list[int]
-    _checked: list[tuple]
-    _foreign_keys: int
-    device: int | None
-
     def __init__(self, uids: list[int], ir_by_uid: dict[int, Any], aliases: dict[int, tuple[int, int]] | None = None,
                  unread: Any = ()):
         """``aliases``: view uid -> (source uid, byte offset). A view's pointer is its source's plus the offset (a
@@ -193,6 +175,15 @@ class OperandSlots:
         if 0 in ptrs:
             missing = [self._tensors[s] for s, p in enumerate(ptrs) if p == 0 and s not in self._views]
             raise InvalidValueError("variant pack is missing " + ", ".join(_where(t) for t in missing))
+        return ptrs, same, placement
+
+    def checked(self, variant_pack: dict) -> tuple[list[int], bool, Any]:
+        """(pointers, whether every operand matched its slot's last full check, placement): each operand compared
+        with that check, and all of them checked in full (and recorded) where one differs; a missing or refused
+        operand raises, naming its tensor."""
+        ptrs, same, placement = self._resolve(variant_pack)
+        if not same:  # an operand unlike the one last checked for its slot: check them all now
+            placement = self._check_operands(variant_pack, ptrs)
         return ptrs, same, placement
 
     def bind(self, bindings: dict) -> None:

@@ -345,8 +345,8 @@ def run_public(input: torch.Tensor, training: Callable[..., tuple], inference: C
                args: tuple, differentiable: Sequence[torch.Tensor | None],
                eager: tuple[Any, Callable[..., torch.Tensor]]) -> torch.Tensor:
     """A public function's call: the TRAINING operator where autograd records the call on ``differentiable``
-    (its statistics saved for the backward), else the INFERENCE one, on the operators' 4-D ``args`` (their last one
-    eps); y in ``input``'s shape. In eager mode (:data:`eager_call`, eps a float or int as the schema takes it)
+    (its statistics saved for the backward), else the INFERENCE one, on the operators' 4-D ``args`` (eps among
+    them); y in ``input``'s shape. In eager mode (:data:`eager_call`, eps a float or int as the schema takes it)
     ``eager`` (the operator's autograd Function, the inference kernel) runs instead of the registered operators: the
     same kernels and autograd, without torch.library's dispatch."""
     grad = needs_grad(*differentiable)
