@@ -6,7 +6,9 @@ per-call path ran per step (provider forward / backward, the graphs' bound execu
 packs, replay recordings) and its mean time.
 
 Contenders: torch (its cuDNN attention); torch with an identity ``autograd.Function`` written in Python around the
-attention's output (what a Python node alone costs the step on this machine); cudnn_py.torch.
+attention's output (what a Python node alone costs the step on this machine); cudnn_py.torch; and an experiment,
+cudnn_py's graphs as the CUDA kernels of aten's cuDNN attention ops under torch's own C++ autograd node
+(``AtenKernels``: does leaving out the Python Function pay?).
 
     python benchmarks/sdpa_step_host.py [--rounds 15] [--steps 4]
 """

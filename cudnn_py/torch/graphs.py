@@ -136,7 +136,7 @@ class Entry:
         t = self.fwd_t
         # (q, k, v, O, Stats, bias) tensors of the forward graph (None where the graph has none)
         self.fwd_keys = tuple(t.get(n) for n in ("q", "k", "v", "o", "stats", "bias"))
-        # The graphs' split executes (the provider's: see serving.trusted_run), made after each graph's first
+        # The graphs' split executes (the provider's: see serving.checked_execute), made after each graph's first
         # execute: (the graph's bound execute they were made with, run); for the backward per dO strides key
         self.fwd_trusted: tuple | None = None
         self.bwd_trusted: dict = {}

@@ -194,24 +194,20 @@ class Provider:
     # them); their pointers change, and the graphs' bound execute checks them (see plans/execute.py).
     #
     # After a graph's first execute (every operand checked in full) the calls go through its split execute
-    # (trusted_run): the operands as one tuple, those the caller gave re-checked as every call's are (q, k, v, the
-    # mask; in the backward dO and the saved q, k, v), and those allocated here from the entry's layouts (O,
-    # Stats, the gradients; and the forward's O and Stats saved for the backward) not re-checked: their shapes,
-    # strides, dtypes and devices are the graph's by construction. New pointers are still checked in full.
+    # (checked_execute, split_execute): the operands as one tuple, those the caller gave re-checked as every call's
+    # are (q, k, v, the mask; in the backward dO and the saved q, k, v), and those allocated here from the entry's
+    # layouts (O, Stats, the gradients; and the forward's O and Stats saved for the backward) not re-checked: their
+    # shapes, strides, dtypes and devices are the graph's by construction. New pointers are still checked in full.
     def forward(self, entry: Entry, q, k, v, bias) -> tuple:
         o = q.new_empty_strided(entry.o_dims, entry.o_strides)  # q's dtype and device, the graph's O layout
         stats = None if entry.stats_dims is None else q.new_empty(entry.stats_dims, dtype=self.torch.float32)
         given = (q, k, v) if bias is None else (q, k, v, bias)
         made = (o,) if stats is None else (o, stats)
-        trusted, g = entry.fwd_trusted, entry.fwd
-        if trusted is not None and trusted[0] is g.__dict__.get("execute"):
-            trusted[1](given + made, None)
-        else:
+        trusted = entry.fwd_trusted
+        if trusted is None or not split_execute(entry.fwd, trusted, given + made):
             t_q, t_k, t_v, t_o, t_stats, t_bias = entry.fwd_keys
-            checked = (t_q, t_k, t_v) if bias is None else (t_q, t_k, t_v, t_bias)
-            allocated = (t_o,) if stats is None else (t_o, t_stats)
-            g.execute(dict(zip(checked + allocated, given + made)), None)
-            entry.fwd_trusted = trusted_run(g, checked, allocated)
+            entry.fwd_trusted = checked_execute(entry.fwd, (t_q, t_k, t_v) if bias is None else (t_q, t_k, t_v, t_bias),
+                                                (t_o,) if stats is None else (t_o, t_stats), given, made)
         return o, stats
 
     def backward(self, entry: Entry, q, k, v, o, stats, bias, d_o) -> tuple:
@@ -229,13 +225,9 @@ class Provider:
         given = (d_o, q, k, v) if bias is None else (d_o, q, k, v, bias)
         made = (o, stats, dq, dk, dv)
         trusted = entry.bwd_trusted.get(key)
-        if trusted is not None and trusted[0] is g.__dict__.get("execute"):
-            trusted[1](given + made, None)
-        else:
-            checked = tuple(ts[n] for n in BWD_GIVEN[:len(given)])
-            allocated = tuple(ts[n] for n in BWD_MADE)
-            g.execute(dict(zip(checked + allocated, given + made)), None)
-            entry.bwd_trusted[key] = trusted_run(g, checked, allocated)
+        if trusted is None or not split_execute(g, trusted, given + made):
+            entry.bwd_trusted[key] = checked_execute(g, tuple(ts[n] for n in BWD_GIVEN[:len(given)]),
+                                                     tuple(ts[n] for n in BWD_MADE), given, made)
         return dq, dk, dv
 
     def _backward_graph(self, entry: Entry, strides: tuple) -> Any:
@@ -317,10 +309,20 @@ class SharedGraphs:
         return entry
 
 
-def trusted_run(g: Any, checked: tuple, allocated: tuple) -> tuple | None:
-    """(``g``'s bound execute now, its split execute: ``checked`` keys re-checked, ``allocated`` ones not) after
-    ``g``'s first execute, or None where the graph offers none. The caller uses it while the graph's bound execute
-    is still the one it was made with."""
+def split_execute(g: Any, trusted: tuple, operands: tuple) -> bool:
+    """Run ``g`` through ``trusted`` (what :func:`checked_execute` returned) while ``g``'s bound execute is still the
+    one it was made with; False (nothing run) where it is not."""
+    if trusted[0] is not g.__dict__.get("execute"):
+        return False
+    trusted[1](operands, None)
+    return True
+
+
+def checked_execute(g: Any, checked: tuple, allocated: tuple, given: tuple, made: tuple) -> tuple | None:
+    """Run ``g`` through its checked execute (every operand checked: ``given`` at the graph tensors ``checked``,
+    ``made`` at ``allocated``), then return (its bound execute now, its split execute re-checking ``checked`` and not
+    ``allocated``) for the next calls, or None where the graph offers none."""
+    g.execute(dict(zip(checked + allocated, given + made)), None)
     run_trusted = g._trusted_execute(checked, allocated)
     bound = g.__dict__.get("execute")
     return None if run_trusted is None or bound is None else (bound, run_trusted)
