@@ -582,30 +582,47 @@ def test_the_key_map_keeps_no_entry_the_cache_dropped_and_use_keeps_an_entry(tor
     assert all(e.cfg in prov.cache for e in prov.by_key.values())
 
 
-@pytest.mark.usefixtures("registered_fake_handles")
-def test_the_steady_state_executes_through_the_checked_bound_execute(torch, monkeypatch):
-    """End to end with the execute harness: real forward graphs (validated on cuDNN, deviceless), their bound
-    execute (``Executor.fast``, as pygraph installs it) recording what cuDNN would run. Every call executes with its
-    own fresh output; and an entry of another layout under a call's key (which the key rules out) is still refused
-    by the execute's operand check: the provider's key is not what makes an operand safe."""
+def harnessed_provider(monkeypatch, offered: list | None = None):
+    """The installed provider building real forward graphs (validated on cuDNN, deviceless) whose bound execute
+    (``Executor.fast``, as pygraph installs it) records what cuDNN would run (the execute harness's Recorder); with
+    ``offered``, each graph also offers its split execute (``Executor.fast_trusted``, as pygraph does once the plan
+    is bound), noting in ``offered`` whether one was made. Returns (provider, the graphs' executors in build order)."""
     from cudnn_py import interop
 
     harness.fake_default_handles(monkeypatch)
     monkeypatch.setattr(interop, "_placements", {})
     ct.install()
     prov = ct.provider()
-    graphs = []
+    graphs: list = []
 
     def build(cfg):
         g, ts = ct.forward_graph(cudnn, cfg)
         g.validate()
         ex = g.session.executor
         ex._backend_execute = harness.Recorder()
-        g.execute = ex.fast(harness.FakePlan())  # what pygraph installs as its execute after the first one
+        plan = harness.FakePlan()
+        g.execute = ex.fast(plan)  # what pygraph installs as its execute after the first one
+        if offered is not None:
+            def split(checked, allocated):
+                run = ex.fast_trusted(plan, checked, allocated)
+                offered.append(run is not None)
+                return run
+
+            g._trusted_execute = split
         graphs.append(ex)
         return ct.Entry(cfg, g, ts)
 
     prov._build = build
+    return prov, graphs
+
+
+@pytest.mark.usefixtures("registered_fake_handles")
+def test_the_steady_state_executes_through_the_checked_bound_execute(torch, monkeypatch):
+    """End to end with the execute harness: real forward graphs (validated on cuDNN, deviceless), their bound
+    execute (``Executor.fast``, as pygraph installs it) recording what cuDNN would run. Every call executes with its
+    own fresh output; and an entry of another layout under a call's key (which the key rules out) is still refused
+    by the execute's operand check: the provider's key is not what makes an operand safe."""
+    prov, graphs = harnessed_provider(monkeypatch)
     torch.grad_enabled = False
     F = torch.nn.functional
     q, k, v = qkv(torch, ptr=None)
@@ -716,32 +733,8 @@ def test_after_the_first_call_the_split_execute_serves_and_still_rechecks_q(torc
     offers it once the plan is bound): the first call of an entry goes through the checked execute, the later ones
     through the split form with exactly their own pointers (O fresh each time, not re-checked); q, k and v are still
     re-checked, so an entry of another layout served under a call's key is refused and nothing executes."""
-    from cudnn_py import interop
-
-    harness.fake_default_handles(monkeypatch)
-    monkeypatch.setattr(interop, "_placements", {})
-    ct.install()
-    prov = ct.provider()
-    graphs, offered = [], []
-
-    def build(cfg):
-        g, ts = ct.forward_graph(cudnn, cfg)
-        g.validate()
-        ex = g.session.executor
-        ex._backend_execute = harness.Recorder()
-        plan = harness.FakePlan()
-        g.execute = ex.fast(plan)
-
-        def split(checked, allocated):
-            run = ex.fast_trusted(plan, checked, allocated)
-            offered.append(run is not None)
-            return run
-
-        g._trusted_execute = split
-        graphs.append(ex)
-        return ct.Entry(cfg, g, ts)
-
-    prov._build = build
+    offered: list = []
+    prov, graphs = harnessed_provider(monkeypatch, offered)
     torch.grad_enabled = False
     F = torch.nn.functional
     q, k, v = qkv(torch, ptr=None)
