@@ -79,6 +79,19 @@ def pytest_make_collect_report(collector):
         report.longrepr = (path, lineno, f"Skipped: {NO_GPU}; also: {message.removeprefix('Skipped: ')}")
 
 
+@pytest.fixture
+def old_cudnn(monkeypatch):
+    """The real loaded cuDNN, reporting itself as 9.19 (the GPU machine's, older than the C-API families of
+    libcudnn_ext): the version gates refuse as they would there."""
+    from cudnn_py.backend import ext_loader
+
+    ext_loader._reset_for_tests()
+    real = ext_loader.load_library()
+    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, 91900))
+    yield
+    ext_loader._reset_for_tests()
+
+
 @pytest.fixture(scope="session")
 def handle():
     """A cuDNN handle on device 0 (GPU tests only)."""

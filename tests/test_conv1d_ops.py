@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from cudnn_py.backend import ext_loader
 from cudnn_py.errors import (
     CApiUnavailableError,
     InvalidTypeError,
@@ -187,14 +186,6 @@ def test_fft_shape_checks_of_the_primitives():
     assert fft._compatible_filter_length(5) == 128 and fft._compatible_filter_length(300) == 512
 
 
-@pytest.fixture
-def old_cudnn(monkeypatch):
-    """The real loaded cuDNN, reporting itself as 9.19 (the GPU machine's, older than the subquadratic family)."""
-    ext_loader._reset_for_tests()
-    real = ext_loader.load_library()
-    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, 91900))
-    yield
-    ext_loader._reset_for_tests()
 
 
 def test_fft_primitives_refuse_an_old_cudnn_first(old_cudnn):

@@ -134,9 +134,7 @@ def fresh_ext(monkeypatch):
     ext_loader._reset_for_tests()
 
 
-def test_gate_on_loaded_version(monkeypatch, fresh_ext):
-    real = ext_loader.load_library()
-    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, 91900))
+def test_gate_on_loaded_version(old_cudnn):
     with pytest.raises(FeatureVersionError, match=r"cudnnCausalConv1dForward .* needs cuDNN 9\.22\.0 .* 9\.19\.0"):
         ext_loader.function("cudnnCausalConv1dForward")
     with pytest.raises(FeatureVersionError, match=r"cudnnLongFFTCausalConv1dGetBufferSizes .* needs cuDNN 9\.26\.0"):

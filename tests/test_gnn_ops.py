@@ -286,14 +286,6 @@ def test_mha_v2_c_api_refusals(no_call):
         cudnn.gnn_mha_gat_v2_backward(**dict(bwd, grad_type=9))
 
 
-@pytest.fixture
-def old_cudnn(monkeypatch):
-    """The real loaded cuDNN, reporting itself as 9.19 (the GPU machine's, which predates libcudnn_ext)."""
-    ext_loader._reset_for_tests()
-    real = ext_loader.load_library()
-    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, 91900))
-    yield
-    ext_loader._reset_for_tests()
 
 
 def test_gnn_c_api_gate_on_the_loaded_version(monkeypatch):
