@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ..errors import InvalidTypeError, InvalidValueError
+from ..ops._conv1d_common import stream  # noqa: F401  (the C-API operators' one current-stream read)
 
 # cudnnDataType_t values of the feature and index dtypes the GNN C API takes
 TORCH_DTYPE_TO_CUDNN = {torch.float32: 0, torch.float16: 2, torch.bfloat16: 9}
@@ -75,8 +76,3 @@ def pointer(t: torch.Tensor | None) -> int:
 
 def contiguous(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.contiguous()
-
-
-def stream(device: torch.device) -> int:
-    """The current torch stream of ``device``, as the ``cudaStream_t`` the C API takes."""
-    return torch.cuda.current_stream(device).cuda_stream

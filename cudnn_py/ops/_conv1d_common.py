@@ -33,6 +33,7 @@ def gradient_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def stream(device: torch.device) -> int:
+    """torch's current stream on ``device``, as the ``cudaStream_t`` the C API takes (the GNN operators' too)."""
     return torch.cuda.current_stream(device).cuda_stream
 
 

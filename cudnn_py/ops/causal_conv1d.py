@@ -15,7 +15,7 @@ import torch
 
 from ..backend import ext_subquadratic as sq
 from ..errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
-from ._conv1d_common import TORCH_DTYPE_TO_CUDNN
+from ._conv1d_common import TORCH_DTYPE_TO_CUDNN, gradient_dtype, stream
 
 _DTYPES = TORCH_DTYPE_TO_CUDNN  # cudnnDataType_t of each torch dtype the C API takes (_conv1d_common.py)
 _ACTIVATIONS = {None: 0, "identity": 0, "silu": 1, "swish": 1}
@@ -39,15 +39,11 @@ def _checked(x: Any, weight: Any, bias: Any) -> None:
                          f"{tuple(bias.shape)}")
 
 
-def _grad_dtype(dtype: torch.dtype) -> torch.dtype:
-    return dtype if dtype == torch.float64 else torch.float32
-
-
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, act: int) -> torch.Tensor:
     xc, wc, bc = x.contiguous(), weight.contiguous(), bias.contiguous()
     y = torch.empty_like(xc)
     b, d, t = xc.shape
-    sq.causal_conv1d_forward(torch.cuda.current_stream(x.device).cuda_stream, xc.data_ptr(), wc.data_ptr(),
+    sq.causal_conv1d_forward(stream(x.device), xc.data_ptr(), wc.data_ptr(),
                              bc.data_ptr(), y.data_ptr(), b, d, t, wc.shape[1], _DTYPES[x.dtype], act)
     return y
 
@@ -55,12 +51,12 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, act: int
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
               act: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     xc, wc, bc, dyc = x.contiguous(), weight.contiguous(), bias.contiguous(), dy.contiguous().to(x.dtype)
-    gdt = _grad_dtype(x.dtype)
+    gdt = gradient_dtype(x.dtype)
     dx = torch.empty_like(xc)
     dw = torch.zeros(wc.shape, device=x.device, dtype=gdt)
     db = torch.zeros(bc.shape, device=x.device, dtype=gdt)
     b, d, t = xc.shape
-    sq.causal_conv1d_backward(torch.cuda.current_stream(x.device).cuda_stream, xc.data_ptr(), wc.data_ptr(),
+    sq.causal_conv1d_backward(stream(x.device), xc.data_ptr(), wc.data_ptr(),
                               bc.data_ptr(), dyc.data_ptr(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(), b, d, t,
                               wc.shape[1], _DTYPES[x.dtype], _DTYPES[gdt], act)
     return dx, dw.to(weight.dtype), db.to(bias.dtype)
