@@ -44,8 +44,8 @@ def _check_channels(x: Tensor, weight: Tensor, bias: Tensor) -> None:
 @torch.library.custom_op("cudnn_py::causal_conv1d_nwh_fwd_primitive", mutates_args=(), device_types="cuda")
 def _fwd_primitive(x: Tensor, weight: Tensor, bias: Tensor, activation: str) -> Tensor:
     _check_operands(x, weight, bias)
+    _check_channels(x, weight, bias)  # before any operand's address is read
     x, weight, bias = aligned(x), aligned(weight), aligned(bias)
-    _check_channels(x, weight, bias)
     batch, seq_len, dim = x.shape
     y = torch.empty_like(x)
     sq.causal_conv1d_nwh_forward(stream(x.device), x.data_ptr(), weight.data_ptr(), bias.data_ptr(), y.data_ptr(),
