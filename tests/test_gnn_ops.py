@@ -306,3 +306,86 @@ def test_gnn_c_api_on_a_cudnn_lacking_libcudnn_ext(old_cudnn, monkeypatch):
     for fn, kw in (("gnn_mha_gat_forward", MHA_FWD), ("gnn_mha_gat_backward", MHA_BWD)):
         with pytest.raises(RuntimeError, match=r"needs cuDNN 9\.28\.0 or newer; the loaded cuDNN is 9\.19\.0"):
             getattr(ext_gnn, fn)(**kw)
+
+
+@pytest.mark.parametrize("v2", [False, True])
+@pytest.mark.parametrize("with_edge", [False, True])
+@pytest.mark.parametrize("attention", [False, True])
+def test_mha_autograd_hands_each_leaf_its_gradient(v2, with_edge, attention):
+    """The shared autograd glue (``_mha.register_autograd``) on meta tensors (the operators' fake implementations;
+    autograd on fake CUDA tensors needs a CUDA device here): every leaf - features, edge features, attention
+    weights - gets a gradient of its own shape, and the attention coefficients, when returned, carry gradient."""
+    if True:
+        g = cudnn.gnn.CscGraph(torch.tensor([0, 2, 3, 5], dtype=torch.int32, device="meta"),
+                               torch.tensor([0, 1, 2, 0, 3], dtype=torch.int32, device="meta"), 4)
+        dim, dim_edge = 8, 8 if v2 else 4
+        x = torch.empty(4, dim, device="meta", dtype=torch.half, requires_grad=True)
+        edge = torch.empty(5, dim_edge, device="meta", dtype=torch.half, requires_grad=True) if with_edge else None
+        w = torch.empty(dim if v2 else 2 * dim + (dim_edge if with_edge else 0), device="meta", dtype=torch.half,
+                        requires_grad=True)
+        fn = cudnn.gnn.mha_gat_v2 if v2 else cudnn.gnn.mha_gat
+        hp = dict(high_precision_grad=True) if v2 else dict(high_precision_dgrad=True, high_precision_wgrad=True)
+        out = fn(g, x, w, edge_features=edge, num_heads=2, return_attention_weights=attention, **hp)
+        if attention:
+            out, coefficients = out
+            assert coefficients.requires_grad and coefficients.shape == (2, 5)
+            (out.float().sum() + coefficients.sum()).backward()
+        else:
+            out.float().sum().backward()
+        for leaf in (x, w) + ((edge,) if with_edge else ()):
+            assert leaf.grad is not None and leaf.grad.shape == leaf.shape, leaf.shape
+        # float32 gradients (high precision) are accumulated into the half leaves' .grad as torch does
+        assert x.grad.dtype == torch.half
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_mha_autograd_hands_the_backward_its_arguments_by_name(v2):
+    """``_mha.register_autograd`` around an operator of the real forward schema (the real fake forward behind it)
+    and a recording backward: each argument the backward operator is given, bound to the real backward schema's
+    names, is the tensor or option of that name (told apart by shape: every one here has its own)."""
+    from cudnn_py.gnn import _mha
+
+    real = torch.ops.cudnn_py.gnn_mha_gat_v2_fwd if v2 else torch.ops.cudnn_py.gnn_mha_gat_fwd
+    name = f"fwd_{'v2' if v2 else 'v1'}"
+    lib = torch.library.Library("cudnn_py_gat_glue_test", "FRAGMENT")
+    lib.define(name + "(" + str(real.default._schema).split("(", 1)[1])
+    module = importlib.import_module(f"cudnn_py.gnn.mha_gat{'_v2' if v2 else ''}")
+    lib.impl(name, module._fake_forward, "Meta")
+    bwd_names = [a.name for a in (torch.ops.cudnn_py.gnn_mha_gat_v2_bwd if v2 else
+                                  torch.ops.cudnn_py.gnn_mha_gat_bwd).default._schema.arguments]
+    seen = {}
+
+    def recorder(*args):
+        seen.update(zip(bwd_names, args, strict=True))
+        return module._fake_backward(*args)
+
+    _mha.register_autograd(getattr(torch.ops.cudnn_py_gat_glue_test, name).default, recorder)
+    meta = dict(device="meta")
+    heads, n_src, n_dst, edges, dim, dim_edge = 2, 6, 3, 5, 8, 8 if v2 else 4
+    t = dict(offsets=torch.empty(n_dst + 1, dtype=torch.int32, **meta),
+             indices=torch.empty(edges, dtype=torch.int32, **meta),
+             map_csc_to_coo=torch.empty(edges, dtype=torch.int64, **meta),
+             src_features=torch.empty(n_src, dim, requires_grad=True, **meta),
+             dst_features=torch.empty(n_dst, dim, requires_grad=True, **meta),
+             edge_features=torch.empty(edges, dim_edge, requires_grad=True, **meta),
+             attn_weights=torch.empty(dim if v2 else 2 * dim + dim_edge, requires_grad=True, **meta),
+             dropout_mask=torch.empty(heads, edges, **meta), num_src_nodes=n_src, num_heads=heads,
+             concat_heads=False, activation="elu", activation_alpha=0.5, return_attention_weights=True,
+             csc_rev_offsets=torch.empty(n_src + 1, dtype=torch.int32, **meta),
+             map_rev_to_coo=torch.empty(edges, dtype=torch.int16, **meta), deterministic=True)
+    t.update(dict(grad_dtype=torch.float32) if v2 else dict(feature_grad_dtype=torch.float32,
+                                                            weight_grad_dtype=torch.float32))
+    outputs = getattr(torch.ops.cudnn_py_gat_glue_test, name)(**t)
+    out, attention = outputs[0], outputs[1]
+    (out.sum() + attention.sum()).backward()
+    for key, want in t.items():
+        if key != "return_attention_weights":
+            got = seen[key]
+            assert (got.shape, got.dtype) == (want.shape, want.dtype) if isinstance(want, torch.Tensor) \
+                else got == want, key
+    assert seen["sm_scores"].shape == outputs[2].shape
+    if v2:
+        assert seen["act_scores"].shape == outputs[3].shape
+    assert seen["grad_output"].shape == out.shape and seen["grad_attention"].shape == attention.shape
+    for leaf in ("src_features", "dst_features", "edge_features", "attn_weights"):
+        assert t[leaf].grad is not None and t[leaf].grad.shape == t[leaf].shape, leaf

@@ -202,3 +202,36 @@ def check_sm_scores(sm_scores: Tensor, offsets: Tensor, num_heads: int, num_edge
             or sm_scores.device != offsets.device:
         raise InvalidValueError(f"sm_scores must be a float32 tensor of shape {(2, num_heads, num_edges)} on "
                                 f"{offsets.device}, got {tuple(sm_scores.shape)} {sm_scores.dtype} {sm_scores.device}")
+
+
+# The operators' inputs, in the order both schemas share: the CSC graph and the tensors (0-7), the options the
+# backward takes again (8-12), return_attention_weights (13), the reverse CSC (14-15), then deterministic and the
+# gradient dtypes (16-). The outputs: (output, attention, sm_scores, *saved), where ``saved`` (GATv2's act_scores)
+# is kept for the backward and handed to it after sm_scores.
+_TENSORS, _OPTIONS, _RETURN_ATTENTION, _REVERSE, _TAIL = slice(0, 7), slice(8, 13), 13, slice(14, 16), 16
+
+
+def register_autograd(forward_op: Any, backward_op: Any) -> None:
+    """The autograd of a GAT forward operator (``forward_op``), through its backward operator (``backward_op``):
+    gradients for the source and destination features, the edge features (where given) and the attention weights;
+    the attention coefficients are differentiable where returned, the scores cuDNN saves are not."""
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
+        _, attention, sm_scores, *saved = output
+        edge_features, dropout_mask = inputs[5], inputs[7]
+        ctx.save_for_backward(*inputs[_TENSORS], sm_scores, *saved, dropout_mask, *inputs[_REVERSE])
+        ctx.return_attention_weights = inputs[_RETURN_ATTENTION]
+        ctx.mark_non_differentiable(*(() if ctx.return_attention_weights else (attention,)), sm_scores, *saved)
+        ctx.has_edge_features, ctx.saved_outputs = edge_features is not None, 1 + len(saved)
+        ctx.options, ctx.tail, ctx.n_inputs = inputs[_OPTIONS], inputs[_TAIL:], len(inputs)
+
+    def backward(ctx: Any, grad_output: Tensor, grad_attention: Tensor, *_not_differentiable: Any) -> tuple[Any, ...]:
+        saved = ctx.saved_tensors
+        tensors, scores, dropout_mask, reverse = saved[:7], saved[7:7 + ctx.saved_outputs], saved[-3], saved[-2:]
+        grad_src, grad_dst, grad_edge, grad_weights = backward_op(
+            grad_output, grad_attention if ctx.return_attention_weights else None, *tensors, *scores, dropout_mask,
+            *ctx.options, *reverse, *ctx.tail)
+        return (None, None, None, grad_src, grad_dst, grad_edge if ctx.has_edge_features else None, grad_weights,
+                *([None] * (ctx.n_inputs - 7)))
+
+    torch.library.register_autograd(forward_op, torch.compiler.allow_in_graph(backward), setup_context=setup_context)

@@ -140,33 +140,7 @@ _BWD = define(
     _backward, _fake_backward, exact_strides=False)
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor, Tensor]) -> None:
-    (offsets, indices, map_csc_to_coo, src_features, dst_features, edge_features, attn_weights, dropout_mask,
-     num_src_nodes, num_heads, concat_heads, activation, activation_alpha, return_attention_weights, csc_rev_offsets,
-     map_rev_to_coo, deterministic, grad_dtype) = inputs
-    _, attention, sm_scores, act_scores = output
-    ctx.save_for_backward(offsets, indices, map_csc_to_coo, src_features, dst_features, edge_features, attn_weights,
-                          sm_scores, act_scores, dropout_mask, csc_rev_offsets, map_rev_to_coo)
-    ctx.mark_non_differentiable(*((sm_scores, act_scores) if return_attention_weights
-                                  else (attention, sm_scores, act_scores)))
-    ctx.has_edge_features, ctx.return_attention_weights = edge_features is not None, return_attention_weights
-    ctx.options = (num_src_nodes, num_heads, concat_heads, activation, activation_alpha)
-    ctx.tail = (deterministic, grad_dtype)
-
-
-def _autograd_backward(ctx: Any, grad_output: Tensor, grad_attention: Tensor, _grad_sm_scores: Any,
-                       _grad_act_scores: Any) -> tuple[Any, ...]:
-    (offsets, indices, map_csc_to_coo, src_features, dst_features, edge_features, attn_weights, sm_scores,
-     act_scores, dropout_mask, csc_rev_offsets, map_rev_to_coo) = ctx.saved_tensors
-    grad_src, grad_dst, grad_edge, grad_weights = torch.ops.cudnn_py.gnn_mha_gat_v2_bwd(
-        grad_output, grad_attention if ctx.return_attention_weights else None, offsets, indices, map_csc_to_coo,
-        src_features, dst_features, edge_features, attn_weights, sm_scores, act_scores, dropout_mask, *ctx.options,
-        csc_rev_offsets, map_rev_to_coo, *ctx.tail)
-    return (None, None, None, grad_src, grad_dst, grad_edge if ctx.has_edge_features else None, grad_weights,
-            *([None] * 11))
-
-
-torch.library.register_autograd(_FWD, torch.compiler.allow_in_graph(_autograd_backward), setup_context=_setup_context)
+m.register_autograd(_FWD, torch.ops.cudnn_py.gnn_mha_gat_v2_bwd)
 
 
 def mha_gat_v2(graph: CscGraph, features: Tensor | tuple[Tensor, Tensor], attn_weights: Tensor, *,
