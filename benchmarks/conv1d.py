@@ -22,7 +22,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+from cuda_timing import per_call_ms  # this script's folder is on sys.path
+from official_module import official
 
 SHAPES = [(4, 1024, 2048, 4), (8, 2048, 4096, 4), (2, 4096, 8192, 16)]  # batch, dim, seq_len, width
 ITERS, ROUNDS, WARMUP = 20, 7, 3
@@ -64,16 +65,7 @@ def _time(torch, fn, backward: bool) -> float:
             y.backward(torch.ones_like(y))
     for _ in range(WARMUP):
         once()
-    times = []
-    for _ in range(ROUNDS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(ITERS):
-            once()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / ITERS)
-    return statistics.median(times)
+    return statistics.median(per_call_ms(torch, once, ITERS) for _ in range(ROUNDS))
 
 
 def _ratio(med: dict, a: str, c: str) -> str:

@@ -16,6 +16,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from cuda_timing import per_call_ms  # this script's folder is on sys.path
 
 sys.path.insert(0, ".")
 import cudnn_py as cudnn
@@ -45,15 +46,7 @@ def timed(fn, n):
             fn()
     for _ in range(3):
         cg.replay()
-    times = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        cg.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / REPS)
-    return statistics.median(times)
+    return statistics.median(per_call_ms(torch, cg.replay) / REPS for _ in range(n))
 
 
 def graph(rows, n, rms):

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import torch
+from cuda_timing import interleaved_ms  # this script's folder is on sys.path
 
 SHAPES = [(8192, 4096), (32768, 1024), (4096, 8192), (65536, 2048), (16384, 12288)]
 EPS = 1e-5
@@ -82,21 +83,7 @@ def _reference(op, t):
 
 def _timed(fns: dict) -> dict:
     """Median ms per call of each callable (CALLS back to back between events), rounds interleaved."""
-    for fn in fns.values():
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    times: dict = {k: [] for k in fns}
-    for _ in range(ROUNDS):
-        for k, fn in fns.items():
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(CALLS):
-                fn()
-            e.record()
-            e.synchronize()
-            times[k].append(s.elapsed_time(e) / CALLS)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return interleaved_ms(torch, fns, ROUNDS, CALLS)
 
 
 def _executor(g, pack):

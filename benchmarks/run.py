@@ -25,6 +25,7 @@ import time
 
 import cudnn  # the official frontend, first: cudnn_py reuses the libcudnn it loaded
 import torch
+from cuda_timing import per_call_ms  # this script's folder is on sys.path
 
 import cudnn_py
 
@@ -40,12 +41,7 @@ def bench_gpu(fn, reps=50, warm=10):
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
+    return statistics.median(per_call_ms(torch, fn) for _ in range(reps))
 
 
 def rel_err(out, ref) -> float:
@@ -71,10 +67,7 @@ def bench_interleaved(fns: dict, rounds=12, reps=5, warm=5) -> dict:
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            for _ in range(reps):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record(); fn(); e.record(); torch.cuda.synchronize()
-                times[k].append(s.elapsed_time(e))
+            times[k] += (per_call_ms(torch, fn) for _ in range(reps))
     return {k: statistics.median(v) for k, v in times.items()}
 
 

@@ -23,7 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+from cuda_timing import per_call_ms  # this script's folder is on sys.path
+from official_module import official
 
 
 def _official():
@@ -74,13 +75,7 @@ def time_calls(fn, inputs, dy, grad: bool) -> float:
     for _ in range(WARMUP):
         once()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        once()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / ITERS
+    return per_call_ms(torch, once, ITERS)
 
 
 def measure(op: str, shape: tuple) -> dict:

@@ -37,7 +37,8 @@ import time
 import warnings
 from pathlib import Path
 
-from official_module import official  # benchmarks/official_module.py (this script's folder is on sys.path)
+from cuda_timing import per_call_ms  # this script's folder is on sys.path
+from official_module import official
 
 
 def _official():
@@ -187,14 +188,8 @@ def main():
         for name in rotations(r):
             with contender(name):
                 step()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda.synchronize()
-                start.record()
-                for _ in range(STEPS_PER_ROUND):
-                    step()
-                end.record()
-                torch.cuda.synchronize()
-                step_ms[name].append(start.elapsed_time(end) / STEPS_PER_ROUND)
+                step_ms[name].append(per_call_ms(torch, step, STEPS_PER_ROUND))
 
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     d_o = torch.randn_like(q)
@@ -203,15 +198,11 @@ def main():
     for r in range(ATTN_ROUNDS):
         for name in rotations(r):
             with contender(name):
-                torch.autograd.grad(F.scaled_dot_product_attention(*leaves, is_causal=True), leaves, d_o)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                start.record()
-                for _ in range(ATTN_ITERS):
+                def attention():
                     torch.autograd.grad(F.scaled_dot_product_attention(*leaves, is_causal=True), leaves, d_o)
-                end.record()
+                attention()
                 torch.cuda.synchronize()
-                attn_ms[name].append(start.elapsed_time(end) / ATTN_ITERS)
+                attn_ms[name].append(per_call_ms(torch, attention, ATTN_ITERS))
 
     def host_us(grad):
         samples: dict = {n: [] for n in names}
