@@ -119,7 +119,7 @@ def test_layer_norm_forward_and_gradients(dt, shape, params):
     assert rel_err(y, ref) < TOL[dt]
     dy = randn(g, shape, dtype)
     ref.backward(dy.double())
-    poison_allocator(x, (h, torch.float32), (h, torch.float32))
+    poison_allocator(x, (h, pdtype), (h, pdtype))
     y.backward(dy)
     assert rel_err(x.grad, xd.grad) < TOL[dt] * 2
     if w is not None:
@@ -201,6 +201,25 @@ def test_torch_compile_fullgraph_over_a_block():
         assert rel_err(got, want) < 2e-2
     with torch.no_grad():
         assert rel_err(compiled(x), eager) < 1e-2  # (recompiled for no-grad: the inference operators)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_half_layer_norm_parameters_are_not_cast(dt):
+    """A half model's layer_norm weights go to the graphs in their own type: no FLOAT copy of the weight and bias
+    (and no cast of their gradients back) on each call. The cached forward and backward graphs say which type they
+    take (FLOAT would mean the running cuDNN refused the half one, and the cast path served)."""
+    from cudnn_py.ops.norm._common import CACHES
+
+    dtype, h = DTYPES[dt], 1024
+    x = torch.randn(64, h, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.ones(h, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.zeros(h, device="cuda", dtype=dtype, requires_grad=True)
+    ops.layer_norm(x, (h,), w, b).sum().backward()
+    for op in ("cudnn_py::layernorm", "cudnn_py::layernorm_bwd"):
+        entries = [e for k, e in CACHES[op]._entries.items() if k[1] == dtype and k[2] == dtype]
+        assert entries and all(e.param_dtype == dtype for e in entries), (op, entries)
+    assert w.grad.dtype == dtype and b.grad.dtype == dtype
+    assert x.grad_fn is None and torch.allclose(b.grad.float(), torch.full((h,), 64.0, device="cuda"))
 
 
 def test_graphs_are_cached_per_shape_dtype_and_eps():

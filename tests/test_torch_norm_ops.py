@@ -303,8 +303,11 @@ def test_operators_check_their_operands_like_the_official(torch, ops):
              "inv_var: expected dtype torch.float32, got torch.bfloat16"),
             (lambda: rmsnorm.validate_backward(x, x, s, cuda(4, 1, 1, 1, dtype=torch.float32)), ValueError,
              "inv_var: expected contiguous shape (8, 1, 1, 1), got (4, 1, 1, 1)"),
+            # layernorm's scale and bias: FLOAT (the official operators') or x's own type, the two alike
             (lambda: layernorm.validate_forward(x, s, f), TypeError,
-             "scale: expected dtype torch.float32, got torch.bfloat16"),
+             "bias: expected dtype torch.bfloat16, got torch.float32"),
+            (lambda: layernorm.validate_forward(x, s.half(), s.half()), TypeError,
+             "scale: expected dtype torch.float32, got torch.float16"),
             (lambda: layernorm.validate_backward(x, x, f, st, cuda(8, 1, 1, 1)), TypeError,
              "inv_var: expected dtype torch.float32, got torch.bfloat16"),
             (lambda: layernorm.validate_backward(x, x, f, cuda(8, 2, 1, 1, dtype=torch.float32), st), ValueError,
@@ -468,3 +471,33 @@ def test_the_eager_function_is_the_registered_autograd_over_the_kernels():
         assert calls == ["f", "b", "f", "b"]  # the eager route ran the kernels themselves, the op route did not
     finally:
         lib._destroy()
+
+
+def test_a_refused_half_parameter_graph_gives_way_to_the_float_one(torch, caplog):
+    """layernorm's graphs take half scale / bias in their own type; where the running cuDNN refuses such a graph,
+    the FLOAT one is planned instead (the kernels then cast the parameters and the gradients), and the log says so
+    once. A refusal of the FLOAT graph itself is raised, not retried."""
+    import logging
+
+    from cudnn_py.errors import cudnnGraphNotSupportedError
+    from cudnn_py.ops.norm import layernorm
+
+    asked = []
+
+    def plan(dtype):
+        asked.append(dtype)
+        if dtype != torch.float32:
+            raise cudnnGraphNotSupportedError("no engine for BFLOAT16 scale")
+        return "the FLOAT graph"
+
+    with caplog.at_level(logging.INFO, logger="cudnn_py.ops"):
+        assert layernorm._in_param_dtype(plan, torch.bfloat16, "backward") == "the FLOAT graph"
+    assert asked == [torch.bfloat16, torch.float32]
+    assert "layernorm backward with torch.bfloat16 scale and bias was refused" in caplog.text
+    assert layernorm._in_param_dtype(lambda d: d, torch.float16, "forward") == torch.float16  # taken as asked
+
+    def refuse(dtype):
+        raise cudnnGraphNotSupportedError("no engine at all")
+
+    with pytest.raises(cudnnGraphNotSupportedError, match="no engine at all"):
+        layernorm._in_param_dtype(refuse, torch.float32, "forward")

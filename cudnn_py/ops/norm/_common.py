@@ -228,7 +228,12 @@ def run_forward(op: str, key: Hashable, make: Callable[[bool], Any], training: b
     see :func:`planned_forward`) fed ``operands`` (graph field -> tensor; None: not in the graph) and run. Returns
     y, then each statistic of ``stats`` (graph field names) the graph saves, else None (an INFERENCE graph; also
     an inference call served by the TRAINING graph allocates them, and its caller drops them)."""
-    f = cache(op).get(key, lambda: planned_forward(make, training, x.device))
+    return execute_forward(cache(op).get(key, lambda: planned_forward(make, training, x.device)), x, operands, stats)
+
+
+def execute_forward(f: Any, x: torch.Tensor, operands: dict[str, torch.Tensor | None],
+                    stats: Sequence[str]) -> tuple[torch.Tensor | None, ...]:
+    """:func:`run_forward` once the planned forward ``f`` is at hand."""
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     feeds = {getattr(f, name): aligned(t) for name, t in operands.items() if t is not None}
     feeds[f.y] = y

@@ -6,12 +6,16 @@ The public function is :func:`layer_norm` (``cudnn.ops.norm.layer_norm``). Under
 
 * ``layernorm(x, scale, bias, eps) -> (y, mean, inv_var)``: the TRAINING forward, saving the mean and the inverse
   standard deviation (FLOAT (rows, 1, 1, 1)); its autograd runs ``layernorm_bwd``;
-* ``layernorm_bwd(dy, x, scale, mean, inv_var) -> (dx, dscale, dbias)`` (dscale, dbias FLOAT);
+* ``layernorm_bwd(dy, x, scale, mean, inv_var) -> (dx, dscale, dbias)`` (dscale, dbias of scale's dtype);
 * ``layernorm_inference(x, scale, bias, eps) -> y``: the INFERENCE forward (no statistics), used where autograd
   records nothing (no operand requires grad, or grad mode is off).
 
-x is (rows, hidden_size, 1, 1) fp16 / bf16 / fp32, scale and bias (1, hidden_size, 1, 1) FLOAT, all contiguous.
-Graphs are cached per shape, dtype, device and eps (a bounded LRU), and run on torch's current stream.
+x is (rows, hidden_size, 1, 1) fp16 / bf16 / fp32, scale and bias (1, hidden_size, 1, 1) FLOAT (as the official
+operators take them) or of x's dtype, both alike, all contiguous. The graphs take scale and bias in their own type
+(a half-precision model's weights are not cast to FLOAT and back on every call); where the running cuDNN refuses
+such a graph, the FLOAT one serves, the parameters cast for it (said once at INFO on the ``cudnn_py.ops`` logger).
+Graphs are cached per shape, dtype, parameter dtype, device and eps (a bounded LRU), and run on torch's current
+stream.
 """
 from __future__ import annotations
 
@@ -20,16 +24,23 @@ from typing import Any, NamedTuple
 import torch
 
 from ...enums import data_type, norm_forward_phase
-from ...errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
+from ...errors import CudnnPyError, InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from ._common import (
     NAMESPACE,
+    aligned,
+    cache,
     define,
     epsilon,
+    execute,
+    execute_forward,
     fake_forward,
     fake_inference,
+    logger,
     new_graph,
     operand,
     output,
+    planned,
+    planned_forward,
     register_autograd,
     require_canonical_4d,
     require_cuda,
@@ -39,8 +50,6 @@ from ._common import (
     require_same_device,
     require_stats,
     rows_of,
-    run_backward,
-    run_forward,
     run_public,
 )
 
@@ -57,6 +66,7 @@ class Forward(NamedTuple):
     y: Any
     mean: Any  # None in INFERENCE
     inv_var: Any  # None in INFERENCE
+    param_dtype: torch.dtype  # scale's and bias's in the graph
 
 
 class Backward(NamedTuple):
@@ -69,39 +79,56 @@ class Backward(NamedTuple):
     dx: Any
     dscale: Any
     dbias: Any
+    param_dtype: torch.dtype  # scale's, dscale's and dbias's in the graph
 
 
-def forward_graph(rows: int, hidden: int, dtype: torch.dtype, eps: float, training: bool) -> Forward:
+def forward_graph(rows: int, hidden: int, dtype: torch.dtype, eps: float, training: bool,
+                  param_dtype: torch.dtype = torch.float32) -> Forward:
     """The forward graph (not yet planned) and its tensors."""
     g = new_graph(dtype)
     x = operand(g, "X", (rows, hidden, 1, 1), dtype)
-    scale = operand(g, "scale", (1, hidden, 1, 1), _F)
-    bias = operand(g, "bias", (1, hidden, 1, 1), _F)
+    scale = operand(g, "scale", (1, hidden, 1, 1), param_dtype)
+    bias = operand(g, "bias", (1, hidden, 1, 1), param_dtype)
     phase = norm_forward_phase.TRAINING if training else norm_forward_phase.INFERENCE
     y, mean, inv_var = g.layernorm(norm_forward_phase=phase, input=x, scale=scale, bias=bias,
                                    epsilon=epsilon(g, eps), name="layernorm")
     output(y, (rows, hidden, 1, 1), dtype)
     if not training:
-        return Forward(g, x, scale, bias, y, None, None)
+        return Forward(g, x, scale, bias, y, None, None, param_dtype)
     output(mean, (rows, 1, 1, 1), _F)
     output(inv_var, (rows, 1, 1, 1), _F)
-    return Forward(g, x, scale, bias, y, mean, inv_var)
+    return Forward(g, x, scale, bias, y, mean, inv_var, param_dtype)
 
 
-def backward_graph(rows: int, hidden: int, dtype: torch.dtype) -> Backward:
+def backward_graph(rows: int, hidden: int, dtype: torch.dtype,
+                   param_dtype: torch.dtype = torch.float32) -> Backward:
     """The backward graph (not yet planned) and its tensors."""
     g = new_graph(dtype)
     dy = operand(g, "DY", (rows, hidden, 1, 1), dtype)
     x = operand(g, "X", (rows, hidden, 1, 1), dtype)
-    scale = operand(g, "scale", (1, hidden, 1, 1), _F)
+    scale = operand(g, "scale", (1, hidden, 1, 1), param_dtype)
     mean = operand(g, "mean", (rows, 1, 1, 1), _F)
     inv_var = operand(g, "inv_var", (rows, 1, 1, 1), _F)
     dx, dscale, dbias = g.layernorm_backward(grad=dy, input=x, scale=scale, mean=mean, inv_variance=inv_var,
                                              name="layernorm_bwd")
     output(dx, (rows, hidden, 1, 1), dtype)
-    output(dscale, (1, hidden, 1, 1), _F)
-    output(dbias, (1, hidden, 1, 1), _F)
-    return Backward(g, dy, x, scale, mean, inv_var, dx, dscale, dbias)
+    output(dscale, (1, hidden, 1, 1), param_dtype)
+    output(dbias, (1, hidden, 1, 1), param_dtype)
+    return Backward(g, dy, x, scale, mean, inv_var, dx, dscale, dbias, param_dtype)
+
+
+def _in_param_dtype(plan: Any, param_dtype: torch.dtype, what: str) -> Any:
+    """``plan(param_dtype)``, or, where the running cuDNN refuses graphs with parameters of x's half type,
+    ``plan(FLOAT)`` (said once per graph at INFO)."""
+    if param_dtype == torch.float32:
+        return plan(torch.float32)
+    try:
+        return plan(param_dtype)
+    except (CudnnPyError, RuntimeError) as exc:
+        logger.info("cudnn_py.ops: the layernorm %s with %s scale and bias was refused (%s: %s); the FLOAT graph "
+                    "serves, the parameters cast for it", what, param_dtype, type(exc).__name__,
+                    str(exc).splitlines()[0][:300] if str(exc) else "")
+        return plan(torch.float32)
 
 
 # ---- the operand checks (before any GPU work) -----------------------------------------------------------------------
@@ -111,8 +138,9 @@ def validate_forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, o
     rows, hidden = require_rows(op, x)
     require_canonical_4d("scale", scale, 1, hidden)
     require_canonical_4d("bias", bias, 1, hidden)
-    require_dtype("scale", scale, torch.float32)
-    require_dtype("bias", bias, torch.float32)
+    if scale.dtype != x.dtype:  # FLOAT, as the official operators take them, or x's own type
+        require_dtype("scale", scale, torch.float32)
+    require_dtype("bias", bias, scale.dtype)
     return rows, hidden
 
 
@@ -132,9 +160,13 @@ def validate_backward(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, me
 def _forward(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float, training: bool,
              op: str) -> tuple[torch.Tensor | None, ...]:
     rows, hidden = validate_forward(x, scale, bias, op)
-    return run_forward(op, (x.shape, x.dtype, x.device, float(eps)),
-                       lambda t: forward_graph(rows, hidden, x.dtype, eps, t), training, x,
-                       {"x": x, "scale": scale, "bias": bias}, ("mean", "inv_var"))
+    pd = scale.dtype
+    f = cache(op).get((x.shape, x.dtype, pd, x.device, float(eps)), lambda: _in_param_dtype(
+        lambda d: planned_forward(lambda t: forward_graph(rows, hidden, x.dtype, eps, t, d), training, x.device),
+        pd, "forward"))
+    if f.param_dtype != pd:
+        scale, bias = scale.float(), bias.float()
+    return execute_forward(f, x, {"x": x, "scale": scale, "bias": bias}, ("mean", "inv_var"))
 
 
 def _layernorm_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor,
@@ -153,12 +185,17 @@ def _layernorm_inference_cuda(x: torch.Tensor, scale: torch.Tensor, bias: torch.
 def _layernorm_bwd_cuda(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
                         inv_var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, hidden = validate_backward(dy, x, scale, mean, inv_var)
+    pd = scale.dtype
+    b = cache(_BWD).get((x.shape, x.dtype, pd, x.device), lambda: _in_param_dtype(
+        lambda d: planned(backward_graph(rows, hidden, x.dtype, d), x.device), pd, "backward"))
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
-    dscale = torch.empty((1, hidden, 1, 1), dtype=torch.float32, device=x.device)
+    dscale = torch.empty((1, hidden, 1, 1), dtype=b.param_dtype, device=x.device)
     dbias = torch.empty_like(dscale)
-    run_backward(_BWD, (x.shape, x.dtype, x.device), lambda: backward_graph(rows, hidden, x.dtype), x.device,
-                 {"dy": dy, "x": x, "scale": scale, "mean": mean, "inv_var": inv_var},
-                 {"dx": dx, "dscale": dscale, "dbias": dbias})
+    execute(b.graph, {b.dy: aligned(dy), b.x: aligned(x), b.scale: aligned(scale if b.param_dtype == pd else
+                                                                          scale.float()),
+                      b.mean: aligned(mean), b.inv_var: aligned(inv_var), b.dx: dx, b.dscale: dscale, b.dbias: dbias})
+    if b.param_dtype != pd:
+        dscale, dbias = dscale.to(pd), dbias.to(pd)
     return dx, dscale, dbias
 
 
@@ -170,7 +207,7 @@ def _layernorm_fake(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, ep
 def _layernorm_bwd_fake(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor,
                         inv_var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     params = (1, x.shape[1], 1, 1)
-    return torch.empty_like(x), x.new_empty(params, dtype=torch.float32), x.new_empty(params, dtype=torch.float32)
+    return torch.empty_like(x), x.new_empty(params, dtype=scale.dtype), x.new_empty(params, dtype=scale.dtype)
 
 
 define("layernorm(Tensor x, Tensor scale, Tensor bias, float eps) -> (Tensor, Tensor, Tensor)",
@@ -184,11 +221,14 @@ _EAGER = register_autograd(_FWD, torch.ops.cudnn_py.layernorm_bwd, bias_at=2, pa
 
 
 # ---- the public function --------------------------------------------------------------------------------------------
-def _parameter(p: torch.Tensor | None, hidden_size: int, device: torch.device, fill: float) -> torch.Tensor:
-    """weight or bias as the graphs' FLOAT (1, hidden_size, 1, 1) (``fill`` where None)."""
+def _parameter(p: torch.Tensor | None, hidden_size: int, like: torch.Tensor | None, device: torch.device,
+               fill: float) -> torch.Tensor:
+    """weight or bias as the graphs' (1, hidden_size, 1, 1), in its own dtype (``fill`` where None, in the dtype
+    of ``like``, the other parameter, FLOAT where both are None)."""
     if p is None:
-        return torch.full((1, hidden_size, 1, 1), fill, dtype=torch.float32, device=device)
-    return p.float().reshape(1, hidden_size, 1, 1).contiguous()
+        dtype = torch.float32 if like is None else like.dtype
+        return torch.full((1, hidden_size, 1, 1), fill, dtype=dtype, device=device)
+    return p.reshape(1, hidden_size, 1, 1).contiguous()
 
 
 def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None = None,
@@ -219,8 +259,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: tuple[int, ...], weight: t
         raise InvalidTypeError(f"weight and bias must have the same dtype, got {weight.dtype} and {bias.dtype}")
     rows = rows_of(input, hidden_size)
     x = input.reshape(rows, hidden_size, 1, 1).contiguous()
-    scale = _parameter(weight, hidden_size, input.device, 1.0)
-    shift = _parameter(bias, hidden_size, input.device, 0.0)
+    scale = _parameter(weight, hidden_size, bias, input.device, 1.0)
+    shift = _parameter(bias, hidden_size, weight, input.device, 0.0)
     return run_public(input, torch.ops.cudnn_py.layernorm, torch.ops.cudnn_py.layernorm_inference,
                       (x, scale, shift, eps), (input, weight, bias),
                       (_EAGER, _layernorm_inference_cuda))
