@@ -102,6 +102,14 @@ class CompiledPlan(abc.ABC):
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         """Run the graph. `buffers` maps uid -> caller data (framework tensors, arrays, host scalars)."""
 
+    def pointer_launcher(self, slot_uids: Sequence[int]) -> Any:
+        """For a plan that reads nothing but :attr:`device_operands` (checked by the facade) and scalars it carries:
+        ``launch(pointers, stream)``, the plan's execute from the device pointers of ``slot_uids`` (in that order,
+        already checked) on the ``cudaStream_t`` ``stream``. The facade's bound execute calls it after the first
+        execute, skipping the general path's variant pack and context. None (the default): every execute takes
+        the general path."""
+        return None
+
     def get_workspace_size(self) -> int:
         return self.workspace_size
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..cuda import context as cuda_context
 from ..engines.base import ExecutionContext
 from ..errors import InvalidTypeError, InvalidValueError, PhaseError, UsageError
+from ..interop import stream_ptr
 from ..ir import Tensor
 from ..ir.tensor import declared_otherwise
 from ..plans.execute_operands import OperandSlots
@@ -72,6 +73,10 @@ class Executing(GraphState):
             if plan.device_operands:
                 _check_device_operands(plan, buffers, self._by_uid)
             plan.execute(self, buffers, ctx)
+            if self._fast_execute is None and handle is None and self._handle is None and tensor_uids is None:
+                fast = _python_plan_fast_execute(self, plan)
+                if fast is not None:  # from now on skip this path's variant pack, context and dispatch
+                    self._use_fast_execute(fast)
             return None
         if not self._is_built:
             self.check_support()
@@ -175,6 +180,44 @@ def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int,
         slots.device = cuda_context.device_of_current()
         plan.operand_checks = slots
     slots.checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})
+
+
+def _python_plan_fast_execute(graph: Any, plan: Any) -> Callable[..., None] | None:
+    """The bound execute of a python plan whose kernel reads only its device operands and scalars it carries
+    (``plan.pointer_launcher``), for a graph planned without a handle (the stream is then the operands' framework's
+    current one, as on the general path): the operands resolved and compared with their last full check by an
+    ``OperandSlots`` (checked in full where one differs, as at the first execute), then the launch, under the graph's
+    lock (the plan's launch parameters are one struct). The graph's other tensors are accepted as keys and skipped,
+    as the general path skips them; a handle, overrides or ``tensor_uids`` go to the general path. None where the
+    plan offers no launcher."""
+    device_operands = list(plan.device_operands)
+    if not device_operands:
+        return None
+    others = [t for uid, t in graph._by_uid.items() if uid not in set(device_operands)]
+    slots = OperandSlots(device_operands, graph._by_uid, unread=others)
+    launch = plan.pointer_launcher(slots._uids)
+    if launch is None:
+        return None
+    checks = plan.operand_checks
+    slots.device = checks.device if checks is not None else cuda_context.device_of_current()
+    slots.bind({uid: v for uid, v in graph._data_bindings.items() if uid in set(device_operands)})
+    lock, checked, ref = graph._lock, slots.checked, weakref.ref(graph)  # (weakly: the graph holds run)
+
+    def run(variant_pack: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,
+            override_shapes: Any = None, override_strides: Any = None, tensor_uids: Any = None) -> None:
+        if handle is not None or override_uids is not None or override_shapes is not None or \
+                override_strides is not None or tensor_uids is not None or variant_pack.__class__ is not dict:
+            g = ref()
+            if g is None:
+                raise UsageError("execute(): the graph this execute belonged to was destroyed")
+            return g._execute_general(variant_pack, workspace, handle, override_uids, override_shapes,
+                                      override_strides, tensor_uids)  # (not execute(): it would come back here)
+        with lock:
+            ptrs, _same, placement = checked(variant_pack)
+            launch(ptrs, stream_ptr(placement.current_stream()) if placement is not None else 0)
+        return None
+
+    return run
 
 
 def _stream_of(handle: Any) -> Any:

@@ -10,8 +10,9 @@
 # cudnn_py and the official module load that cuDNN (CUDNN_PY_LIBRARY; the official module reads LD_LIBRARY_PATH).
 # torch's own cuDNN is switched off in these processes: three libraries are not a whole cuDNN, and two libcudnn of
 # different releases in one process share sub-libraries by soname, so torch's references take its native kernels.
-# Needs .conformance/whl for the official module (carry both). Logs into $OUT.
-#     bash tests/support/ext_newer_cudnn.sh
+# Needs .conformance/whl for the official module (carry both). Logs into $OUT. With arguments: pytest runs those
+# instead of the C-API test files, and the benchmark is left out.
+#     bash tests/support/ext_newer_cudnn.sh [pytest arguments]
 set -u
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -40,8 +41,11 @@ else:
     runpy.run_path(sys.argv[0], run_name="__main__")
 EOF
 }
+tests=("$@")
+[ ${#tests[@]} -gt 0 ] || tests=(tests/test_ext_capi_gpu.py tests/test_gpu_gnn_conv1d_ops.py tests/test_ext_capi.py
+                                 tests/test_conv1d_ops.py tests/test_gnn_ops.py)
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  run -m pytest -q -p no:cacheprovider -rs tests/test_ext_capi_gpu.py tests/test_gpu_gnn_conv1d_ops.py \
-      tests/test_ext_capi.py tests/test_conv1d_ops.py tests/test_gnn_ops.py 2>&1
+  run -m pytest -q -p no:cacheprovider -rs "${tests[@]}" 2>&1
 } | tee "$OUT/ext_tests.txt"
-( cd benchmarks && PYTHONPATH=$official:$PYTHONPATH OUT=$OUT run conv1d.py 2>&1 ) | tee "$OUT/ext_conv1d.txt"
+[ $# -gt 0 ] || ( cd benchmarks && PYTHONPATH=$official:$PYTHONPATH OUT=$OUT run conv1d.py 2>&1 ) \
+  | tee "$OUT/ext_conv1d.txt"

@@ -112,22 +112,46 @@ class NormPlan(RuntimePlan):
                                     "alignment on the tensor for the scalar path")
         return ptr
 
+    def pointer_launcher(self, slot_uids: Any) -> Any:
+        p, prm = self.problem, self._params
+        if p.eps_value is None and not p.eps_on_device:
+            return None  # a pass-by-value epsilon the caller gives at each execute: read on the general path
+        at = {u: i for i, u in enumerate(slot_uids)}
+        fields = tuple((name, at[u], self._align.get(u, 4)) for name, u in self._fields() if u is not None)
+        absent = tuple(name for name, u in self._fields() if u is None)
+        module, grid, threads, name = self.module, self.grid, self.variant.threads, self.name
+
+        def launch(ptrs: Any, stream: int) -> None:
+            for field, i, align in fields:
+                ptr = ptrs[i]
+                if ptr % align:
+                    raise InvalidValueError(f"{name}: the buffer of tensor uid {slot_uids[i]} (0x{ptr:x}) is not "
+                                            f"aligned to {align} bytes, as its tensor's alignment promised; declare "
+                                            "a smaller alignment on the tensor for the scalar path")
+                setattr(prm, field, ptr)
+            for field in absent:
+                setattr(prm, field, None)
+            modules.launch(module, grid, threads, stream, prm)
+
+        return launch
+
+    def _fields(self) -> tuple[tuple[str, int | None], ...]:
+        """(kernel parameter, the uid whose device pointer it takes, None where the problem has none)."""
+        p = self.problem
+        ops = tuple((f, op.uid if op is not None else None) for f, op in (
+            ("x", p.x), ("r", p.r), ("s", p.s), ("w", p.w), ("b", p.b), ("y", p.y), ("z", p.z)))
+        return ops + (("mean", p.mean), ("rstd", p.rstd), ("eps_ptr", p.eps_uid if p.eps_on_device else None))
+
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         p, prm = self.problem, self._params
         x_data = buffers.get(p.x.uid)
         info = interop.operand_info(x_data) if x_data is not None else None
         if info is not None and info.on_host:
             raise InvalidValueError(f"{self.name}: operands must be in device memory")
-        for field, op in (("x", p.x), ("r", p.r), ("s", p.s), ("w", p.w), ("b", p.b), ("y", p.y), ("z", p.z)):
-            setattr(prm, field, self._ptr(buffers, op.uid) if op is not None else None)
-        prm.mean = self._ptr(buffers, p.mean) if p.mean is not None else None
-        prm.rstd = self._ptr(buffers, p.rstd) if p.rstd is not None else None
-        if p.eps_on_device:
-            prm.eps_ptr = self._ptr(buffers, p.eps_uid)
-        else:
-            prm.eps_ptr = None
-            if p.eps_value is None:
-                prm.eps = _host_scalar(buffers.get(p.eps_uid), self.name)
+        for field, uid in self._fields():
+            setattr(prm, field, self._ptr(buffers, uid) if uid is not None else None)
+        if not p.eps_on_device and p.eps_value is None:
+            prm.eps = _host_scalar(buffers.get(p.eps_uid), self.name)
         stream = ctx.stream
         if stream is None:
             placement = interop.placement_of(x_data, info) if info is not None else None
