@@ -83,11 +83,22 @@ def pytest_make_collect_report(collector):
 def old_cudnn(monkeypatch):
     """The real loaded cuDNN, reporting itself as 9.19 (the GPU machine's, older than the C-API families of
     libcudnn_ext): the version gates refuse as they would there."""
+    yield from _cudnn_reporting(monkeypatch, 91900)
+
+
+@pytest.fixture
+def recent_cudnn(monkeypatch):
+    """The real loaded cuDNN, reporting itself as 9.28 (it has every C-API family of libcudnn_ext): what the gates
+    say past the version check, whichever cuDNN the machine has."""
+    yield from _cudnn_reporting(monkeypatch, 92800)
+
+
+def _cudnn_reporting(monkeypatch, version: int):
     from cudnn_py.backend import ext_loader
 
     ext_loader._reset_for_tests()
     real = ext_loader.load_library()
-    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, 91900))
+    monkeypatch.setattr(ext_loader, "load_library", lambda: type(real)(real.path, real.found_via, real.cdll, version))
     yield
     ext_loader._reset_for_tests()
 

@@ -141,7 +141,7 @@ def test_gate_on_loaded_version(old_cudnn):
         cudnn.long_fft_causal_conv1d_get_buffer_sizes(1, 1, 4096, 4096, 0)
 
 
-def test_gate_without_symbol_or_library(monkeypatch, fresh_ext):
+def test_gate_without_symbol_or_library(monkeypatch, recent_cudnn):  # (past the version gate, any cuDNN)
     monkeypatch.setattr(ext_loader, "_ext", ext_loader.ExtLibrary("/x/libcudnn_ext.so.9", ctypes.CDLL(None), "",
                                                                   {"cudnnGnnAggSimpleForward"}))
     with pytest.raises(FeatureVersionError, match="cudnnGnnAggSimpleForward.*not exported by /x/libcudnn_ext.so.9.*"
