@@ -45,6 +45,31 @@ def good(name):
             "W": lambda: Tensor((N,), dtype=float32), "INV": lambda: Tensor((ROWS, 1), dtype=float32)}[name]()
 
 
+def mutated_buffer(rng: random.Random, shape: tuple, dtype) -> tuple:
+    """(a buffer for a dense tensor of ``shape`` and ``dtype``, drawn from ``rng``: a good one, or one of each kind
+    of mistake; whether the tensor's declaration accepts it)."""
+    other = float16 if dtype is bfloat16 else bfloat16
+    kind = rng.choice(["good", "good", "bigger", "smaller", "dtype-size", "dtype-same-size", "host", "strided",
+                       "int", "object"])
+    if kind == "good":
+        return Tensor(shape, dtype=dtype), True
+    if kind == "bigger":  # a dense buffer holding the span: read as a buffer (as the official reads it)
+        return Tensor((shape[0] * 2,) + shape[1:], dtype=dtype), True
+    if kind == "smaller":
+        return Tensor((max(1, shape[0] // 2),) + shape[1:], dtype=dtype), shape[0] == 1
+    if kind == "dtype-size":
+        return Tensor(shape, dtype=float32 if dtype is not float32 else float16), False
+    if kind == "dtype-same-size":
+        return Tensor(shape, dtype=other), dtype is not float32
+    if kind == "host":
+        return Tensor(shape, dtype=dtype, device=FakeDevice("cpu")), False
+    if kind == "strided":  # gaps: every other element
+        return Tensor(shape, [2 * s for s in harness._row_major(shape)], dtype=dtype), False
+    if kind == "int":  # a bare pointer: the caller's responsibility, as in the official module
+        return 0x7000_0000 + 256 * rng.randrange(1, 1 << 16), True
+    return object(), False
+
+
 def test_good_buffers_pass_and_each_kind_of_bad_one_is_refused_naming_it():
     g, ts = norm_graph()
     plan = StandInPlan(t.uid for t in ts.values())
@@ -68,29 +93,9 @@ def test_seeded_mutations_are_refused_or_accepted_only_when_every_buffer_fits():
     by_uid = {t.uid: t for t in g.all_tensors()}
     rng = random.Random(3119)
 
-    def mutated(name):  # (buffer, whether the tensor's declaration accepts it)
+    def mutated(name):
         shape = {"X": (ROWS, N), "Y": (ROWS, N), "W": (N,), "INV": (ROWS, 1)}[name]
-        dtype = {"X": bfloat16, "Y": bfloat16, "W": float32, "INV": float32}[name]
-        other = float16 if dtype is bfloat16 else bfloat16
-        kind = rng.choice(["good", "good", "bigger", "smaller", "dtype-size", "dtype-same-size", "host", "strided",
-                           "int", "object"])
-        if kind == "good":
-            return Tensor(shape, dtype=dtype), True
-        if kind == "bigger":  # a dense buffer holding the span: read as a buffer (as the official reads it)
-            return Tensor((shape[0] * 2,) + shape[1:], dtype=dtype), True
-        if kind == "smaller":
-            return Tensor((max(1, shape[0] // 2),) + shape[1:], dtype=dtype), shape[0] == 1
-        if kind == "dtype-size":
-            return Tensor(shape, dtype=float32 if dtype is not float32 else float16), False
-        if kind == "dtype-same-size":
-            return Tensor(shape, dtype=other), dtype is not float32
-        if kind == "host":
-            return Tensor(shape, dtype=dtype, device=FakeDevice("cpu")), False
-        if kind == "strided":  # gaps: every other element
-            return Tensor(shape, [2 * s for s in harness._row_major(shape)], dtype=dtype), False
-        if kind == "int":
-            return 0x7000_0000 + 256 * rng.randrange(1, 1 << 16), True
-        return object(), False
+        return mutated_buffer(rng, shape, {"X": bfloat16, "Y": bfloat16, "W": float32, "INV": float32}[name])
 
     accepted = refused = 0
     for _ in range(500):

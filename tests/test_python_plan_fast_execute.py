@@ -5,12 +5,16 @@ stream; a buffer unlike its tensor is refused before any launch, whichever path;
 handle (tensor_uids, a handle, a pack that is not a dict) goes to the general path, and a plan change unbinds it."""
 from __future__ import annotations
 
+import random
+import warnings
+
 import pytest
 
 from cudnn_py.engines import PYTHON_ENGINE_ID_BASE, BaseEngine, CompiledPlan, PlanConfig
 from cudnn_py.enums import data_type
 from cudnn_py.facade import pygraph
 from tests import test_execute_correctness as harness
+from tests.test_engine_operand_checks import mutated_buffer
 from tests.test_execute_correctness import Tensor, float32
 
 torch_module = harness.torch
@@ -22,7 +26,7 @@ class LaunchPlan(CompiledPlan):
         self.engine, self.device_operands, self.launcher = engine, tuple(uids), launcher
 
     def execute(self, graph, buffers, ctx):
-        self.engine.log.append(("general", {u: b.data_ptr() for u, b in buffers.items()}))
+        self.engine.log.append(("general", {u: b if isinstance(b, int) else b.data_ptr() for u, b in buffers.items()}))
 
     def pointer_launcher(self, slot_uids):
         if not self.launcher:
@@ -113,3 +117,41 @@ def test_a_plan_change_unbinds_it_and_a_plan_without_a_launcher_never_binds():
     for _ in range(3):
         g2.execute({x2: buf(), y2: buf()})
     assert [e[0] for e in engine2.log] == ["general"] * 3 and "execute" not in g2.__dict__
+
+
+def test_seeded_mutations_through_the_bound_execute_are_refused_or_launched_with_exactly_their_pointers(torch_module):
+    """400 packs, one or both operands drawn from every kind of mistake (tests/test_engine_operand_checks.py
+    ``mutated_buffer``), some through the general path (tensor_uids): each is refused before any launch, or runs
+    with exactly the pointers it was given, on torch's current stream, and only where every buffer fits."""
+    g, engine, x, _, y = graph()
+    rng = random.Random(4242)
+    g.execute({x: buf(), y: buf()})
+    accepted = refused = 0
+    for i in range(400):
+        chosen = {t: (buf(), True) for t in (x, y)}
+        for t in rng.sample([x, y], rng.choice([1, 1, 2])):
+            chosen[t] = mutated_buffer(rng, (2, 3), float32)
+        fits = all(ok for _b, ok in chosen.values())
+        torch_module.current[0] = stream = 0x1000 + i
+        before = len(engine.log)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if i % 5:
+                    g.execute({t: b for t, (b, _ok) in chosen.items()})
+                else:
+                    g.execute([chosen[x][0], chosen[y][0]], tensor_uids=[x.uid, y.uid])
+        except (ValueError, TypeError) as e:
+            refused += 1
+            assert not fits, f"a pack of fitting buffers was refused: {e}"
+            assert len(engine.log) == before, "a refused pack launched"
+            continue
+        accepted += 1
+        assert fits, f"a buffer its tensor does not accept passed: {chosen}"
+        pointers = {t.uid: b if isinstance(b, int) else b.data_ptr() for t, (b, _ok) in chosen.items()}
+        on = stream if any(not isinstance(b, int) for b, _ok in chosen.values()) else 0  # (bare pointers: none)
+        if i % 5:
+            assert engine.log[-1] == ("launch", tuple(pointers[u] for u in engine.slot_uids), on)
+        else:
+            assert engine.log[-1] == ("general", pointers)
+    assert accepted > 50 and refused > 50, (accepted, refused)

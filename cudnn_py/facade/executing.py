@@ -71,7 +71,11 @@ class Executing(GraphState):
             ctx = self._exec_context(handle, workspace)
             plan = self._compile(ctx)
             if plan.device_operands:
-                _check_device_operands(plan, buffers, self._by_uid)
+                placement = _check_device_operands(plan, buffers, self._by_uid)
+                if placement is not None and handle is None and self._handle is None:
+                    # no handle: the stream of the first framework operand, as for a cuDNN plan (and the bound
+                    # execute below)
+                    ctx = ExecutionContext(handle=None, workspace=workspace, stream_resolver=placement.current_stream)
             plan.execute(self, buffers, ctx)
             if self._fast_execute is None and handle is None and self._handle is None and tensor_uids is None:
                 fast = _python_plan_fast_execute(self, plan)
@@ -169,17 +173,18 @@ class Executing(GraphState):
         return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
 
 
-def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int, Any]) -> None:
+def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int, Any]) -> Any:
     """Check the buffers a python plan's device kernel dereferences (``plan.device_operands``) as a cuDNN plan's
     operands are checked (plans/execute_operands.py): in full at the first execute and whenever one differs from
     the last one checked for its tensor, else against that check. The device is the one current at the first
-    execute (where the plan's module was loaded)."""
+    execute (where the plan's module was loaded). Returns the placement of the first framework operand (None where
+    there is none), whose current stream a plan without a handle runs on."""
     slots = plan.operand_checks
     if slots is None:
         slots = OperandSlots(list(plan.device_operands), by_uid)
         slots.device = cuda_context.device_of_current()
         plan.operand_checks = slots
-    slots.checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})
+    return slots.checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})[2]
 
 
 def _python_plan_fast_execute(graph: Any, plan: Any) -> Callable[..., None] | None:
