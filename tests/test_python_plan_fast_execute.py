@@ -155,3 +155,21 @@ def test_seeded_mutations_through_the_bound_execute_are_refused_or_launched_with
         else:
             assert engine.log[-1] == ("general", pointers)
     assert accepted > 50 and refused > 50, (accepted, refused)
+
+
+def test_a_graph_with_a_bound_python_execute_goes_when_dropped():
+    """The bound execute holds the graph weakly (its lock, slots and launcher hold no reference to it): dropped, the
+    graph goes at once, with the cyclic collector off."""
+    import weakref
+
+    from tests.support.collector import collector_off
+
+    def ran():
+        g, engine, x, _, y = graph()
+        g.execute({x: buf(), y: buf()})
+        g.execute({x: buf(), y: buf()})
+        assert engine.log[-1][0] == "launch"
+        return weakref.ref(g)
+
+    with collector_off():
+        assert ran()() is None
