@@ -73,24 +73,22 @@ def mutated_buffer(rng: random.Random, shape: tuple, dtype) -> tuple:
 def test_good_buffers_pass_and_each_kind_of_bad_one_is_refused_naming_it():
     g, ts = norm_graph()
     plan = StandInPlan(t.uid for t in ts.values())
-    by_uid = {t.uid: t for t in g.all_tensors()}
     bufs = {ts[n].uid: good(n) for n in ts}
-    _check_device_operands(plan, bufs, by_uid)
-    _check_device_operands(plan, bufs, by_uid)  # a repeat: against the last full check
+    _check_device_operands(plan, bufs, g)
+    _check_device_operands(plan, bufs, g)  # a repeat: against the last full check
     for name, bad, why in (("Y", Tensor((ROWS - 1, N), dtype=bfloat16), "holds"),
                            ("X", Tensor((ROWS, N), dtype=float32), "BFLOAT16"),
                            ("X", Tensor((ROWS, N), dtype=bfloat16, device=FakeDevice("cpu")), "host"),
                            ("INV", Tensor((ROWS, 1), (2, 1), dtype=float32), "dense")):  # every other element
         with pytest.raises(ValueError, match=f"'{name}'.*{why}"):
-            _check_device_operands(plan, {**bufs, ts[name].uid: bad}, by_uid)
+            _check_device_operands(plan, {**bufs, ts[name].uid: bad}, g)
     with pytest.raises(ValueError, match="missing"):
-        _check_device_operands(plan, {u: b for u, b in bufs.items() if u != ts["W"].uid}, by_uid)
+        _check_device_operands(plan, {u: b for u, b in bufs.items() if u != ts["W"].uid}, g)
 
 
 def test_seeded_mutations_are_refused_or_accepted_only_when_every_buffer_fits():
     g, ts = norm_graph()
     plan = StandInPlan(t.uid for t in ts.values())
-    by_uid = {t.uid: t for t in g.all_tensors()}
     rng = random.Random(3119)
 
     def mutated(name):
@@ -107,7 +105,7 @@ def test_seeded_mutations_are_refused_or_accepted_only_when_every_buffer_fits():
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _check_device_operands(plan, bufs, by_uid)
+                _check_device_operands(plan, bufs, g)
         except (ValueError, TypeError) as e:
             refused += 1
             assert not fits, f"a pack of fitting buffers was refused: {e}"

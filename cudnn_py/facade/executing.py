@@ -71,7 +71,7 @@ class Executing(GraphState):
             ctx = self._exec_context(handle, workspace)
             plan = self._compile(ctx)
             if plan.device_operands:
-                placement = _check_device_operands(plan, buffers, self._by_uid)
+                placement = _check_device_operands(plan, buffers, self)
                 if placement is not None and handle is None and self._handle is None:
                     # no handle: the stream of the first framework operand, as for a cuDNN plan (and the bound
                     # execute below)
@@ -173,18 +173,28 @@ class Executing(GraphState):
         return ExecutionContext(handle=h, workspace=workspace, stream_resolver=lambda: _stream_of(h))
 
 
-def _check_device_operands(plan: Any, buffers: dict[int, Any], by_uid: dict[int, Any]) -> Any:
-    """Check the buffers a python plan's device kernel dereferences (``plan.device_operands``) as a cuDNN plan's
-    operands are checked (plans/execute_operands.py): in full at the first execute and whenever one differs from
-    the last one checked for its tensor, else against that check. The device is the one current at the first
-    execute (where the plan's module was loaded). Returns the placement of the first framework operand (None where
-    there is none), whose current stream a plan without a handle runs on."""
+def _operand_slots(plan: Any, graph: Any) -> OperandSlots:
+    """The one ``OperandSlots`` of a python plan's device operands (``plan.operand_checks``, made at its first
+    execute), which the general path and the bound execute both check them with: slots for the operands, the
+    graph's other tensors accepted as keys and skipped, the data bound at build time, and the device current at
+    the first execute (where the plan's module was loaded)."""
     slots = plan.operand_checks
     if slots is None:
-        slots = OperandSlots(list(plan.device_operands), by_uid)
+        device_operands = set(plan.device_operands)
+        slots = OperandSlots(sorted(device_operands), graph._by_uid,
+                             unread=[t for uid, t in graph._by_uid.items() if uid not in device_operands])
+        slots.bind({uid: v for uid, v in graph._data_bindings.items() if uid in device_operands})
         slots.device = cuda_context.device_of_current()
         plan.operand_checks = slots
-    return slots.checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})[2]
+    return slots
+
+
+def _check_device_operands(plan: Any, buffers: dict[int, Any], graph: Any) -> Any:
+    """Check the buffers a python plan's device kernel dereferences (``plan.device_operands``) as a cuDNN plan's
+    operands are checked (plans/execute_operands.py): in full at the first execute and whenever one differs from
+    the last one checked for its tensor, else against that check. Returns the placement of the first framework
+    operand (None where there is none), whose current stream a plan without a handle runs on."""
+    return _operand_slots(plan, graph).checked({uid: buffers[uid] for uid in plan.device_operands if uid in buffers})[2]
 
 
 def _python_plan_fast_execute(graph: Any, plan: Any) -> Callable[..., None] | None:
@@ -195,17 +205,12 @@ def _python_plan_fast_execute(graph: Any, plan: Any) -> Callable[..., None] | No
     lock (the plan's launch parameters are one struct). The graph's other tensors are accepted as keys and skipped,
     as the general path skips them; a handle, overrides or ``tensor_uids`` go to the general path. None where the
     plan offers no launcher."""
-    device_operands = list(plan.device_operands)
-    if not device_operands:
+    if not plan.device_operands:
         return None
-    others = [t for uid, t in graph._by_uid.items() if uid not in set(device_operands)]
-    slots = OperandSlots(device_operands, graph._by_uid, unread=others)
+    slots = _operand_slots(plan, graph)
     launch = plan.pointer_launcher(slots._uids)
     if launch is None:
         return None
-    checks = plan.operand_checks
-    slots.device = checks.device if checks is not None else cuda_context.device_of_current()
-    slots.bind({uid: v for uid, v in graph._data_bindings.items() if uid in set(device_operands)})
     lock, checked, ref = graph._lock, slots.checked, weakref.ref(graph)  # (weakly: the graph holds run)
 
     def run(variant_pack: Any, workspace: Any = None, handle: Any = None, override_uids: Any = None,

@@ -107,9 +107,7 @@ class NormPlan(RuntimePlan):
         ptr = interop.data_ptr(data)
         align = self._align.get(uid, 4)
         if ptr % align:
-            raise InvalidValueError(f"{self.name}: the buffer of tensor uid {uid} (0x{ptr:x}) is not aligned to "
-                                    f"{align} bytes, as its tensor's alignment promised; declare a smaller "
-                                    "alignment on the tensor for the scalar path")
+            raise _misaligned(self.name, uid, ptr, align)
         return ptr
 
     def pointer_launcher(self, slot_uids: Any) -> Any:
@@ -117,17 +115,16 @@ class NormPlan(RuntimePlan):
         if p.eps_value is None and not p.eps_on_device:
             return None  # a pass-by-value epsilon the caller gives at each execute: read on the general path
         at = {u: i for i, u in enumerate(slot_uids)}
-        fields = tuple((name, at[u], self._align.get(u, 4)) for name, u in self._fields() if u is not None)
-        absent = tuple(name for name, u in self._fields() if u is None)
+        pointers = self._fields()
+        fields = tuple((name, at[u], self._align.get(u, 4)) for name, u in pointers if u is not None)
+        absent = tuple(name for name, u in pointers if u is None)
         module, grid, threads, name = self.module, self.grid, self.variant.threads, self.name
 
         def launch(ptrs: Any, stream: int) -> None:
             for field, i, align in fields:
                 ptr = ptrs[i]
                 if ptr % align:
-                    raise InvalidValueError(f"{name}: the buffer of tensor uid {slot_uids[i]} (0x{ptr:x}) is not "
-                                            f"aligned to {align} bytes, as its tensor's alignment promised; declare "
-                                            "a smaller alignment on the tensor for the scalar path")
+                    raise _misaligned(name, slot_uids[i], ptr, align)
                 setattr(prm, field, ptr)
             for field in absent:
                 setattr(prm, field, None)
@@ -136,11 +133,11 @@ class NormPlan(RuntimePlan):
         return launch
 
     def _fields(self) -> tuple[tuple[str, int | None], ...]:
-        """(kernel parameter, the uid whose device pointer it takes, None where the problem has none)."""
+        """(kernel pointer parameter, the uid whose device pointer it takes, None where the problem has none), in
+        ``_POINTERS``' order."""
         p = self.problem
-        ops = tuple((f, op.uid if op is not None else None) for f, op in (
-            ("x", p.x), ("r", p.r), ("s", p.s), ("w", p.w), ("b", p.b), ("y", p.y), ("z", p.z)))
-        return ops + (("mean", p.mean), ("rstd", p.rstd), ("eps_ptr", p.eps_uid if p.eps_on_device else None))
+        uids = [op.uid if op is not None else None for op in (p.x, p.r, p.s, p.w, p.b, p.y, p.z)]
+        return tuple(zip(_POINTERS, (*uids, p.mean, p.rstd, p.eps_uid if p.eps_on_device else None), strict=True))
 
     def execute(self, graph: Any, buffers: dict[int, Any], ctx: ExecutionContext) -> None:
         p, prm = self.problem, self._params
@@ -157,6 +154,12 @@ class NormPlan(RuntimePlan):
             placement = interop.placement_of(x_data, info) if info is not None else None
             stream = placement.current_stream() if placement is not None else 0
         modules.launch(self.module, self.grid, self.variant.threads, interop.stream_ptr(stream), prm)
+
+
+def _misaligned(plan: str, uid: int, ptr: int, align: int) -> InvalidValueError:
+    return InvalidValueError(f"{plan}: the buffer of tensor uid {uid} (0x{ptr:x}) is not aligned to {align} bytes, "
+                             "as its tensor's alignment promised; declare a smaller alignment on the tensor for the "
+                             "scalar path")
 
 
 def _host_scalar(data: Any, who: str) -> float:

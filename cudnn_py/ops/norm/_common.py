@@ -195,12 +195,19 @@ def planned_forward(make: Callable[[bool], Any], training: bool, device: torch.d
     ``cudnn_py.ops`` logger."""
     if training:
         return planned(make(True), device)
+    return refused_gives_way(lambda: planned(make(False), device), lambda: planned(make(True), device),
+                             "the inference graph", "the training graph serves instead")
+
+
+def refused_gives_way(first: Callable[[], Any], instead: Callable[[], Any], refused: str, serves: str) -> Any:
+    """``first()``, or, where cuDNN (or planning) refuses it, ``instead()``, said at INFO on the ``cudnn_py.ops``
+    logger ("``refused`` was refused (why); ``serves``"): a graph cached per key is refused once, so once per key."""
     try:
-        return planned(make(False), device)
+        return first()
     except (CudnnPyError, RuntimeError) as exc:
-        logger.info("cudnn_py.ops: the inference graph was refused (%s: %s); the training graph serves instead",
-                    type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
-        return planned(make(True), device)
+        logger.info("cudnn_py.ops: %s was refused (%s: %s); %s", refused, type(exc).__name__,
+                    str(exc).splitlines()[0][:300] if str(exc) else "", serves)
+        return instead()
 
 
 def planned(built: Any, device: torch.device) -> Any:

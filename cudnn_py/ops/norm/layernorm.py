@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ...enums import data_type, norm_forward_phase
-from ...errors import CudnnPyError, InvalidTypeError, InvalidValueError, NotImplementedOptionError
+from ...errors import InvalidTypeError, InvalidValueError, NotImplementedOptionError
 from ._common import (
     NAMESPACE,
     aligned,
@@ -35,12 +35,12 @@ from ._common import (
     execute_forward,
     fake_forward,
     fake_inference,
-    logger,
     new_graph,
     operand,
     output,
     planned,
     planned_forward,
+    refused_gives_way,
     register_autograd,
     require_canonical_4d,
     require_cuda,
@@ -122,13 +122,9 @@ def _in_param_dtype(plan: Any, param_dtype: torch.dtype, what: str) -> Any:
     ``plan(FLOAT)`` (said once per graph at INFO)."""
     if param_dtype == torch.float32:
         return plan(torch.float32)
-    try:
-        return plan(param_dtype)
-    except (CudnnPyError, RuntimeError) as exc:
-        logger.info("cudnn_py.ops: the layernorm %s with %s scale and bias was refused (%s: %s); the FLOAT graph "
-                    "serves, the parameters cast for it", what, param_dtype, type(exc).__name__,
-                    str(exc).splitlines()[0][:300] if str(exc) else "")
-        return plan(torch.float32)
+    return refused_gives_way(lambda: plan(param_dtype), lambda: plan(torch.float32),
+                             f"the layernorm {what} with {param_dtype} scale and bias",
+                             "the FLOAT graph serves, the parameters cast for it")
 
 
 # ---- the operand checks (before any GPU work) -----------------------------------------------------------------------
