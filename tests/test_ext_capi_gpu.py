@@ -11,7 +11,8 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 
-def _need(name: str) -> None:
+def need(name: str) -> None:
+    """Skip, saying why, where there is no GPU or the loaded cuDNN lacks the C-API function ``name``."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     why = ext_loader.why_unavailable(name)
@@ -19,17 +20,19 @@ def _need(name: str) -> None:
         pytest.skip(f"the loaded cuDNN lacks {name} (9.19 predates the C-API families of libcudnn_ext): {why}")
 
 
-def _reference(x, w, b, silu):
+def causal_reference(x, w, b, silu):
+    """The causal depthwise conv1d of x (B, D, T) with w (D, K) and bias b (or None) in float64: torch's conv1d,
+    left padded."""
     k = w.shape[1]
     xp = torch.nn.functional.pad(x.double(), (k - 1, 0))
-    y = torch.nn.functional.conv1d(xp, w.double().unsqueeze(1), b.double(), groups=x.shape[1])
+    y = torch.nn.functional.conv1d(xp, w.double().unsqueeze(1), None if b is None else b.double(), groups=x.shape[1])
     return torch.nn.functional.silu(y) if silu else y
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.float64, 1e-10), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("activation", [None, "silu"])
 def test_causal_conv1d_against_torch(dtype, tol, activation):
-    _need("cudnnCausalConv1dForward")
+    need("cudnnCausalConv1dForward")
     import cudnn_py as cudnn
 
     torch.manual_seed(0)
@@ -38,7 +41,7 @@ def test_causal_conv1d_against_torch(dtype, tol, activation):
     b = torch.randn(16, device="cuda", dtype=dtype, requires_grad=True)
     y = cudnn.ops.causal_conv1d(x, w, b, activation)
     xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
-    ref = _reference(xr, wr, br, activation == "silu")
+    ref = causal_reference(xr, wr, br, activation == "silu")
     torch.testing.assert_close(y.double(), ref, atol=tol * 10, rtol=tol)
     g = torch.randn_like(ref)
     y.backward(g.to(dtype))
@@ -48,7 +51,7 @@ def test_causal_conv1d_against_torch(dtype, tol, activation):
 
 
 def test_gnn_agg_sum_against_torch():
-    _need("cudnnGnnAggSimpleForward")
+    need("cudnnGnnAggSimpleForward")
     import cudnn_py as cudnn
 
     # CSC: destination j's sources are indices[offsets[j]:offsets[j+1]]

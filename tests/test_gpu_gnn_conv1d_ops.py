@@ -12,6 +12,8 @@ from cudnn_py.errors import CApiUnavailableError
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
+from tests.test_ext_capi_gpu import causal_reference, need  # noqa: E402  (the C-API tests' gate and reference)
+
 F = torch.nn.functional
 
 
@@ -34,13 +36,6 @@ def poisoned(monkeypatch):
 def _cuda() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-
-
-def _need(name: str) -> None:
-    _cuda()
-    why = ext_loader.why_unavailable(name)
-    if why:
-        pytest.skip(f"the loaded cuDNN lacks {name}: {why}")
 
 
 def _close(got, want, tol):
@@ -82,7 +77,7 @@ def _agg_reference(graph, node, edge, concat, aggr):
 @pytest.mark.parametrize("aggr", ["sum", "mean", "max", "min"])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
 def test_agg_simple_against_float64(aggr, dtype, tol):
-    _need("cudnnGnnAggSimpleForward")
+    need("cudnnGnnAggSimpleForward")
     import cudnn_py as cudnn
 
     graph = _graph()
@@ -130,7 +125,7 @@ def _gat_reference(graph, src, dst, edge, weights, heads, concat, v2, alpha=0.2)
 @pytest.mark.parametrize("v2", [False, True])
 @pytest.mark.parametrize("concat,heads,with_edge", [(True, 2, False), (False, 2, True), (True, 1, True)])
 def test_mha_gat_against_float64(v2, concat, heads, with_edge):
-    _need("cudnnGnnMhaGatV2Forward" if v2 else "cudnnGnnMhaGatForward")
+    need("cudnnGnnMhaGatV2Forward" if v2 else "cudnnGnnMhaGatForward")
     import cudnn_py as cudnn
 
     graph = _graph(seed=3)
@@ -159,7 +154,7 @@ def test_mha_gat_against_float64(v2, concat, heads, with_edge):
 
 @pytest.mark.parametrize("v2", [False, True])
 def test_mha_gat_deterministic_backward_matches(v2):
-    _need("cudnnGnnMhaGatV2Backward" if v2 else "cudnnGnnMhaGatBackward")
+    need("cudnnGnnMhaGatV2Backward" if v2 else "cudnnGnnMhaGatBackward")
     import cudnn_py as cudnn
 
     graph = _graph(seed=4).with_reverse_csc()
@@ -178,16 +173,10 @@ def test_mha_gat_deterministic_backward_matches(v2):
 
 
 # ---- conv1d ------------------------------------------------------------------------------------------------------
-def _causal_ref(x_bdt, w_dk, b, silu):
-    k = w_dk.shape[1]
-    y = F.conv1d(F.pad(x_bdt, (k - 1, 0)), w_dk.unsqueeze(1), b, groups=x_bdt.shape[1])
-    return F.silu(y) if silu else y
-
-
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.float64, 1e-10), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("activation", ["identity", "silu"])
 def test_causal_conv1d_nwh_against_float64(dtype, tol, activation):
-    _need("cudnnCausalConv1dNwhForward")
+    need("cudnnCausalConv1dNwhForward")
     import cudnn_py as cudnn
 
     torch.manual_seed(0)
@@ -196,7 +185,7 @@ def test_causal_conv1d_nwh_against_float64(dtype, tol, activation):
     b = torch.randn(16, device="cuda", dtype=dtype, requires_grad=True)
     y = cudnn.ops.causal_conv1d_nwh(x, w, b, activation)
     xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
-    ref = _causal_ref(xr.transpose(1, 2), wr.t(), br, activation == "silu").transpose(1, 2)
+    ref = causal_reference(xr.transpose(1, 2), wr.t(), br, activation == "silu").transpose(1, 2)
     _close(y, ref, tol * 10)
     g = torch.randn_like(ref)
     y.backward(g.to(dtype))
@@ -207,7 +196,7 @@ def test_causal_conv1d_nwh_against_float64(dtype, tol, activation):
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.float64, 1e-10), (torch.bfloat16, 5e-2)])
 def test_b2b_causal_conv1d_against_float64(dtype, tol):
-    _need("cudnnB2BCausalConv1dForward")
+    need("cudnnB2BCausalConv1dForward")
     import cudnn_py as cudnn
 
     torch.manual_seed(0)
@@ -218,9 +207,9 @@ def test_b2b_causal_conv1d_against_float64(dtype, tol):
     sb = torch.randn(dim, device="cuda", dtype=dtype, requires_grad=True)
     y = cudnn.ops.b2b_causal_conv1d(x, wp, wm, sb)
     xr, wpr, wmr, sbr = (t.detach().double().requires_grad_() for t in (x, wp, wm, sb))
-    proj = _causal_ref(xr, wpr, None, False)
+    proj = causal_reference(xr, wpr, None, False)
     gated = proj[:, 1::3] * proj[:, 2::3]
-    ref = (_causal_ref(gated, wmr, None, False) + sbr[:, None] * gated) * proj[:, 0::3]
+    ref = (causal_reference(gated, wmr, None, False) + sbr[:, None] * gated) * proj[:, 0::3]
     _close(y, ref, tol * 10)
     g = torch.randn_like(ref)
     y.backward(g.to(dtype))
@@ -231,7 +220,7 @@ def test_b2b_causal_conv1d_against_float64(dtype, tol):
 
 @pytest.mark.parametrize("seq_len,kernel", [(256, 128), (300, 100), (4096, 6000), (8192, 20000)])  # the last: long path
 def test_fft_causal_conv1d_against_float64(seq_len, kernel):
-    _need("cudnnLongFFTCausalConv1dForward")
+    need("cudnnLongFFTCausalConv1dForward")
     import cudnn_py as cudnn
 
     torch.manual_seed(0)
@@ -239,7 +228,7 @@ def test_fft_causal_conv1d_against_float64(seq_len, kernel):
     w = (torch.randn(4, kernel, device="cuda") / kernel ** 0.5).requires_grad_()
     y = cudnn.ops.fft_causal_conv1d(x, w)
     xr, wr = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
-    ref = _causal_ref(xr, wr.flip(1), None, False)  # FIR order: weight[0] multiplies the newest sample
+    ref = causal_reference(xr, wr.flip(1), None, False)  # FIR order: weight[0] multiplies the newest sample
     _close(y, ref, 1e-3)
     g = torch.randn_like(ref)
     y.backward(g.float())
